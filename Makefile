@@ -1,0 +1,30 @@
+# Two entry points, both self-bootstrapping from a fresh clone: `make demo`, `make test`.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv demo test clean
+
+venv: $(STAMP)
+
+# torch first and pinned, so pip takes the local CPU wheel and never a CUDA build.
+# lava-nc 0.10.0 declares python<3.11: installed without its metadata checks; its
+# real dependencies are pinned in pyproject.toml.
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet --no-deps --ignore-requires-python lava-nc==0.10.0
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m spikec.compiler.cli compile examples/digits/model.py:small \
+	    --weights examples/digits/checkpoint.pt -o build/demo --passes default --target none
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf build

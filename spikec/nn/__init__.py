@@ -1,0 +1,12 @@
+"""Reference PyTorch modules with the exact semantics of ``shared/spec/semantics.md``.
+
+Every module maps ``[T, B, ...]`` to ``[T, B, ...]``; neurons return spikes only.
+Per-channel parameters act on dim 2 (the channel of ``[T, B, C, ...]``, or the
+feature of ``[T, B, N]``).
+"""
+from spikec.nn.neurons import LIF, IntFire, SiLIF, CSiLIF
+from spikec.nn.temporal import TDM, BNTT, Delay
+from spikec.nn.structural import RepConv, WindowSum, TimeDistributed
+
+__all__ = ["LIF", "IntFire", "SiLIF", "CSiLIF", "TDM", "BNTT", "Delay",
+           "RepConv", "WindowSum", "TimeDistributed"]
