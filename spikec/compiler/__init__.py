@@ -1,0 +1,1 @@
+"""Compiler core: IR, frontend, reference interpreter, equivalence checker, pass manager, driver, CLI."""

@@ -1,0 +1,226 @@
+"""Built-in converters: torch.nn modules, spikec.nn modules, and element-wise functions.
+
+Each maps one module (or function call) onto IR nodes with the same arithmetic.
+"""
+import copy
+import operator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import spikec.nn as snn
+from spikec.compiler.errors import UnsupportedOp
+from spikec.compiler.frontend import register_converter, register_function
+
+
+def _pair(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+
+def _refuse(name, module, why, remedy):
+    raise UnsupportedOp(why, where=f"module {name!r} ({type(module).__qualname__})", remedy=remedy)
+
+
+def _per_step_only(ctx, module, name):
+    if not ctx.per_step:
+        _refuse(name, module, "this per-step torch module is applied to a [T, B, ...] tensor, where torch would "
+                "mistake T or B for a batch or channel dimension",
+                "wrap it in spikec.nn.TimeDistributed(...), which merges T and B as torch expects")
+
+
+# -- torch.nn ---------------------------------------------------------------------------
+def conv2d(ctx, m: nn.Conv2d, name, x):
+    _per_step_only(ctx, m, name)
+    if m.padding_mode != "zeros":
+        _refuse(name, m, f"padding_mode={m.padding_mode!r} is not supported", "use zero padding")
+    padding = m.padding
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = (0, 0)
+        elif all(k % 2 == 1 for k in m.kernel_size):
+            padding = tuple(d * (k - 1) // 2 for k, d in zip(m.kernel_size, m.dilation))
+        else:
+            _refuse(name, m, "padding='same' with an even kernel pads asymmetrically", "give explicit padding")
+    attrs = {"stride": _pair(m.stride), "padding": _pair(padding), "dilation": _pair(m.dilation), "groups": m.groups}
+    return ctx.emit(name, "conv2d", [x], attrs, {"weight": m.weight, "bias": m.bias}, scope=name)
+
+
+def linear(ctx, m: nn.Linear, name, x):
+    return ctx.emit(name, "linear", [x], {}, {"weight": m.weight, "bias": m.bias}, scope=name)
+
+
+def batchnorm(ctx, m: nn.modules.batchnorm._BatchNorm, name, x):
+    _per_step_only(ctx, m, name)
+    if m.running_mean is None:
+        _refuse(name, m, "BatchNorm without running statistics has no inference form",
+                "build it with track_running_stats=True and train it")
+    c = m.num_features
+    gamma = m.weight if m.affine else torch.ones(c)
+    beta = m.bias if m.affine else torch.zeros(c)
+    params = {"gamma": gamma, "beta": beta, "mean": m.running_mean, "var": m.running_var}
+    return ctx.emit(name, "batchnorm", [x], {"eps": float(m.eps)}, params, scope=name)
+
+
+def avgpool2d(ctx, m: nn.AvgPool2d, name, x):
+    _per_step_only(ctx, m, name)
+    if m.divisor_override is not None:
+        _refuse(name, m, "divisor_override is not supported", "leave divisor_override=None")
+    attrs = {"kernel": _pair(m.kernel_size), "stride": _pair(m.stride or m.kernel_size), "padding": _pair(m.padding),
+             "ceil_mode": bool(m.ceil_mode), "count_include_pad": bool(m.count_include_pad)}
+    return ctx.emit(name, "avgpool2d", [x], attrs, scope=name)
+
+
+def maxpool2d(ctx, m: nn.MaxPool2d, name, x):
+    _per_step_only(ctx, m, name)
+    if m.return_indices:
+        _refuse(name, m, "return_indices=True is not supported", "use return_indices=False")
+    attrs = {"kernel": _pair(m.kernel_size), "stride": _pair(m.stride or m.kernel_size), "padding": _pair(m.padding),
+             "dilation": _pair(m.dilation), "ceil_mode": bool(m.ceil_mode)}
+    return ctx.emit(name, "maxpool2d", [x], attrs, scope=name)
+
+
+def flatten(ctx, m: nn.Flatten, name, x):
+    return _flatten(ctx, name, x, m.start_dim, m.end_dim, name)
+
+
+def _flatten(ctx, name, x, start, end, scope):
+    lead = 1 if ctx.per_step else 2
+    ndim = lead + len(ctx.type(x).shape)
+    start, end = start % ndim, end % ndim
+    if start < lead:
+        raise UnsupportedOp(f"flatten(start_dim={start}) would merge the time/batch dimensions",
+                            where=f"{name!r}", remedy=f"flatten from dim {lead} on")
+    return ctx.emit(name, "flatten", [x], {"start": start - lead, "end": end - lead}, scope=scope)
+
+
+def relu(ctx, m, name, x):
+    return ctx.emit(name, "relu", [x], scope=name)
+
+
+def identity(ctx, m, name, x):
+    return x  # Identity, and Dropout in eval mode: no node
+
+
+def sequential(ctx, m: nn.Sequential, name, x):
+    for child_name, child in m.named_children():
+        x = ctx.convert_module(child, f"{name}.{child_name}", x)
+    return x
+
+
+def time_distributed(ctx, m: snn.TimeDistributed, name, x):
+    outer, ctx.per_step = ctx.per_step, True
+    try:
+        return sequential(ctx, m, name, x)
+    finally:
+        ctx.per_step = outer
+
+
+# -- spikec.nn --------------------------------------------------------------------------
+def _buffers(m, names):
+    return {n: getattr(m, n) for n in names}
+
+
+def lif(ctx, m: snn.LIF, name, x):
+    params = _buffers(m, ("beta", "alpha", "bias", "threshold", "v_reset"))
+    return ctx.emit(name, "lif", [x], {"reset": m.reset}, params, scope=name)
+
+
+def intfire(ctx, m: snn.IntFire, name, x):
+    attrs = {"max_spikes": m.max_spikes, "rounding": m.rounding}
+    return ctx.emit(name, "intfire", [x], attrs, _buffers(m, ("beta", "alpha", "threshold")), scope=name)
+
+
+def silif(ctx, m: snn.SiLIF, name, x):
+    m64 = copy.deepcopy(m).double()  # the decay exactly as a float64 run of the module computes it
+    params = {"decay": m64.decay(), "b": m64.b, "v_th": m64.v_th}
+    return ctx.emit(name, "silif", [x], {"kappa": m.kappa}, params, scope=name)
+
+
+def csilif(ctx, m: snn.CSiLIF, name, x):
+    m64 = copy.deepcopy(m).double()
+    a_re, a_im = m64.decay()
+    params = {"a_re": a_re, "a_im": a_im, "b": m64.b, "v_th": m64.v_th}
+    return ctx.emit(name, "csilif", [x], {"kappa": m.kappa}, params, scope=name)
+
+
+def tdm(ctx, m: snn.TDM, name, x):
+    return ctx.emit(name, "tdm", [x], {}, {"lam": m.lam}, scope=name)
+
+
+def bntt(ctx, m: snn.BNTT, name, x):
+    params = {"gamma": m.weight, "beta": m.bias, "mean": m.running_mean, "var": m.running_var}
+    return ctx.emit(name, "bntt", [x], {"eps": m.eps}, params, scope=name)
+
+
+def delay(ctx, m: snn.Delay, name, x):
+    return ctx.emit(name, "delay", [x], {"steps": m.steps}, scope=name)
+
+
+def windowsum(ctx, m: snn.WindowSum, name, x):
+    return ctx.emit(name, "windowsum", [x], {"kernel": m.kernel_size, "dilation": m.dilation}, scope=name)
+
+
+def repconv(ctx, m: snn.RepConv, name, x):
+    """Decomposed into its branches (conv -> BN each) and a left-to-right sum, as its forward computes it."""
+    outer, ctx.per_step = ctx.per_step, True
+    try:
+        outs = [ctx.convert_module(branch, f"{name}.{branch_name}", x)
+                for branch_name, branch in m.named_children() if branch is not None]
+    finally:
+        ctx.per_step = outer
+    y = outs[0]
+    for k, out in enumerate(outs[1:], start=1):
+        y = ctx.emit(f"{name}.sum{k}", "add", [y, out], scope=name)
+    return y
+
+
+for _cls, _fn in [(nn.Conv2d, conv2d), (nn.Linear, linear), (nn.BatchNorm1d, batchnorm), (nn.BatchNorm2d, batchnorm),
+                  (nn.AvgPool2d, avgpool2d), (nn.MaxPool2d, maxpool2d), (nn.Flatten, flatten), (nn.ReLU, relu),
+                  (nn.Identity, identity), (nn.Dropout, identity), (nn.Sequential, sequential),
+                  (snn.TimeDistributed, time_distributed), (snn.LIF, lif), (snn.IntFire, intfire),
+                  (snn.SiLIF, silif), (snn.CSiLIF, csilif), (snn.TDM, tdm), (snn.BNTT, bntt), (snn.Delay, delay),
+                  (snn.WindowSum, windowsum), (snn.RepConv, repconv)]:
+    register_converter(_cls, _fn)
+
+
+# -- functions and methods --------------------------------------------------------------
+def _binary(op, scalar_attrs):
+    def convert(ctx, name, args, kwargs, scope=""):
+        if kwargs or len(args) != 2:
+            raise UnsupportedOp(f"{op} with arguments {args} {kwargs} is not supported", where=f"fx node {name!r}",
+                                remedy="use a plain two-operand expression")
+        a, b = args
+        tensors = [v for v in (a, b) if isinstance(v, str)]
+        if len(tensors) == 2:
+            return ctx.emit(name, op, [a, b], scope=scope)
+        const = b if isinstance(a, str) else a
+        if not isinstance(const, (int, float)) or isinstance(const, bool):
+            raise UnsupportedOp(f"{op} with operand {const!r} is not supported", where=f"fx node {name!r}",
+                                remedy="operands must be tensors of the same shape or Python numbers")
+        return ctx.emit(name, "scale", [tensors[0]], scalar_attrs(float(const)), scope=scope)
+    return convert
+
+
+_add = _binary("add", lambda c: {"a": 1.0, "b": c})
+_mul = _binary("mul", lambda c: {"a": c, "b": 0.0})
+
+
+def _relu_fn(ctx, name, args, kwargs, scope=""):
+    return ctx.emit(name, "relu", [args[0]], scope=scope)
+
+
+def _flatten_fn(ctx, name, args, kwargs, scope=""):
+    start = args[1] if len(args) > 1 else kwargs.get("start_dim", 0)
+    end = args[2] if len(args) > 2 else kwargs.get("end_dim", -1)
+    return _flatten(ctx, name, args[0], start, end, scope)
+
+
+for _t in (operator.add, torch.add, "add"):
+    register_function(_t, _add)
+for _t in (operator.mul, torch.mul, "mul"):
+    register_function(_t, _mul)
+for _t in (F.relu, torch.relu, "relu"):
+    register_function(_t, _relu_fn)
+for _t in (torch.flatten, "flatten"):
+    register_function(_t, _flatten_fn)

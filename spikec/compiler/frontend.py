@@ -1,0 +1,170 @@
+"""torch.fx frontend: trace a multi-step PyTorch model into the IR through a converter registry.
+
+Convention: the model maps ``[T, B, ...]`` to ``[T, B, ...]``. Per-step torch modules (Conv2d,
+BatchNorm, pooling) appear inside ``spikec.nn.TimeDistributed``, which merges T and B as torch
+needs; Linear, ReLU and the ``spikec.nn`` modules also run on ``[T, B, ...]`` directly.
+A converter is ``fn(ctx, module, name, x) -> output node name``; it emits nodes with ``ctx.emit``.
+"""
+import operator
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.fx
+from torch import nn
+
+from spikec.compiler.errors import BadInput, SpikecError, UnsupportedOp
+from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.compiler.ops import infer_type
+from spikec.compiler.verify import verify
+
+CONVERTERS: dict[type, Callable] = {}
+FUNCTIONS: dict[object, Callable] = {}   # call_function targets and call_method names -> converter
+REGISTER_HINT = ("register one with spikec.compiler.frontend.register_converter({cls}, fn), where "
+                 "fn(ctx, module, name, x) emits IR nodes with ctx.emit(...) and returns the output node name")
+
+
+def register_converter(module_type: type, fn: Callable) -> None:
+    """Teach the frontend a module type (and its subclasses); the module becomes an fx leaf."""
+    CONVERTERS[module_type] = fn
+
+
+def register_function(target, fn: Callable) -> None:
+    """Teach the frontend a function or method name: ``fn(ctx, name, args, kwargs) -> node name``."""
+    FUNCTIONS[target] = fn
+
+
+def find_converter(module: nn.Module) -> Callable | None:
+    for cls in type(module).__mro__:
+        if cls in CONVERTERS:
+            return CONVERTERS[cls]
+    return None
+
+
+@dataclass
+class ConvertContext:
+    """State of one trace. ``per_step`` is True inside TimeDistributed (torch sees ``[T*B, ...]``)."""
+    nodes: list = field(default_factory=list)
+    types: dict = field(default_factory=dict)
+    mappings: dict = field(default_factory=dict)   # module path -> "which converter was used"
+    per_step: bool = False
+
+    def unique(self, name: str) -> str:
+        base, k = name, 1
+        while name in self.types:
+            name, k = f"{base}_{k}", k + 1
+        return name
+
+    def type(self, name: str) -> TensorType:
+        return self.types[name]
+
+    def emit(self, name, op, inputs, attrs=None, params=None, scope="") -> str:
+        """Add a node; its type is inferred from its inputs (shape errors name the node and module)."""
+        name = self.unique(name.replace("-", "_"))
+        params = {k: _f64(v) for k, v in (params or {}).items() if v is not None}
+        probe = Node(name, op, tuple(inputs), TensorType((1,)), attrs or {}, params, scope)
+        node = probe.with_(type=infer_type(probe, [self.types[i] for i in inputs]))
+        self.nodes.append(node)
+        self.types[name] = node.type
+        return name
+
+    def convert_module(self, module: nn.Module, name: str, x: str) -> str:
+        fn = find_converter(module)
+        if fn is None:
+            cls = f"{type(module).__module__}.{type(module).__qualname__}"
+            raise UnsupportedOp(f"no converter for module of class {cls}", where=f"module {name!r}",
+                                remedy=REGISTER_HINT.format(cls=type(module).__qualname__))
+        return fn(self, module, name, x)
+
+
+def _f64(v):
+    if isinstance(v, torch.Tensor):
+        v = v.detach().cpu()
+        return v.double().numpy() if v.is_floating_point() else v.numpy()
+    return v
+
+
+class _Tracer(torch.fx.Tracer):
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        if type(m) is nn.Sequential:
+            return False
+        return find_converter(m) is not None or super().is_leaf_module(m, qualname)
+
+
+def trace(model: nn.Module, input_shape, *, input_kind: str = "binary", ceiling: int | None = None) -> Graph:
+    """Trace ``model`` (put in eval mode) for per-step input shape ``input_shape`` into a verified IR graph."""
+    model.eval()
+    try:
+        fx_graph = _Tracer().trace(model)
+    except SpikecError:
+        raise
+    except Exception as e:
+        raise UnsupportedOp(f"torch.fx cannot trace the model: {type(e).__name__}: {e}",
+                            where=f"model {type(model).__qualname__}",
+                            remedy="keep data-dependent control flow inside leaf modules with a registered converter")
+    ctx, env, outputs = ConvertContext(), {}, []
+    modules = dict(model.named_modules())
+    for fx_node in fx_graph.nodes:
+        if fx_node.op == "placeholder":
+            if ctx.nodes:
+                raise BadInput("the model takes more than one input; spikec traces single-input models",
+                               where=f"argument {fx_node.name!r}")
+            env[fx_node.name] = _input(ctx, input_shape, input_kind, ceiling)
+        elif fx_node.op == "call_module":
+            x = _single_tensor_arg(fx_node, env)
+            out = ctx.convert_module(modules[fx_node.target], fx_node.target, x)
+            ctx.mappings.setdefault(fx_node.target, _mapping_name(modules[fx_node.target]))
+            env[fx_node.name] = out
+        elif fx_node.op in ("call_function", "call_method"):
+            env[fx_node.name] = _convert_function(ctx, fx_node, env)
+        elif fx_node.op == "output":
+            result = fx_node.args[0]
+            outputs = [env[a.name] for a in (result if isinstance(result, (tuple, list)) else (result,))]
+        else:
+            raise UnsupportedOp(f"fx node {fx_node.name!r} of kind {fx_node.op} ({fx_node.target}) is not supported",
+                                remedy="register parameters inside modules rather than reading them in forward()")
+    meta = {"source": type(model).__qualname__, "converters": sorted(ctx.mappings.items())}
+    return verify(Graph(tuple(ctx.nodes), tuple(outputs), meta), "after tracing")
+
+
+def _input(ctx, input_shape, kind, ceiling):
+    node = Node("input", "input", (), TensorType(tuple(input_shape), kind, ceiling))
+    ctx.nodes.append(node)
+    ctx.types[node.name] = node.type
+    return node.name
+
+
+def _mapping_name(module) -> str:
+    fn = find_converter(module)
+    return f"{type(module).__module__}.{type(module).__qualname__} -> {fn.__module__}.{fn.__name__}"
+
+
+def _single_tensor_arg(fx_node, env) -> str:
+    if len(fx_node.args) != 1 or fx_node.kwargs or not isinstance(fx_node.args[0], torch.fx.Node):
+        raise UnsupportedOp(f"module call {fx_node.target!r} takes {len(fx_node.args)} positional and "
+                            f"{len(fx_node.kwargs)} keyword arguments; spikec converts one-tensor module calls",
+                            where=f"module {fx_node.target!r}")
+    return env[fx_node.args[0].name]
+
+
+def _scope(fx_node) -> str:
+    stack = fx_node.meta.get("nn_module_stack") or {}
+    return next(reversed(stack.values()))[0] if stack else ""
+
+
+def _convert_function(ctx, fx_node, env) -> str:
+    target = fx_node.target
+    fn = FUNCTIONS.get(target)
+    if fn is None:
+        what = target if isinstance(target, str) else f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', target)}"
+        raise UnsupportedOp(f"no converter for {'method' if fx_node.op == 'call_method' else 'function'} {what}",
+                            where=f"fx node {fx_node.name!r}" + (f" in module {_scope(fx_node)!r}" if _scope(fx_node) else ""),
+                            remedy="express it with supported modules, or register a converter with "
+                                   "spikec.compiler.frontend.register_function(target, fn)")
+    args = [env[a.name] if isinstance(a, torch.fx.Node) else a for a in fx_node.args]
+    kwargs = {k: env[v.name] if isinstance(v, torch.fx.Node) else v for k, v in fx_node.kwargs.items()}
+    return fn(ctx, fx_node.name, args, kwargs, scope=_scope(fx_node))
+
+
+# The built-in converters register themselves on import (they need the registry above).
+import spikec.compiler.converters  # noqa: E402,F401
