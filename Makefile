@@ -21,7 +21,8 @@ $(STAMP): pyproject.toml Makefile
 
 demo: $(STAMP)
 	$(BIN)/python -m spikec.compiler.cli compile examples/digits/model.py:small \
-	    --weights examples/digits/checkpoint.pt -o build/demo --passes default --target none
+	    --weights examples/digits/checkpoint.pt --inputs examples/digits/inputs.npz \
+	    -o build/demo --passes default --target none
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -47,6 +47,7 @@ class ConvertContext:
     nodes: list = field(default_factory=list)
     types: dict = field(default_factory=dict)
     mappings: dict = field(default_factory=dict)   # module path -> "which converter was used"
+    module_outputs: dict = field(default_factory=dict)  # top-level module call -> its output node
     per_step: bool = False
 
     def unique(self, name: str) -> str:
@@ -114,6 +115,8 @@ def trace(model: nn.Module, input_shape, *, input_kind: str = "binary", ceiling:
             x = _single_tensor_arg(fx_node, env)
             out = ctx.convert_module(modules[fx_node.target], fx_node.target, x)
             ctx.mappings.setdefault(fx_node.target, _mapping_name(modules[fx_node.target]))
+            if out != x:
+                ctx.module_outputs[fx_node.target] = out
             env[fx_node.name] = out
         elif fx_node.op in ("call_function", "call_method"):
             env[fx_node.name] = _convert_function(ctx, fx_node, env)
@@ -123,7 +126,8 @@ def trace(model: nn.Module, input_shape, *, input_kind: str = "binary", ceiling:
         else:
             raise UnsupportedOp(f"fx node {fx_node.name!r} of kind {fx_node.op} ({fx_node.target}) is not supported",
                                 remedy="register parameters inside modules rather than reading them in forward()")
-    meta = {"source": type(model).__qualname__, "converters": sorted(ctx.mappings.items())}
+    meta = {"source": type(model).__qualname__, "converters": sorted(ctx.mappings.items()),
+            "module_outputs": sorted(ctx.module_outputs.items())}
     return verify(Graph(tuple(ctx.nodes), tuple(outputs), meta), "after tracing")
 
 

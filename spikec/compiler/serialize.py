@@ -32,12 +32,20 @@ def graph_from_json(doc: dict, weights) -> Graph:
     return verify(Graph(tuple(nodes), tuple(doc["outputs"]), doc.get("meta", {})), "after loading")
 
 
+def default_mode(directory: bool = False) -> int:
+    """The permission bits a plain open()/mkdir() would give under the current umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return (0o777 if directory else 0o666) & ~umask
+
+
 def atomic_write(path: Path, write) -> None:
     """Call ``write(tmp_path)`` then rename onto ``path``: no half-written file is ever visible."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
+        os.chmod(tmp, default_mode())
         write(tmp)
         os.replace(tmp, path)
     except BaseException:

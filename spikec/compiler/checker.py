@@ -1,0 +1,134 @@
+"""Equivalence checker (semantics.md section 4).
+
+Spike tensors must be identical at every step; real tensors must agree within ``REL_TOL``
+relative to the tensor's largest magnitude, in float64. Mismatches are reported by node,
+step, index and firing margin ``|U - boundary|`` so a true bug is told apart from a tie.
+
+Across passes a node name denotes the same value: a pass that replaces a node keeps the name
+on the node that now computes that value, so surviving names are compared one to one.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from spikec.compiler.ir import Graph
+from spikec.compiler.interpreter import Trace, run
+
+REL_TOL = 1e-9
+MAX_REPORTED = 10
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    node: str
+    step: int
+    index: tuple
+    expected: float
+    got: float
+    margin: float | None  # firing margin at that spot, when the node is a neuron
+
+    def to_json(self) -> dict:
+        return {"node": self.node, "step": self.step, "index": list(self.index), "expected": self.expected,
+                "got": self.got, "margin": self.margin}
+
+
+@dataclass
+class Comparison:
+    nodes_compared: list[str] = field(default_factory=list)
+    spikes_compared: int = 0
+    values_compared: int = 0
+    spike_mismatches: int = 0
+    real_mismatches: int = 0
+    max_rel_diff: float = 0.0
+    mismatches: list[Mismatch] = field(default_factory=list)
+
+    @property
+    def equivalent(self) -> bool:
+        return self.spike_mismatches == 0 and self.real_mismatches == 0
+
+    def add(self, node: str, expected: np.ndarray, got: np.ndarray, spike: bool, margin=None) -> None:
+        self.nodes_compared.append(node)
+        if expected.shape != got.shape:
+            self.real_mismatches += 1
+            self.mismatches.append(Mismatch(node, -1, tuple(got.shape), float("nan"), float("nan"), None))
+            return
+        expected, got = expected.astype(np.float64), got.astype(np.float64)
+        if spike:
+            bad = expected != got
+            self.spikes_compared += expected.size
+            self.spike_mismatches += int(bad.sum())
+        else:
+            scale = max(np.abs(expected).max(initial=0.0), np.abs(got).max(initial=0.0), np.finfo(float).tiny)
+            diff = np.abs(expected - got) / scale
+            self.max_rel_diff = max(self.max_rel_diff, float(diff.max(initial=0.0)))
+            bad = diff > REL_TOL
+            self.values_compared += expected.size
+            self.real_mismatches += int(bad.sum())
+        for pos in np.argwhere(bad)[: max(0, MAX_REPORTED - len(self.mismatches))]:
+            pos = tuple(int(i) for i in pos)
+            m = None if margin is None else float(margin[pos])
+            self.mismatches.append(Mismatch(node, pos[0], pos[1:], float(expected[pos]), float(got[pos]), m))
+
+    def summary(self) -> dict:
+        return {"equivalent": self.equivalent, "nodes_compared": len(self.nodes_compared),
+                "spikes_compared": self.spikes_compared, "values_compared": self.values_compared,
+                "spike_mismatches": self.spike_mismatches, "real_mismatches": self.real_mismatches,
+                "max_rel_diff": self.max_rel_diff, "first_mismatches": [m.to_json() for m in self.mismatches]}
+
+    def describe(self) -> str:
+        lines = [f"{self.spike_mismatches} spike and {self.real_mismatches} real-value mismatches "
+                 f"over {len(self.nodes_compared)} compared nodes"]
+        for m in self.mismatches:
+            margin = "" if m.margin is None else f", margin |U - boundary| = {m.margin:.3g}"
+            lines.append(f"  node {m.node!r} step {m.step} index {m.index}: expected {m.expected!r}, "
+                         f"got {m.got!r}{margin}")
+        return "\n".join(lines)
+
+
+def compare_graphs(before: Graph, after: Graph, inputs, *, progress: str | None = None) -> Comparison:
+    """Run both graphs on ``inputs``; compare every node name they share (same type) and the outputs in order."""
+    ta, tb = run(before, inputs, progress=progress), run(after, inputs, progress=progress)
+    result = Comparison()
+    shared = [n for n in before.nodes if n.op != "input" and n.name in after and after.node(n.name).type == n.type]
+    for n in shared:
+        result.add(n.name, ta.values[n.name], tb.values[n.name], n.type.is_spike, tb.margins.get(n.name))
+    for oa, ob in zip(before.outputs, after.outputs):
+        if oa != ob or oa not in {n.name for n in shared}:
+            result.add(ob, ta.values[oa], tb.values[ob], after.node(ob).type.is_spike, tb.margins.get(ob))
+    return result
+
+
+def run_torch(model: torch.nn.Module, inputs: np.ndarray, modules=()) -> tuple[np.ndarray, dict]:
+    """Run ``model`` in float64 (on a copy); return its output and the outputs of the named ``modules``."""
+    import copy
+    model = copy.deepcopy(model).double().eval()
+    seen: dict[str, list] = {}
+    named = dict(model.named_modules())
+    hooks = [named[m].register_forward_hook(lambda mod, i, o, m=m: seen.setdefault(m, []).append(o))
+             for m in modules if m in named]
+    try:
+        with torch.no_grad():
+            out = model(torch.as_tensor(np.asarray(inputs), dtype=torch.float64))
+    finally:
+        for h in hooks:
+            h.remove()
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    captured = {m: v[0].numpy() for m, v in seen.items() if len(v) == 1 and isinstance(v[0], torch.Tensor)}
+    return [o.numpy() for o in outs], captured
+
+
+def compare_with_torch(model: torch.nn.Module, graph: Graph, inputs, *, progress: str | None = None,
+                       trace: Trace | None = None) -> Comparison:
+    """Compare the traced ``graph`` with its PyTorch source: each top-level module output and the outputs."""
+    module_outputs = dict(graph.meta.get("module_outputs", ()))
+    outputs, captured = run_torch(model, inputs, module_outputs)
+    trace = trace or run(graph, inputs, progress=progress)
+    result = Comparison()
+    for module, node in module_outputs.items():
+        if module in captured and node in graph:
+            result.add(node, captured[module], trace.values[node], graph.node(node).type.is_spike,
+                       trace.margins.get(node))
+    for name, out in zip(graph.outputs, outputs):
+        result.add(name, out, trace.values[name], graph.node(name).type.is_spike, trace.margins.get(name))
+    return result

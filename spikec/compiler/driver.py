@@ -1,0 +1,173 @@
+"""The compile pipeline: load -> trace -> check against source -> passes -> check -> write OUTDIR atomically."""
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from spikec.compiler import loader
+from spikec.compiler.checker import Comparison, compare_graphs, compare_with_torch, run_torch
+from spikec.compiler.errors import BadInput
+from spikec.compiler.frontend import trace
+from spikec.compiler.ir import Graph
+from spikec.compiler.passes import run_passes
+from spikec.compiler.report import layers_report, params_report
+from spikec.compiler.serialize import default_mode, load_graph, save_graph
+from spikec.passes import select
+
+TARGETS = ("none",)  # backends join here as they land (lava, nir, onnx)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    model: str
+    weights: str | None = None
+    input_shape: tuple[int, ...] | None = None
+    steps: int | None = None
+    batch: int = 4
+    inputs: str | None = None
+    passes: str = "default"
+    target: str = "none"
+    seed: int = 0
+    trust_pickle: bool = False
+
+
+@dataclass
+class Compiled:
+    report: dict
+    graph: Graph
+    io: dict
+
+
+def load_source(opts: CompileOptions) -> torch.nn.Module:
+    model = loader.build_model(opts.model)
+    if opts.weights:
+        loader.load_weights(model, opts.weights, trust_pickle=opts.trust_pickle)
+    loader.check_params_finite(model)
+    return model.eval()
+
+
+def make_inputs(model, opts: CompileOptions) -> tuple[np.ndarray, tuple, str]:
+    """The verification inputs ``[T, B, ...]``, the per-step shape, and where they came from."""
+    shape = opts.input_shape or getattr(model, "input_shape", None)
+    if opts.inputs:
+        x = loader.load_inputs(opts.inputs)
+        if x.ndim < 3:
+            raise BadInput(f"inputs in {opts.inputs!r} have shape {x.shape}; expected [T, B, ...]")
+        if shape is not None and tuple(x.shape[2:]) != tuple(shape):
+            raise BadInput(f"inputs in {opts.inputs!r} have per-step shape {tuple(x.shape[2:])}, "
+                           f"the model expects {tuple(shape)}", remedy="lay the file out as [T, B, *input_shape]")
+        return x, tuple(x.shape[2:]), f"file {opts.inputs}"
+    if shape is None:
+        raise BadInput("the per-step input shape is unknown",
+                       remedy="pass --input-shape C,H,W (or give the model an `input_shape` attribute)")
+    steps = opts.steps or getattr(model, "steps", None) or 4
+    rng = np.random.default_rng(opts.seed)
+    x = (rng.random((steps, opts.batch, *shape)) < 0.3).astype(np.float64)
+    return x, tuple(shape), f"random binary spikes, p=0.3, seed {opts.seed}"
+
+
+def compile_model(opts: CompileOptions) -> Compiled:
+    if opts.target not in TARGETS:
+        raise BadInput(f"target {opts.target!r} is not available", remedy=f"choose one of {', '.join(TARGETS)}")
+    passes, explicit = select(opts.passes)
+    start = time.perf_counter()
+    model = load_source(opts)
+    x, shape, source = make_inputs(model, opts)
+    kind, ceiling = loader.value_kind(x)
+    graph = trace(model, shape, input_kind=kind, ceiling=ceiling)
+    front = compare_with_torch(model, graph, x, progress="verifying frontend")
+    deployed, records = run_passes(graph, passes, x, explicit=explicit) if front.equivalent else (graph, [])
+    final = compare_with_torch(model, deployed, x, progress="verifying deployed graph")
+    outputs, _ = run_torch(model, x)
+    report = {
+        "model": opts.model, "weights": opts.weights,
+        "input": {"steps": int(x.shape[0]), "batch": int(x.shape[1]), "shape": list(shape), "kind": kind,
+                  "ceiling": ceiling, "source": source, "seed": opts.seed},
+        "frontend": {**front.summary(), "converters": dict(graph.meta.get("converters", ()))},
+        "params": params_report(model, deployed),
+        "passes": [r.to_json() for r in records],
+        "final": final.summary(),
+        "equivalent": front.equivalent and final.equivalent and all(r.spike_mismatches == 0 for r in records),
+        "layers": layers_report(deployed),
+        "target": None,
+        "checks": ["ir_verifies", "io_outputs", "source_vs_deployed", "passes_replayed"],
+        "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.__dict__.items()},
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+    io = {"input": x, **{f"output{'' if i == 0 else i}": o for i, o in enumerate(outputs)}}
+    return Compiled(report, deployed, io)
+
+
+def write_outdir(outdir, compiled: Compiled) -> Path:
+    """Write every artifact into a fresh sibling directory, then rename it onto ``outdir``."""
+    out = Path(outdir).absolute()
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"OUTDIR {str(out)!r} exists and is not a directory", remedy="choose another -o path")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+        tmp.chmod(default_mode(directory=True))
+    except OSError as e:
+        raise BadInput(f"cannot write OUTDIR {str(out)!r}: {e.strerror or e}",
+                       remedy="choose a writable location for -o") from e
+    try:
+        save_graph(compiled.graph, tmp)
+        np.savez(tmp / "io.npz", **compiled.io)
+        (tmp / "report.json").write_text(json.dumps(compiled.report, indent=1, default=_json_default))
+        if out.exists():
+            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
+            os.replace(out, old / "previous")
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _json_default(v):
+    if isinstance(v, (np.integer, np.floating)):
+        return v.item()
+    raise TypeError(f"{type(v).__name__} is not JSON serializable")
+
+
+def verify_outdir(outdir, inputs: str | None = None) -> dict:
+    """Re-run the checks recorded in ``OUTDIR/report.json``; returns ``{check: summary}``."""
+    out = Path(outdir)
+    try:
+        report = json.loads((out / "report.json").read_text())
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{str(out)!r} holds no readable report.json: {e}",
+                       remedy="point at a directory written by `spikec compile`") from e
+    graph = load_graph(out)
+    results = {"ir_verifies": {"equivalent": True}}
+    opts = CompileOptions(**{k: tuple(v) if k == "input_shape" and v else v for k, v in report["options"].items()})
+    if inputs:
+        x = loader.load_inputs(inputs)
+    else:
+        with np.load(out / "io.npz", allow_pickle=False) as z:
+            x, recorded = z["input"], z["output"]
+        results["io_outputs"] = _compare_io(graph, x, recorded).summary()
+    model = load_source(opts)
+    results["source_vs_deployed"] = compare_with_torch(model, graph, x, progress="verifying").summary()
+    if not inputs:
+        replay = compile_model(opts)
+        results["passes_replayed"] = compare_graphs(replay.graph, graph, x).summary()
+        results["passes_replayed"]["passes"] = [r["name"] for r in replay.report["passes"]]
+    return results
+
+
+def _compare_io(graph: Graph, x, recorded) -> Comparison:
+    from spikec.compiler.interpreter import run
+    result = Comparison()
+    out = graph.outputs[0]
+    result.add(out, recorded, run(graph, x, record="outputs").values[out], graph.node(out).type.is_spike)
+    return result

@@ -1,0 +1,125 @@
+"""Load the user's model factory, checkpoint and input file, turning every failure into a clear BadInput."""
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from spikec.compiler.errors import BadInput, CheckpointError, ModelLoadError
+
+SPEC_HINT = "MODEL is path/to/file.py:factory or package.module:factory; the factory returns an nn.Module"
+
+
+def load_factory(spec: str):
+    """Resolve ``path/to/file.py:factory`` or ``package.module:factory`` to the factory callable."""
+    if ":" not in spec:
+        raise ModelLoadError(f"{spec!r} names no factory", remedy=SPEC_HINT)
+    where, _, attr = spec.rpartition(":")
+    if where.endswith(".py"):
+        module = _module_from_file(Path(where))
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as e:
+            raise ModelLoadError(f"cannot import module {where!r}: {e}", remedy=SPEC_HINT) from e
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        found = ", ".join(n for n in dir(module) if callable(getattr(module, n)) and not n.startswith("_"))
+        raise ModelLoadError(f"factory {attr!r} not found in {where}", where=spec,
+                             remedy=f"callables defined there: {found or 'none'}")
+    return factory
+
+
+def _module_from_file(path: Path):
+    if not path.is_file():
+        raise ModelLoadError(f"model file {str(path)!r} does not exist", remedy=SPEC_HINT)
+    name = f"spikec_user_model_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent.resolve()))  # let the file import its siblings
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        raise ModelLoadError(f"importing {str(path)!r} raised {type(e).__name__}: {e}",
+                             remedy="fix the model file so that it imports on its own") from e
+    finally:
+        sys.path.pop(0)
+    return module
+
+
+def build_model(spec: str) -> nn.Module:
+    factory = load_factory(spec)
+    try:
+        model = factory()
+    except Exception as e:
+        raise ModelLoadError(f"the factory raised {type(e).__name__}: {e}", where=spec,
+                             remedy="the factory must build the model with no arguments") from e
+    if not isinstance(model, nn.Module):
+        raise ModelLoadError(f"the factory returned {type(model).__name__}, not an nn.Module", where=spec,
+                             remedy=SPEC_HINT)
+    return model
+
+
+def load_weights(model: nn.Module, path: str, *, trust_pickle: bool = False) -> None:
+    """Load a state_dict (``weights_only=True``); a pickled module only with ``trust_pickle``."""
+    p = Path(path)
+    if not p.is_file():
+        raise CheckpointError(f"checkpoint {path!r} does not exist")
+    try:
+        state = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as e:
+        if not trust_pickle:
+            raise CheckpointError(
+                f"checkpoint {path!r} is not a plain state_dict ({type(e).__name__}: {str(e).splitlines()[0]})",
+                remedy="save it with torch.save(model.state_dict(), path); or, if you trust the file's author, "
+                       "pass --trust-pickle (unpickling runs arbitrary code)") from e
+        state = torch.load(p, map_location="cpu", weights_only=False)
+    if isinstance(state, nn.Module):
+        state = state.state_dict()
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {path!r} holds a {type(state).__name__}, not a state_dict")
+    bad = [k for k, v in state.items() if isinstance(v, torch.Tensor) and v.is_floating_point()
+           and not torch.isfinite(v).all()]
+    if bad:
+        raise CheckpointError(f"checkpoint {path!r} has NaN or Inf in {', '.join(bad)}",
+                              remedy="retrain or repair those tensors; a non-finite weight has no deployment")
+    result = model.load_state_dict(state, strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        raise CheckpointError(f"checkpoint {path!r} does not fit the model: missing keys "
+                              f"{result.missing_keys or 'none'}; unexpected keys {result.unexpected_keys or 'none'}",
+                              remedy="use the checkpoint saved from this factory's model")
+
+
+def check_params_finite(model: nn.Module) -> None:
+    bad = [k for k, v in list(model.named_parameters()) + list(model.named_buffers())
+           if v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:
+        raise CheckpointError(f"the model has NaN or Inf in {', '.join(bad)}",
+                              remedy="fix the factory or the checkpoint")
+
+
+def load_inputs(path: str) -> np.ndarray:
+    p = Path(path)
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            if "input" not in z.files:
+                raise BadInput(f"inputs file {path!r} has no key 'input' (keys: {z.files})",
+                               remedy="save it with np.savez(path, input=x) where x is [T, B, ...]")
+            x = z["input"]
+    except (OSError, ValueError) as e:
+        raise BadInput(f"cannot read inputs file {path!r}: {e}", remedy="give an .npz with key 'input'") from e
+    if x.dtype.kind not in "fiub" or not np.isfinite(x.astype(np.float64)).all():
+        raise BadInput(f"inputs in {path!r} must be finite numbers, got dtype {x.dtype}")
+    return x.astype(np.float64)
+
+
+def value_kind(x: np.ndarray) -> tuple[str, int | None]:
+    """The value kind an input array carries: binary, integer (with its ceiling) or real."""
+    if np.isin(x, (0.0, 1.0)).all():
+        return "binary", None
+    if (x >= 0).all() and np.array_equal(x, np.round(x)):
+        return "integer", int(x.max())
+    return "real", None

@@ -1,0 +1,76 @@
+"""What the compile report says about a graph: parameter accounting and the AC/MAC layer table."""
+from torch import nn
+
+from spikec.compiler.ir import Graph
+from spikec.compiler.ops import OPS, deployed_params
+
+
+def source_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def _in_scope(scope: str, module: str) -> bool:
+    return scope == module or scope.startswith(module + ".")
+
+
+def params_report(model: nn.Module, graph: Graph) -> dict:
+    """Trainable parameters of the source vs parameters the deployed graph stores (buffers excluded)."""
+    by_module = {name: {"source": source_params(child),
+                        "deployed": sum(deployed_params(n) for n in graph.nodes if _in_scope(n.scope, name))}
+                 for name, child in model.named_children()}
+    return {"source": source_params(model), "deployed": sum(deployed_params(n) for n in graph.nodes),
+            "by_module": by_module}
+
+
+def synaptic_kind(graph: Graph, node) -> str | None:
+    """AC when every input of a synaptic op is a binary spike tensor, MAC otherwise; None for other ops."""
+    if node.op == "input" or not OPS[node.op].synaptic:
+        return None
+    kinds = [graph.node(i).type.kind for i in node.inputs]
+    if node.op == "windowsum":  # an all-ones kernel: additions only, spike-gated on any spike input
+        return "AC" if all(k != "real" for k in kinds) else "MAC"
+    return "AC" if all(k == "binary" for k in kinds) else "MAC"
+
+
+def layers_report(graph: Graph) -> list[dict]:
+    rows = []
+    for n in graph.nodes:
+        if n.op == "input":
+            continue
+        kinds = sorted({graph.node(i).type.kind for i in n.inputs})
+        rows.append({"name": n.name, "op": n.op, "scope": n.scope, "shape": list(n.type.shape),
+                     "output_kind": n.type.kind, "operand_kind": kinds[0] if len(kinds) == 1 else "/".join(kinds),
+                     "synaptic_kind": synaptic_kind(graph, n)})
+    return rows
+
+
+def summary_text(report: dict) -> str:
+    p = report["params"]
+    lines = [f"spikec: {report['model']}",
+             f"  input      [T={report['input']['steps']}, B={report['input']['batch']}, "
+             f"{', '.join(map(str, report['input']['shape']))}] {report['input']['kind']} ({report['input']['source']})",
+             f"  frontend   {_verdict(report['frontend'])}",
+             f"  params     source {p['source']:,} -> deployed {p['deployed']:,}"]
+    for name, c in p["by_module"].items():
+        lines.append(f"             {name:<12} {c['source']:>9,} -> {c['deployed']:,}")
+    for r in report["passes"]:
+        skipped = f", {len(r['skipped'])} skipped" if r["skipped"] else ""
+        lines.append(f"  pass       {r['name']:<16} {len(r['nodes_changed'])} nodes changed{skipped}; "
+                     f"spike mismatches {r['spike_mismatches']}, max rel diff {r['max_rel_diff']:.2g} "
+                     f"({r['seconds']:.2f} s)")
+    ac = sum(1 for l in report["layers"] if l["synaptic_kind"] == "AC")
+    mac = sum(1 for l in report["layers"] if l["synaptic_kind"] == "MAC")
+    lines.append(f"  synapses   {ac} accumulate-only (AC), {mac} multiply-accumulate (MAC)")
+    for l in report["layers"]:
+        if l["synaptic_kind"]:
+            lines.append(f"             {l['name']:<16} {l['op']:<8} operand {l['operand_kind']:<8} {l['synaptic_kind']}")
+    lines.append(f"  deployed   {_verdict(report['final'])}")
+    lines.append(f"  target     {report['target']['name'] if report['target'] else 'none'}")
+    lines.append(f"  equivalent {str(report['equivalent']).lower()}")
+    return "\n".join(lines)
+
+
+def _verdict(c: dict) -> str:
+    return (f"{'equivalent' if c['equivalent'] else 'NOT equivalent'} to the PyTorch source: "
+            f"{c['spikes_compared']:,} spikes and {c['values_compared']:,} values compared, "
+            f"{c['spike_mismatches']} spike mismatches, max rel diff {c['max_rel_diff']:.2g}")

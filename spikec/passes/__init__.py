@@ -1,0 +1,24 @@
+"""The rewrite passes, one module each (named verb_object), and their registry.
+
+``DEFAULT`` is the order ``--passes default`` runs them in.
+"""
+from spikec.compiler.errors import BadInput
+from spikec.compiler.passes import Pass
+from spikec.passes.fold_batchnorm import FOLD_BATCHNORM
+
+PASSES: dict[str, Pass] = {p.name: p for p in (FOLD_BATCHNORM,)}
+DEFAULT: tuple[str, ...] = ("fold_batchnorm",)
+
+
+def select(spec: str) -> tuple[list[Pass], bool]:
+    """``default`` | ``none`` | ``a,b,c`` -> (passes, explicitly named?)."""
+    if spec == "default":
+        return [PASSES[n] for n in DEFAULT], False
+    if spec == "none":
+        return [], False
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PASSES]
+    if unknown or not names:
+        raise BadInput(f"unknown pass(es) {unknown or spec!r}",
+                       remedy=f"use default, none, or a comma-separated list of: {', '.join(PASSES)}")
+    return [PASSES[n] for n in names], True
