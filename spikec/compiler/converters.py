@@ -121,27 +121,53 @@ def _buffers(m, names):
     return {n: getattr(m, n) for n in names}
 
 
+def _neuron(ctx, m, name, x, op, attrs, params):
+    """The spike node; with ``return_membrane`` also a ``.membrane`` node: the same dynamics, ``U`` read out."""
+    spikes = ctx.emit(name, op, [x], attrs, params, scope=name)
+    if not getattr(m, "return_membrane", False):
+        return spikes
+    return spikes, ctx.emit(f"{name}.membrane", op, [x], {**attrs, "output": "membrane"}, params, scope=name)
+
+
 def lif(ctx, m: snn.LIF, name, x):
     params = _buffers(m, ("beta", "alpha", "bias", "threshold", "v_reset"))
-    return ctx.emit(name, "lif", [x], {"reset": m.reset}, params, scope=name)
+    return _neuron(ctx, m, name, x, "lif", {"reset": m.reset}, params)
 
 
 def intfire(ctx, m: snn.IntFire, name, x):
     attrs = {"max_spikes": m.max_spikes, "rounding": m.rounding}
-    return ctx.emit(name, "intfire", [x], attrs, _buffers(m, ("beta", "alpha", "threshold")), scope=name)
+    return _neuron(ctx, m, name, x, "intfire", attrs, _buffers(m, ("beta", "alpha", "threshold")))
 
 
 def silif(ctx, m: snn.SiLIF, name, x):
     m64 = copy.deepcopy(m).double()  # the decay exactly as a float64 run of the module computes it
     params = {"decay": m64.decay(), "b": m64.b, "v_th": m64.v_th}
-    return ctx.emit(name, "silif", [x], {"kappa": m.kappa}, params, scope=name)
+    return _neuron(ctx, m, name, x, "silif", {"kappa": m.kappa}, params)
 
 
 def csilif(ctx, m: snn.CSiLIF, name, x):
     m64 = copy.deepcopy(m).double()
     a_re, a_im = m64.decay()
     params = {"a_re": a_re, "a_im": a_im, "b": m64.b, "v_th": m64.v_th}
-    return ctx.emit(name, "csilif", [x], {"kappa": m.kappa}, params, scope=name)
+    return _neuron(ctx, m, name, x, "csilif", {"kappa": m.kappa}, params)
+
+
+def dsmpa(ctx, m: snn.DSMPA, name, u, s_prev, x):
+    params = {"wq": m.wq, "wk": m.wk, "wv": m.wv, "gamma": m.gamma}
+    return ctx.emit(name, "dsmpa", [u, s_prev, x], {"eps": m.eps}, params, scope=name)
+
+
+def adaptive_avgpool2d(ctx, m: nn.AdaptiveAvgPool2d, name, x):
+    """Exact as a plain average pool when the output size divides the input size."""
+    _per_step_only(ctx, m, name)
+    (_, h, w), (oh, ow) = ctx.type(x).shape, _pair(m.output_size)
+    oh, ow = oh or h, ow or w
+    if h % oh or w % ow:
+        _refuse(name, m, f"output size {(oh, ow)} does not divide input size {(h, w)}",
+                "choose an output size that divides the input")
+    attrs = {"kernel": (h // oh, w // ow), "stride": (h // oh, w // ow), "padding": (0, 0), "ceil_mode": False,
+             "count_include_pad": True}
+    return ctx.emit(name, "avgpool2d", [x], attrs, scope=name)
 
 
 def tdm(ctx, m: snn.TDM, name, x):
@@ -180,7 +206,8 @@ for _cls, _fn in [(nn.Conv2d, conv2d), (nn.Linear, linear), (nn.BatchNorm1d, bat
                   (nn.Identity, identity), (nn.Dropout, identity), (nn.Sequential, sequential),
                   (snn.TimeDistributed, time_distributed), (snn.LIF, lif), (snn.IntFire, intfire),
                   (snn.SiLIF, silif), (snn.CSiLIF, csilif), (snn.TDM, tdm), (snn.BNTT, bntt), (snn.Delay, delay),
-                  (snn.WindowSum, windowsum), (snn.RepConv, repconv)]:
+                  (snn.WindowSum, windowsum), (snn.RepConv, repconv), (snn.DSMPA, dsmpa),
+                  (nn.AdaptiveAvgPool2d, adaptive_avgpool2d)]:
     register_converter(_cls, _fn)
 
 
@@ -216,6 +243,15 @@ def _flatten_fn(ctx, name, args, kwargs, scope=""):
     return _flatten(ctx, name, args[0], start, end, scope)
 
 
+def _getitem(ctx, name, args, kwargs, scope=""):
+    value, index = args
+    if not isinstance(value, tuple):
+        raise UnsupportedOp("indexing a tensor is not supported", where=f"fx node {name!r}",
+                            remedy="select with modules (e.g. Delay, Flatten), not x[...]")
+    return value[index]
+
+
+register_function(operator.getitem, _getitem)
 for _t in (operator.add, torch.add, "add"):
     register_function(_t, _add)
 for _t in (operator.mul, torch.mul, "mul"):

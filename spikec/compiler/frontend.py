@@ -3,7 +3,8 @@
 Convention: the model maps ``[T, B, ...]`` to ``[T, B, ...]``. Per-step torch modules (Conv2d,
 BatchNorm, pooling) appear inside ``spikec.nn.TimeDistributed``, which merges T and B as torch
 needs; Linear, ReLU and the ``spikec.nn`` modules also run on ``[T, B, ...]`` directly.
-A converter is ``fn(ctx, module, name, x) -> output node name``; it emits nodes with ``ctx.emit``.
+A converter is ``fn(ctx, module, name, *inputs) -> output node name`` (or a tuple of names for a
+module returning a tuple); it emits nodes with ``ctx.emit``.
 """
 import operator
 from dataclasses import dataclass, field
@@ -69,13 +70,13 @@ class ConvertContext:
         self.types[name] = node.type
         return name
 
-    def convert_module(self, module: nn.Module, name: str, x: str) -> str:
+    def convert_module(self, module: nn.Module, name: str, *xs: str):
         fn = find_converter(module)
         if fn is None:
             cls = f"{type(module).__module__}.{type(module).__qualname__}"
             raise UnsupportedOp(f"no converter for module of class {cls}", where=f"module {name!r}",
                                 remedy=REGISTER_HINT.format(cls=type(module).__qualname__))
-        return fn(self, module, name, x)
+        return fn(self, module, name, *xs)
 
 
 def _f64(v):
@@ -112,10 +113,10 @@ def trace(model: nn.Module, input_shape, *, input_kind: str = "binary", ceiling:
                                where=f"argument {fx_node.name!r}")
             env[fx_node.name] = _input(ctx, input_shape, input_kind, ceiling)
         elif fx_node.op == "call_module":
-            x = _single_tensor_arg(fx_node, env)
-            out = ctx.convert_module(modules[fx_node.target], fx_node.target, x)
+            xs = _tensor_args(fx_node, env)
+            out = ctx.convert_module(modules[fx_node.target], fx_node.target, *xs)
             ctx.mappings.setdefault(fx_node.target, _mapping_name(modules[fx_node.target]))
-            if out != x:
+            if isinstance(out, str) and out not in xs:
                 ctx.module_outputs[fx_node.target] = out
             env[fx_node.name] = out
         elif fx_node.op in ("call_function", "call_method"):
@@ -143,12 +144,15 @@ def _mapping_name(module) -> str:
     return f"{type(module).__module__}.{type(module).__qualname__} -> {fn.__module__}.{fn.__name__}"
 
 
-def _single_tensor_arg(fx_node, env) -> str:
-    if len(fx_node.args) != 1 or fx_node.kwargs or not isinstance(fx_node.args[0], torch.fx.Node):
-        raise UnsupportedOp(f"module call {fx_node.target!r} takes {len(fx_node.args)} positional and "
-                            f"{len(fx_node.kwargs)} keyword arguments; spikec converts one-tensor module calls",
+def _tensor_args(fx_node, env) -> list[str]:
+    if not fx_node.args or fx_node.kwargs or not all(isinstance(a, torch.fx.Node) for a in fx_node.args):
+        raise UnsupportedOp(f"module call {fx_node.target!r} has non-tensor or keyword arguments; spikec converts "
+                            "module calls whose arguments are all tensors, passed positionally",
                             where=f"module {fx_node.target!r}")
-    return env[fx_node.args[0].name]
+    xs = [env[a.name] for a in fx_node.args]
+    if not all(isinstance(x, str) for x in xs):
+        raise UnsupportedOp("a tuple was passed to a module; unpack it first", where=f"module {fx_node.target!r}")
+    return xs
 
 
 def _scope(fx_node) -> str:

@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from spikec.compiler.errors import BadInput, IRError
 from spikec.compiler.ir import Graph, Node
+from spikec.nn.attention import ds_mpa
 
 EXACT_FLOAT = 2 ** 53
 KERNELS: dict = {}  # op -> fn(node, params, *inputs), for ops defined outside this module
@@ -129,6 +130,16 @@ class _Kernels:
     def mul(self, node, p, a, b):
         return a * b
 
+    def dsmpa(self, node, p, u, s, x):
+        self._float_only(node)
+        return ds_mpa(u, s, x, p["wq"], p["wk"], p["wv"], p["gamma"], node.attrs["eps"])
+
+    def step_bias(self, node, p, x):
+        if x.shape[0] != p["bias"].shape[0]:
+            raise BadInput(f"the bias schedule holds T={p['bias'].shape[0]} steps, the input has T={x.shape[0]}",
+                           where=f"node {node.name!r}", remedy=f"run with --steps {p['bias'].shape[0]}")
+        return torch.stack([x[t] + _channel(p["bias"][t], x.dim() - 1) for t in range(x.shape[0])])
+
     def delay(self, node, p, x):
         k = min(node.attrs["steps"], x.shape[0])
         return torch.cat([torch.zeros_like(x[:k]), x[: x.shape[0] - k]])
@@ -143,7 +154,7 @@ class _Kernels:
             u = beta * h + alpha * x[t] + bias
             s = (u - theta >= 0).to(x.dtype)
             h = u - theta * s if node.attrs["reset"] == "subtract" else u * (1 - s) + v_reset * s
-            spikes.append(s)
+            spikes.append(u if node.attrs.get("output") == "membrane" else s)
             margins.append((u - theta).abs())
         return torch.stack(spikes), torch.stack(margins)
 
@@ -158,7 +169,7 @@ class _Kernels:
             q = torch.clamp(torch.floor(z + offset), 0, node.attrs["max_spikes"])
             h = u - theta * q
             frac = z + offset - torch.floor(z + offset)
-            spikes.append(q)
+            spikes.append(u if node.attrs.get("output") == "membrane" else q)
             margins.append(torch.minimum(frac, 1 - frac) * theta)
         return torch.stack(spikes), torch.stack(margins)
 
@@ -170,7 +181,7 @@ class _Kernels:
         for t in range(x.shape[0]):
             u = a * (u - kappa * s) + b * x[t]
             s = (u - v_th >= 0).to(x.dtype)
-            spikes.append(s)
+            spikes.append(u if node.attrs.get("output") == "membrane" else s)
             margins.append((u - v_th).abs())
         return torch.stack(spikes), torch.stack(margins)
 
@@ -183,9 +194,10 @@ class _Kernels:
         for t in range(x.shape[0]):
             z_re = m_re - kappa * s
             m_re, m_im = a_re * z_re - a_im * m_im + b * x[t], a_re * m_im + a_im * z_re
-            s = (2 * m_re - v_th >= 0).to(x.dtype)
-            spikes.append(s)
-            margins.append((2 * m_re - v_th).abs())
+            u = 2 * m_re
+            s = (u - v_th >= 0).to(x.dtype)
+            spikes.append(u if node.attrs.get("output") == "membrane" else s)
+            margins.append((u - v_th).abs())
         return torch.stack(spikes), torch.stack(margins)
 
     def _float_only(self, node):

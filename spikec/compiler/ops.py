@@ -10,6 +10,9 @@ Array layouts (per node ``params``):
   intfire   beta, alpha, threshold: () or (C,)
   silif     decay, b, v_th (C,)            -- decay = exp(-exp(l)), computed by the frontend
   csilif    a_re, a_im, b, v_th (C,)       -- a = exp((-exp(l) + j omega) exp(log_dt))
+  dsmpa     wq, wk, wv (C, C), gamma (C,)  -- inputs (u, s_prev, x); dense, runs on a host
+  step_bias bias (T, C)                    -- y_t = x_t + bias[t]: a per-time-step bias schedule
+Neurons take attr ``output``: "spikes" (default) or "membrane" (the pre-reset ``U``, real).
 Per-channel vectors always index ``shape[0]`` of the per-step shape.
 """
 from dataclasses import dataclass
@@ -31,6 +34,7 @@ class OpDef:
     count: Callable[[Node], int]       # deployed-parameter count (statistics are buffers, not counted)
     synaptic: bool = False             # a weighted sum of its input: AC on spikes, MAC otherwise
     stateful: bool = False             # output at t depends on earlier steps
+    dense: bool = False                # real-valued computation with no spike-driven form (host)
 
 
 OPS: dict[str, OpDef] = {}
@@ -193,7 +197,9 @@ def _neuron(names, out):
     def infer(node, ins):
         (t,) = ins
         _per_channel(node, t, names)
-        return out(node, t)
+        output = node.attrs.get("output", "spikes")
+        _need(output in ("spikes", "membrane"), node, f"output must be 'spikes' or 'membrane', got {output!r}")
+        return out(node, t) if output == "spikes" else TensorType(t.shape)
     return infer
 
 
@@ -208,6 +214,28 @@ define("csilif", 1, _neuron(("a_re", "a_im", "b", "v_th"), lambda n, t: TensorTy
        ("a_re", "a_im", "b", "v_th"), count=lambda n: 5 * n.params["b"].size, stateful=True)
 
 
+def _infer_dsmpa(node, ins):
+    u, s, x = ins
+    _need(len(x.shape) == 3 and u.shape == s.shape == x.shape, node,
+          f"u, s_prev and x must share one (C, H, W) shape, got {u.shape}, {s.shape}, {x.shape}")
+    c = x.shape[0]
+    for n, shape in (("wq", (c, c)), ("wk", (c, c)), ("wv", (c, c)), ("gamma", (c,))):
+        _need(node.params[n].shape == shape, node, f"{n} has shape {node.params[n].shape}, expected {shape}")
+    return TensorType(x.shape)
+
+
+def _infer_step_bias(node, ins):
+    (t,) = ins
+    _need(node.params["bias"].ndim == 2 and node.params["bias"].shape[1] == t.shape[0], node,
+          f"bias schedule must be (T, {t.shape[0]}), got {node.params['bias'].shape}")
+    return TensorType(t.shape)
+
+
+define("dsmpa", 3, _infer_dsmpa, ("wq", "wk", "wv", "gamma"), count=lambda n: _sizes(n, "wq", "wk", "wv", "gamma"),
+       dense=True)
+define("step_bias", 1, _infer_step_bias, ("bias",), count=lambda n: _sizes(n, "bias"), stateful=True)
+
+
 def infer_type(node: Node, in_types: list[TensorType]) -> TensorType:
     """The output type ``node`` must have given its input types (raises ShapeError)."""
     if node.op == "input":
@@ -216,7 +244,10 @@ def infer_type(node: Node, in_types: list[TensorType]) -> TensorType:
 
 
 def deployed_params(node: Node) -> int:
-    return 0 if node.op == "input" else int(opdef(node.op).count(node))
+    # a neuron's membrane read-out shares the parameters of its spike node: count them once
+    if node.op == "input" or node.attrs.get("output") == "membrane":
+        return 0
+    return int(opdef(node.op).count(node))
 
 
 define("input", 0, lambda n, i: n.type)

@@ -7,6 +7,7 @@ feature of ``[T, B, N]``).
 from spikec.nn.neurons import LIF, IntFire, SiLIF, CSiLIF
 from spikec.nn.temporal import TDM, BNTT, Delay
 from spikec.nn.structural import RepConv, WindowSum, TimeDistributed
+from spikec.nn.attention import DSMPA
 
 __all__ = ["LIF", "IntFire", "SiLIF", "CSiLIF", "TDM", "BNTT", "Delay",
-           "RepConv", "WindowSum", "TimeDistributed"]
+           "RepConv", "WindowSum", "TimeDistributed", "DSMPA"]

@@ -10,6 +10,12 @@ from spikec.nn._common import as_param_tensor, check_multistep, per_channel
 from spikec.nn.surrogate import heaviside, straight_through
 
 RESETS = ("subtract", "zero")
+
+
+def _result(module, spikes, membrane):
+    """Spikes ``[T, B, ...]``; with ``return_membrane=True`` also the pre-reset membrane ``U``."""
+    s = torch.stack(spikes)
+    return (s, torch.stack(membrane)) if module.return_membrane else s
 ROUNDINGS = ("round", "floor")
 
 
@@ -19,11 +25,13 @@ class LIF(nn.Module):
     ``reset="subtract"``: ``H = U - threshold*S``; ``reset="zero"``: ``H = U*(1-S) + v_reset*S``.
     IF is ``beta=1``; the stateless "spike after BN" is ``beta=0, threshold=0``.
     Parameters are scalars or per-channel vectors (buffers: not trained).
+    Every neuron here takes ``return_membrane=True`` to also return the pre-reset membrane ``U``.
     """
 
     def __init__(self, beta=1.0, threshold=1.0, alpha=1.0, bias=0.0, reset="subtract",
-                 v_reset=0.0, surrogate_slope=5.0):
+                 v_reset=0.0, surrogate_slope=5.0, return_membrane=False):
         super().__init__()
+        self.return_membrane = return_membrane
         if reset not in RESETS:
             raise ValueError(f"LIF reset must be one of {RESETS}, got {reset!r}")
         for name, value in (("beta", beta), ("threshold", threshold), ("alpha", alpha),
@@ -37,14 +45,15 @@ class LIF(nn.Module):
         beta, alpha, bias, theta, v_reset = (per_channel(p, x[0]) for p in
                                              (self.beta, self.alpha, self.bias, self.threshold, self.v_reset))
         h = torch.zeros_like(x[0])
-        spikes = []
+        spikes, membrane = [], []
         for t in range(x.shape[0]):
             u = beta * h + alpha * x[t] + bias
             s = heaviside(u - theta, self.surrogate_slope)
             sd = s.detach()
             h = u - theta * sd if self.reset == "subtract" else u * (1 - sd) + v_reset * sd
             spikes.append(s)
-        return torch.stack(spikes)
+            membrane.append(u)
+        return _result(self, spikes, membrane)
 
     def extra_repr(self) -> str:
         return f"reset={self.reset!r}"
@@ -57,8 +66,9 @@ class IntFire(nn.Module):
     Backward is straight-through on ``clip(U/threshold, 0, max_spikes)``.
     """
 
-    def __init__(self, threshold=1.0, max_spikes=4, beta=1.0, alpha=1.0, rounding="round"):
+    def __init__(self, threshold=1.0, max_spikes=4, beta=1.0, alpha=1.0, rounding="round", return_membrane=False):
         super().__init__()
+        self.return_membrane = return_membrane
         if rounding not in ROUNDINGS:
             raise ValueError(f"IntFire rounding must be one of {ROUNDINGS}, got {rounding!r}")
         if int(max_spikes) != max_spikes or max_spikes < 1:
@@ -74,7 +84,7 @@ class IntFire(nn.Module):
         check_multistep(x, "IntFire")
         beta, alpha, theta = (per_channel(p, x[0]) for p in (self.beta, self.alpha, self.threshold))
         h = torch.zeros_like(x[0])
-        spikes = []
+        spikes, membrane = [], []
         for t in range(x.shape[0]):
             u = beta * h + alpha * x[t]
             z = u / theta
@@ -82,7 +92,8 @@ class IntFire(nn.Module):
             q = torch.clamp(r.detach(), 0, self.max_spikes)
             h = u - theta * q
             spikes.append(straight_through(q, torch.clamp(z, 0, self.max_spikes)))
-        return torch.stack(spikes)
+            membrane.append(u)
+        return _result(self, spikes, membrane)
 
     def extra_repr(self) -> str:
         return f"max_spikes={self.max_spikes}, rounding={self.rounding!r}"
@@ -95,8 +106,9 @@ class SiLIF(nn.Module):
     """
 
     def __init__(self, channels: int, l_init=-1.0, b_init=1.0, v_th_init=1.0, kappa=0.5,
-                 surrogate_slope=5.0):
+                 surrogate_slope=5.0, return_membrane=False):
         super().__init__()
+        self.return_membrane = return_membrane
         self.l = nn.Parameter(torch.full((channels,), float(l_init)))
         self.b = nn.Parameter(torch.full((channels,), float(b_init)))
         self.v_th = nn.Parameter(torch.full((channels,), float(v_th_init)))
@@ -111,12 +123,13 @@ class SiLIF(nn.Module):
         a, b, v_th = (per_channel(p, x[0]) for p in (self.decay(), self.b, self.v_th))
         u = torch.zeros_like(x[0])
         s = torch.zeros_like(x[0])
-        spikes = []
+        spikes, membrane = [], []
         for t in range(x.shape[0]):
             u = a * (u - self.kappa * s.detach()) + b * x[t]
             s = heaviside(u - v_th, self.surrogate_slope)
             spikes.append(s)
-        return torch.stack(spikes)
+            membrane.append(u)
+        return _result(self, spikes, membrane)
 
 
 class CSiLIF(nn.Module):
@@ -127,8 +140,9 @@ class CSiLIF(nn.Module):
     """
 
     def __init__(self, channels: int, l_init=-1.0, omega_init=0.5, log_dt_init=0.0, b_init=1.0,
-                 v_th_init=1.0, kappa=0.5, surrogate_slope=5.0):
+                 v_th_init=1.0, kappa=0.5, surrogate_slope=5.0, return_membrane=False):
         super().__init__()
+        self.return_membrane = return_membrane
         self.l = nn.Parameter(torch.full((channels,), float(l_init)))
         self.omega = nn.Parameter(torch.full((channels,), float(omega_init)))
         self.log_dt = nn.Parameter(torch.full((channels,), float(log_dt_init)))
@@ -150,10 +164,12 @@ class CSiLIF(nn.Module):
         m_re = torch.zeros_like(x[0])
         m_im = torch.zeros_like(x[0])
         s = torch.zeros_like(x[0])
-        spikes = []
+        spikes, membrane = [], []
         for t in range(x.shape[0]):
             z_re = m_re - self.kappa * s.detach()
             m_re, m_im = a_re * z_re - a_im * m_im + b * x[t], a_re * m_im + a_im * z_re
-            s = heaviside(2 * m_re - v_th, self.surrogate_slope)
+            u = 2 * m_re
+            s = heaviside(u - v_th, self.surrogate_slope)
             spikes.append(s)
-        return torch.stack(spikes)
+            membrane.append(u)
+        return _result(self, spikes, membrane)
