@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[test]'
 	$(BIN)/pip install --quiet --no-deps --ignore-requires-python lava-nc==0.10.0
+	# spikingjelly (optional frontend extra): its declared torchvision/torchaudio do not import
+	# beside torch 2.13; its neuron module needs only loguru.
+	$(BIN)/pip install --quiet --no-deps spikingjelly==2.0.0 "loguru>=0.7,<1"
 	touch $(STAMP)
 
 demo: $(STAMP)

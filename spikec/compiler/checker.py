@@ -88,7 +88,11 @@ class Comparison:
 
 def compare_graphs(before: Graph, after: Graph, inputs, *, progress: str | None = None) -> Comparison:
     """Run both graphs on ``inputs``; compare every node name they share (same type) and the outputs in order."""
-    ta, tb = run(before, inputs, progress=progress), run(after, inputs, progress=progress)
+    return compare_traces(before, run(before, inputs, progress=progress), after, run(after, inputs, progress=progress))
+
+
+def compare_traces(before: Graph, ta: Trace, after: Graph, tb: Trace) -> Comparison:
+    """Compare two recorded runs (``record="all"``) node by node, as ``compare_graphs`` does."""
     result = Comparison()
     shared = [n for n in before.nodes if n.op != "input" and n.name in after and after.node(n.name).type == n.type]
     for n in shared:
@@ -119,10 +123,13 @@ def run_torch(model: torch.nn.Module, inputs: np.ndarray, modules=()) -> tuple[n
 
 
 def compare_with_torch(model: torch.nn.Module, graph: Graph, inputs, *, progress: str | None = None,
-                       trace: Trace | None = None) -> Comparison:
-    """Compare the traced ``graph`` with its PyTorch source: each top-level module output and the outputs."""
+                       trace: Trace | None = None, source=None) -> Comparison:
+    """Compare the traced ``graph`` with its PyTorch source: each top-level module output and the outputs.
+
+    ``source`` may pass a ``run_torch(model, inputs, module names)`` result already computed.
+    """
     module_outputs = dict(graph.meta.get("module_outputs", ()))
-    outputs, captured = run_torch(model, inputs, module_outputs)
+    outputs, captured = source or run_torch(model, inputs, module_outputs)
     trace = trace or run(graph, inputs, progress=progress)
     result = Comparison()
     for module, node in module_outputs.items():

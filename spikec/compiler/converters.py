@@ -29,6 +29,12 @@ def _per_step_only(ctx, module, name):
                 "wrap it in spikec.nn.TimeDistributed(...), which merges T and B as torch expects")
 
 
+def _multi_step_only(ctx, module, name):
+    if ctx.per_step:
+        _refuse(name, module, "this stateful/multi-step module is inside TimeDistributed, where torch runs it on "
+                "[T*B, ...] and would mistake T*B for time", "apply it outside spikec.nn.TimeDistributed")
+
+
 # -- torch.nn ---------------------------------------------------------------------------
 def conv2d(ctx, m: nn.Conv2d, name, x):
     _per_step_only(ctx, m, name)
@@ -130,22 +136,26 @@ def _neuron(ctx, m, name, x, op, attrs, params):
 
 
 def lif(ctx, m: snn.LIF, name, x):
+    _multi_step_only(ctx, m, name)
     params = _buffers(m, ("beta", "alpha", "bias", "threshold", "v_reset"))
     return _neuron(ctx, m, name, x, "lif", {"reset": m.reset}, params)
 
 
 def intfire(ctx, m: snn.IntFire, name, x):
+    _multi_step_only(ctx, m, name)
     attrs = {"max_spikes": m.max_spikes, "rounding": m.rounding}
     return _neuron(ctx, m, name, x, "intfire", attrs, _buffers(m, ("beta", "alpha", "threshold")))
 
 
 def silif(ctx, m: snn.SiLIF, name, x):
+    _multi_step_only(ctx, m, name)
     m64 = copy.deepcopy(m).double()  # the decay exactly as a float64 run of the module computes it
     params = {"decay": m64.decay(), "b": m64.b, "v_th": m64.v_th}
     return _neuron(ctx, m, name, x, "silif", {"kappa": m.kappa}, params)
 
 
 def csilif(ctx, m: snn.CSiLIF, name, x):
+    _multi_step_only(ctx, m, name)
     m64 = copy.deepcopy(m).double()
     a_re, a_im = m64.decay()
     params = {"a_re": a_re, "a_im": a_im, "b": m64.b, "v_th": m64.v_th}
@@ -153,6 +163,7 @@ def csilif(ctx, m: snn.CSiLIF, name, x):
 
 
 def dsmpa(ctx, m: snn.DSMPA, name, u, s_prev, x):
+    _multi_step_only(ctx, m, name)
     params = {"wq": m.wq, "wk": m.wk, "wv": m.wv, "gamma": m.gamma}
     return ctx.emit(name, "dsmpa", [u, s_prev, x], {"eps": m.eps}, params, scope=name)
 
@@ -171,24 +182,29 @@ def adaptive_avgpool2d(ctx, m: nn.AdaptiveAvgPool2d, name, x):
 
 
 def tdm(ctx, m: snn.TDM, name, x):
+    _multi_step_only(ctx, m, name)
     return ctx.emit(name, "tdm", [x], {}, {"lam": m.lam}, scope=name)
 
 
 def bntt(ctx, m: snn.BNTT, name, x):
+    _multi_step_only(ctx, m, name)
     params = {"gamma": m.weight, "beta": m.bias, "mean": m.running_mean, "var": m.running_var}
     return ctx.emit(name, "bntt", [x], {"eps": m.eps}, params, scope=name)
 
 
 def delay(ctx, m: snn.Delay, name, x):
+    _multi_step_only(ctx, m, name)
     return ctx.emit(name, "delay", [x], {"steps": m.steps}, scope=name)
 
 
 def windowsum(ctx, m: snn.WindowSum, name, x):
+    _multi_step_only(ctx, m, name)
     return ctx.emit(name, "windowsum", [x], {"kernel": m.kernel_size, "dilation": m.dilation}, scope=name)
 
 
 def repconv(ctx, m: snn.RepConv, name, x):
     """Decomposed into its branches (conv -> BN each) and a left-to-right sum, as its forward computes it."""
+    _multi_step_only(ctx, m, name)
     outer, ctx.per_step = ctx.per_step, True
     try:
         outs = [ctx.convert_module(branch, f"{name}.{branch_name}", x)

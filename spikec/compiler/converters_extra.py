@@ -4,9 +4,10 @@ Each is registered only when its package imports. Every mapping is exact: a floa
 source module and of its IR agree bit for bit. Where the built-in ``lif`` op (semantics.md 1.1)
 repeats the library's arithmetic it is used; otherwise an op below repeats it literally:
 
-* ``lif_snntorch`` -- snnTorch ``Leaky``: strict ``U > threshold``, the reset is the *previous*
-  step's spike applied after the decay, ``beta`` clamped to [0, 1]. Params ``beta, threshold``:
-  () or (C,); attrs ``reset`` ("subtract" | "zero" | "none") and ``reset_delay``.
+* ``lif_snntorch`` -- snnTorch ``Leaky``, used as ``SnnTorchMultiStep(Leaky(...))`` on ``[T, B, ...]``:
+  strict ``U > threshold``, the reset is the *previous* step's spike applied after the decay, ``beta``
+  clamped to [0, 1]. Params ``beta, threshold``: () or (C,); attrs ``reset`` ("subtract" | "zero" |
+  "none") and ``reset_delay``. Zero reset with ``reset_delay`` maps onto ``lif`` instead.
 * ``lif_sj`` -- SpikingJelly ``LIFNode`` (and ``IFNode`` with a non-zero hard reset). Params
   ``threshold``, ``tau`` (absent: IF charge ``v + x``), ``v_reset`` (absent: soft reset), all ();
   attr ``decay_input``. The state starts at ``v_reset`` (0 for soft reset), as after ``reset_net``.

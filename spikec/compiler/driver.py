@@ -12,6 +12,8 @@ import torch
 
 from spikec.compiler import loader
 from spikec.compiler.checker import Comparison, compare_graphs, compare_with_torch, run_torch
+from spikec.compiler.cost import cost_report, partition_report
+from spikec.compiler.interpreter import run
 from spikec.compiler.errors import BadInput
 from spikec.compiler.frontend import trace
 from spikec.compiler.ir import Graph
@@ -47,14 +49,20 @@ class Compiled:
 def load_source(opts: CompileOptions) -> torch.nn.Module:
     model = loader.build_model(opts.model)
     if opts.weights:
-        loader.load_weights(model, opts.weights, trust_pickle=opts.trust_pickle)
+        search = str(Path(opts.model.rpartition(":")[0]).parent) if opts.model.rpartition(":")[0].endswith(".py") \
+            else None  # a pickled module may import the model file's siblings, as its training script did
+        loader.load_weights(model, opts.weights, trust_pickle=opts.trust_pickle, search_path=search)
     loader.check_params_finite(model)
     return model.eval()
 
 
 def make_inputs(model, opts: CompileOptions) -> tuple[np.ndarray, tuple, str]:
     """The verification inputs ``[T, B, ...]``, the per-step shape, and where they came from."""
-    shape = opts.input_shape or getattr(model, "input_shape", None)
+    declared = getattr(model, "input_shape", None)
+    if opts.input_shape and declared is not None and tuple(opts.input_shape) != tuple(declared):
+        raise BadInput(f"--input-shape {','.join(map(str, opts.input_shape))} contradicts the model's declared "
+                       f"input_shape {tuple(declared)}", remedy="drop --input-shape, or fix the model's input_shape")
+    shape = opts.input_shape or declared
     if opts.inputs:
         x = loader.load_inputs(opts.inputs)
         if x.ndim < 3:
@@ -81,10 +89,16 @@ def compile_model(opts: CompileOptions) -> Compiled:
     x, shape, source = make_inputs(model, opts)
     kind, ceiling = loader.value_kind(x)
     graph = trace(model, shape, input_kind=kind, ceiling=ceiling)
-    front = compare_with_torch(model, graph, x, progress="verifying frontend")
-    deployed, records = run_passes(graph, passes, x, explicit=explicit) if front.equivalent else (graph, [])
-    final = compare_with_torch(model, deployed, x, progress="verifying deployed graph")
-    outputs, _ = run_torch(model, x)
+    reference = run_torch(model, x, dict(graph.meta.get("module_outputs", ())))
+    traced = run(graph, x, progress="verifying frontend")
+    front = compare_with_torch(model, graph, x, trace=traced, source=reference)
+    deployed, records = run_passes(graph, passes, x, explicit=explicit, trace=traced) if front.equivalent \
+        else (graph, [])
+    del traced
+    trace_final = run(deployed, x, progress="verifying deployed graph")
+    final = compare_with_torch(model, deployed, x, trace=trace_final, source=reference)
+    cost = cost_report(deployed, trace_final)
+    outputs = reference[0]
     report = {
         "model": opts.model, "weights": opts.weights,
         "input": {"steps": int(x.shape[0]), "batch": int(x.shape[1]), "shape": list(shape), "kind": kind,
@@ -95,6 +109,9 @@ def compile_model(opts: CompileOptions) -> Compiled:
         "final": final.summary(),
         "equivalent": front.equivalent and final.equivalent and all(r.spike_mismatches == 0 for r in records),
         "layers": layers_report(deployed),
+        "ac_share": cost["ac_share"],
+        "cost": cost,
+        "partitions": partition_report(deployed),
         "target": None,
         "checks": ["ir_verifies", "io_outputs", "source_vs_deployed", "passes_replayed"],
         "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.__dict__.items()},
@@ -166,7 +183,6 @@ def verify_outdir(outdir, inputs: str | None = None) -> dict:
 
 
 def _compare_io(graph: Graph, x, recorded) -> Comparison:
-    from spikec.compiler.interpreter import run
     result = Comparison()
     out = graph.outputs[0]
     result.add(out, recorded, run(graph, x, record="outputs").values[out], graph.node(out).type.is_spike)

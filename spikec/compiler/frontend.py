@@ -76,6 +76,7 @@ class ConvertContext:
             cls = f"{type(module).__module__}.{type(module).__qualname__}"
             raise UnsupportedOp(f"no converter for module of class {cls}", where=f"module {name!r}",
                                 remedy=REGISTER_HINT.format(cls=type(module).__qualname__))
+        self.mappings.setdefault(name, _mapping_name(module))
         return fn(self, module, name, *xs)
 
 
@@ -86,16 +87,43 @@ def _f64(v):
     return v
 
 
+class _Root(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)
+
+
+def _user_class(m: nn.Module) -> bool:
+    return not type(m).__module__.startswith(("torch.", "spikec."))
+
+
 class _Tracer(torch.fx.Tracer):
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         if type(m) is nn.Sequential:
             return False
         return find_converter(m) is not None or super().is_leaf_module(m, qualname)
 
+    def call_module(self, m, forward, args, kwargs):
+        try:
+            return super().call_module(m, forward, args, kwargs)
+        except SpikecError:
+            raise
+        except Exception as e:  # fx could not trace *through* this module: it needs a converter of its own
+            path = self.path_of_module(m)
+            cls = f"{type(m).__module__}.{type(m).__qualname__}"
+            raise UnsupportedOp(f"no converter for module of class {cls}, and torch.fx cannot trace through it "
+                                f"({type(e).__name__}: {e})", where=f"module {path!r}",
+                                remedy=REGISTER_HINT.format(cls=type(m).__qualname__)) from None
+
 
 def trace(model: nn.Module, input_shape, *, input_kind: str = "binary", ceiling: int | None = None) -> Graph:
     """Trace ``model`` (put in eval mode) for per-step input shape ``input_shape`` into a verified IR graph."""
     model.eval()
+    if type(model) is not nn.Sequential and find_converter(model) is not None:
+        model = _Root(model)  # fx always traces the root's forward: give a leaf root a parent
     try:
         fx_graph = _Tracer().trace(model)
     except SpikecError:
@@ -115,7 +143,6 @@ def trace(model: nn.Module, input_shape, *, input_kind: str = "binary", ceiling:
         elif fx_node.op == "call_module":
             xs = _tensor_args(fx_node, env)
             out = ctx.convert_module(modules[fx_node.target], fx_node.target, *xs)
-            ctx.mappings.setdefault(fx_node.target, _mapping_name(modules[fx_node.target]))
             if isinstance(out, str) and out not in xs:
                 ctx.module_outputs[fx_node.target] = out
             env[fx_node.name] = out
@@ -127,7 +154,8 @@ def trace(model: nn.Module, input_shape, *, input_kind: str = "binary", ceiling:
         else:
             raise UnsupportedOp(f"fx node {fx_node.name!r} of kind {fx_node.op} ({fx_node.target}) is not supported",
                                 remedy="register parameters inside modules rather than reading them in forward()")
-    meta = {"source": type(model).__qualname__, "converters": sorted(ctx.mappings.items()),
+    meta = {"source": type(model.model if isinstance(model, _Root) else model).__qualname__,
+            "converters": sorted(ctx.mappings.items()),
             "module_outputs": sorted(ctx.module_outputs.items())}
     return verify(Graph(tuple(ctx.nodes), tuple(outputs), meta), "after tracing")
 
@@ -155,6 +183,11 @@ def _tensor_args(fx_node, env) -> list[str]:
     return xs
 
 
+def _describe(fx_node) -> str:
+    t = fx_node.target
+    return f"method {t}" if isinstance(t, str) else f"function {getattr(t, '__module__', '')}.{getattr(t, '__name__', t)}"
+
+
 def _scope(fx_node) -> str:
     stack = fx_node.meta.get("nn_module_stack") or {}
     return next(reversed(stack.values()))[0] if stack else ""
@@ -164,6 +197,13 @@ def _convert_function(ctx, fx_node, env) -> str:
     target = fx_node.target
     fn = FUNCTIONS.get(target)
     if fn is None:
+        stack = [(path, cls) for path, cls in (fx_node.meta.get("nn_module_stack") or {}).values()
+                 if isinstance(cls, type) and not cls.__module__.startswith(("torch.", "spikec."))]
+        if stack:  # inside the user's own module: that module is what needs a converter
+            path, cls = stack[-1]
+            raise UnsupportedOp(f"no converter for module of class {cls.__module__}.{cls.__qualname__}: its forward "
+                                f"calls {_describe(fx_node)}, which spikec cannot convert",
+                                where=f"module {path!r}", remedy=REGISTER_HINT.format(cls=cls.__qualname__))
         what = target if isinstance(target, str) else f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', target)}"
         raise UnsupportedOp(f"no converter for {'method' if fx_node.op == 'call_method' else 'function'} {what}",
                             where=f"fx node {fx_node.name!r}" + (f" in module {_scope(fx_node)!r}" if _scope(fx_node) else ""),
@@ -174,5 +214,7 @@ def _convert_function(ctx, fx_node, env) -> str:
     return fn(ctx, fx_node.name, args, kwargs, scope=_scope(fx_node))
 
 
-# The built-in converters register themselves on import (they need the registry above).
+# The built-in converters register themselves on import (they need the registry above);
+# converters_extra maps snnTorch / SpikingJelly neurons when those packages import.
 import spikec.compiler.converters  # noqa: E402,F401
+import spikec.compiler.converters_extra  # noqa: E402,F401

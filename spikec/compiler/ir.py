@@ -76,7 +76,7 @@ def _freeze_param(name: str, a: Any) -> np.ndarray:
     else:
         raise IRError(f"parameter {name!r} has dtype {arr.dtype}; only float64 and int64 are allowed")
     arr.flags.writeable = False
-    return arr
+    return arr.view()  # a view of a read-only base cannot be made writable again
 
 
 @dataclass(frozen=True, eq=False)

@@ -63,7 +63,7 @@ def build_model(spec: str) -> nn.Module:
     return model
 
 
-def load_weights(model: nn.Module, path: str, *, trust_pickle: bool = False) -> None:
+def load_weights(model: nn.Module, path: str, *, trust_pickle: bool = False, search_path: str | None = None) -> None:
     """Load a state_dict (``weights_only=True``); a pickled module only with ``trust_pickle``."""
     p = Path(path)
     if not p.is_file():
@@ -76,7 +76,7 @@ def load_weights(model: nn.Module, path: str, *, trust_pickle: bool = False) -> 
                 f"checkpoint {path!r} is not a plain state_dict ({type(e).__name__}: {str(e).splitlines()[0]})",
                 remedy="save it with torch.save(model.state_dict(), path); or, if you trust the file's author, "
                        "pass --trust-pickle (unpickling runs arbitrary code)") from e
-        state = torch.load(p, map_location="cpu", weights_only=False)
+        state = _unpickle(p, search_path)
     if isinstance(state, nn.Module):
         state = state.state_dict()
     if not isinstance(state, dict):
@@ -91,6 +91,19 @@ def load_weights(model: nn.Module, path: str, *, trust_pickle: bool = False) -> 
         raise CheckpointError(f"checkpoint {path!r} does not fit the model: missing keys "
                               f"{result.missing_keys or 'none'}; unexpected keys {result.unexpected_keys or 'none'}",
                               remedy="use the checkpoint saved from this factory's model")
+
+
+def _unpickle(p: Path, search_path: str | None):
+    if search_path:
+        sys.path.insert(0, search_path)
+    try:
+        return torch.load(p, map_location="cpu", weights_only=False)
+    except Exception as e:
+        raise CheckpointError(f"checkpoint {str(p)!r} cannot be unpickled: {type(e).__name__}: {e}",
+                              remedy="check the file is a torch.save() output whose classes are importable") from e
+    finally:
+        if search_path:
+            sys.path.remove(search_path)
 
 
 def check_params_finite(model: nn.Module) -> None:

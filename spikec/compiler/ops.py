@@ -65,7 +65,10 @@ def _spike_or_real(t: TensorType, shape) -> TensorType:
 
 def _window(size, k, s, p, d=1, ceil=False):
     span = size + 2 * p - d * (k - 1) - 1
-    return (-(-span // s) if ceil else span // s) + 1
+    out = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (out - 1) * s >= size + p:  # torch: the last window must start inside the input or left pad
+        out -= 1
+    return out
 
 
 def _per_channel(node, t, names):

@@ -9,7 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from spikec.compiler.checker import compare_graphs
+from spikec.compiler.checker import compare_traces
+from spikec.compiler.interpreter import Trace, run
 from spikec.compiler.errors import NotEquivalent, PassError, SpikecError
 from spikec.compiler.ir import Graph
 from spikec.compiler.verify import verify
@@ -54,9 +55,15 @@ class PassRecord:
         return dict(self.__dict__)
 
 
-def run_passes(graph: Graph, passes: list[Pass], inputs, *, explicit: bool = False) -> tuple[Graph, list[PassRecord]]:
-    """Apply ``passes`` in order; verify and equivalence-check after each one."""
+def run_passes(graph: Graph, passes: list[Pass], inputs, *, explicit: bool = False,
+               trace: Trace | None = None) -> tuple[Graph, list[PassRecord]]:
+    """Apply ``passes`` in order; verify and equivalence-check after each one.
+
+    ``trace`` may pass a ``record="all"`` run of ``graph`` on ``inputs`` already made; each pass then
+    costs one interpreter run (of its result).
+    """
     records: list[PassRecord] = []
+    trace = trace or (run(graph, inputs, progress="verifying") if passes else None)
     for p in passes:
         before_names = [r.name for r in records]
         context = f"in pass {p.name!r} (after {', '.join(before_names) if before_names else 'no other pass'})"
@@ -66,11 +73,15 @@ def run_passes(graph: Graph, passes: list[Pass], inputs, *, explicit: bool = Fal
             verify(result.graph, f"after pass {p.name!r}")
         except SpikecError as e:
             raise PassError(e.what, where=f"{context}{'; ' + e.where if e.where else ''}", remedy=e.remedy) from e
+        except Exception as e:
+            raise PassError(f"the pass crashed: {type(e).__name__}: {e}", where=context,
+                            remedy="this is a compiler bug: report it; meanwhile compile without this pass") from e
         if explicit and result.skipped:
             s = result.skipped[0]
             raise PassError(f"the pass cannot apply to node {s.node!r}: {s.reason}", where=context,
                             remedy=s.remedy or f"drop {p.name!r} from --passes, or change the model")
-        cmp = compare_graphs(graph, result.graph, inputs, progress=f"verifying {p.name}")
+        after = run(result.graph, inputs, progress=f"verifying {p.name}")
+        cmp = compare_traces(graph, trace, result.graph, after)
         records.append(PassRecord(p.name, list(result.changed), True, cmp.spike_mismatches, cmp.max_rel_diff,
                                   round(time.perf_counter() - start, 4),
                                   [s.__dict__ for s in result.skipped], list(result.notes), cmp.summary()))
@@ -78,5 +89,5 @@ def run_passes(graph: Graph, passes: list[Pass], inputs, *, explicit: bool = Fal
             raise NotEquivalent(f"the graph after the pass is not equivalent to the graph before it:\n{cmp.describe()}",
                                 where=context, remedy="this is a compiler bug: report it with the model; "
                                                       "meanwhile compile without this pass")
-        graph = result.graph
+        graph, trace = result.graph, after
     return graph, records

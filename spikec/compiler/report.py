@@ -58,12 +58,22 @@ def summary_text(report: dict) -> str:
         lines.append(f"  pass       {r['name']:<16} {len(r['nodes_changed'])} nodes changed{skipped}; "
                      f"spike mismatches {r['spike_mismatches']}, max rel diff {r['max_rel_diff']:.2g} "
                      f"({r['seconds']:.2f} s)")
+        lines += [f"             - skipped {s['node']}: {s['reason']}" for s in r["skipped"]]
     ac = sum(1 for l in report["layers"] if l["synaptic_kind"] == "AC")
     mac = sum(1 for l in report["layers"] if l["synaptic_kind"] == "MAC")
     lines.append(f"  synapses   {ac} accumulate-only (AC), {mac} multiply-accumulate (MAC)")
     for l in report["layers"]:
         if l["synaptic_kind"]:
             lines.append(f"             {l['name']:<16} {l['op']:<8} operand {l['operand_kind']:<8} {l['synaptic_kind']}")
+    c = report["cost"]
+    share = "n/a" if report["ac_share"] is None else f"{100 * report['ac_share']:.1f}%"
+    lines.append(f"  cost       AC share of conv ops {share}; per inference {c['total_ac_ops']:,.0f} AC + "
+                 f"{c['total_mac_ops']:,.0f} MAC = {c['synaptic_energy_pj'] / 1e6:.3g} uJ (45 nm estimate, "
+                 "synaptic arithmetic only)")
+    host = report["partitions"]["host"]
+    if host:
+        lines.append(f"  host       {len(host)} dense node(s) on a host partition ({', '.join(host)}); "
+                     f"{report['partitions']['values_per_step']:,} values cross per step per sample")
     lines.append(f"  deployed   {_verdict(report['final'])}")
     lines.append(f"  target     {report['target']['name'] if report['target'] else 'none'}")
     lines.append(f"  equivalent {str(report['equivalent']).lower()}")

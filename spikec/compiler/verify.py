@@ -44,8 +44,8 @@ def _node_problems(node, seen) -> list[str]:
     except (KeyError, TypeError, ValueError) as e:
         return [f"{where}: malformed attributes or parameters ({type(e).__name__}: {e})"]
     if expected != node.type:
-        src = ", ".join(f"{i!r}: {seen[i].type.describe()}" for i in node.inputs)
-        return [f"edge ({src}) -> {node.name!r}: node declares {node.type.describe()} "
+        src = ", ".join(f"{i!r} ({seen[i].type.describe()})" for i in node.inputs)
+        return [f"edge {src} -> {node.name!r}: node declares {node.type.describe()} "
                 f"but its inputs give {expected.describe()}"]
     return []
 

@@ -5,9 +5,11 @@
 from spikec.compiler.errors import BadInput
 from spikec.compiler.passes import Pass
 from spikec.passes.fold_batchnorm import FOLD_BATCHNORM
+from spikec.passes.fuse_repconv import FUSE_REPCONV
+from spikec.passes.tdm_dual_kernel import TDM_DUAL_KERNEL
 
-PASSES: dict[str, Pass] = {p.name: p for p in (FOLD_BATCHNORM,)}
-DEFAULT: tuple[str, ...] = ("fold_batchnorm",)
+PASSES: dict[str, Pass] = {p.name: p for p in (FOLD_BATCHNORM, FUSE_REPCONV, TDM_DUAL_KERNEL)}
+DEFAULT: tuple[str, ...] = ("fuse_repconv", "fold_batchnorm", "tdm_dual_kernel")
 
 
 def select(spec: str) -> tuple[list[Pass], bool]:

@@ -1,0 +1,79 @@
+"""Cost model of the report (targets.md, "Cost model"): synaptic operations, energy, firing, partitions.
+
+A conv/linear whose operand is binary does one accumulate (AC) per input spike per fan-out, counted
+from measured activity; with real or integer operands it does one multiply-accumulate (MAC) per dense
+operation. Energies are 45 nm estimates (Horowitz 2014) of synaptic arithmetic only, memory excluded.
+"""
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from spikec.compiler.interpreter import Trace
+from spikec.compiler.ir import Graph
+from spikec.compiler.ops import OPS
+from spikec.compiler.report import synaptic_kind
+
+E_MAC_PJ, E_AC_PJ = 4.6, 0.9
+
+
+def dense_ops(graph: Graph, node) -> int:
+    """Multiply-accumulates of one step of one sample if every operand were dense."""
+    if node.op == "conv2d":
+        w = node.params["weight"]
+        return int(np.prod(node.type.shape)) * int(np.prod(w.shape[1:]))
+    if node.op == "linear":
+        return int(np.prod(node.type.shape)) * node.params["weight"].shape[1]
+    if node.op == "windowsum":
+        return int(np.prod(node.type.shape)) * node.attrs["kernel"] ** 2
+    return 0
+
+
+def measured_acs(graph: Graph, node, x: np.ndarray) -> int:
+    """Synaptic events actually triggered by the nonzero inputs ``x`` ``[T, B, ...]`` (fan-out per spike)."""
+    active = torch.as_tensor((x != 0).astype(np.float64)).flatten(0, 1)
+    if node.op == "linear":
+        return int(active.sum()) * node.params["weight"].shape[0]
+    if node.op == "conv2d":
+        a, w = node.attrs, node.params["weight"]
+        ones = torch.ones(w.shape, dtype=torch.float64)
+        return int(F.conv2d(active, ones, None, a["stride"], a["padding"], a["dilation"], a["groups"]).sum())
+    k, d = node.attrs["kernel"], node.attrs["dilation"]
+    ones = torch.ones(active.shape[1], 1, k, k, dtype=torch.float64)
+    return int(F.conv2d(active, ones, padding=d * (k - 1) // 2, dilation=d, groups=active.shape[1]).sum())
+
+
+def cost_report(graph: Graph, trace: Trace, e_mac: float = E_MAC_PJ, e_ac: float = E_AC_PJ) -> dict:
+    """Per-layer operation counts per inference (one sample, all T steps), energy, firing rates, AC share."""
+    x0 = next(iter(trace.values.values()))
+    steps, batch = x0.shape[:2]
+    layers, conv_ops, conv_ac_ops = [], 0, 0
+    for n in graph.nodes:
+        if n.op == "input" or not OPS[n.op].synaptic:
+            continue
+        kind, dense = synaptic_kind(graph, n), dense_ops(graph, n) * steps
+        acs = measured_acs(graph, n, trace.values[n.inputs[0]]) / batch if kind == "AC" else 0.0
+        macs = dense if kind == "MAC" else 0
+        layers.append({"name": n.name, "op": n.op, "synaptic_kind": kind, "dense_ops": dense,
+                       "ac_ops": acs, "mac_ops": macs, "energy_pj": acs * e_ac + macs * e_mac})
+        if n.op == "conv2d":
+            conv_ops += dense
+            conv_ac_ops += dense if kind == "AC" else 0
+    rates = {n.name: float(trace.values[n.name].mean()) for n in graph.nodes
+             if n.op != "input" and OPS[n.op].stateful and n.type.is_spike and n.op != "delay"}
+    return {"per_inference": "one sample over all T steps, averaged over the verification batch",
+            "energy_constants_pj": {"mac": e_mac, "ac": e_ac, "source": "45 nm, Horowitz 2014 (estimate)"},
+            "layers": layers, "firing_rates": rates,
+            "total_ac_ops": sum(l["ac_ops"] for l in layers), "total_mac_ops": sum(l["mac_ops"] for l in layers),
+            "synaptic_energy_pj": sum(l["energy_pj"] for l in layers),
+            "ac_share": conv_ac_ops / conv_ops if conv_ops else None}
+
+
+def partition_report(graph: Graph) -> dict:
+    """Dense ops with no spike-driven form run on a host; list them and the values crossing per step."""
+    host = {n.name for n in graph.nodes if n.op != "input" and OPS[n.op].dense}
+    crossing = [{"edge": [i, n.name], "values_per_step": graph.node(i).type.size, "direction": direction}
+                for n in graph.nodes for i in n.inputs
+                for direction in [("to_host" if n.name in host else "to_chip")]
+                if (n.name in host) != (i in host)]
+    return {"host": sorted(host), "crossing": crossing,
+            "values_per_step": sum(c["values_per_step"] for c in crossing)}

@@ -1,0 +1,20 @@
+"""Graph surgery shared by the passes."""
+from spikec.compiler.ir import Graph, Node
+
+
+def splice(graph: Graph, replace: dict[str, list[Node]], remove=()) -> Graph:
+    """Put ``replace[name]`` where node ``name`` stood (in order) and drop ``remove``; the rest keeps its place."""
+    remove = set(remove)
+    nodes = []
+    for n in graph.nodes:
+        if n.name in replace:
+            nodes += replace[n.name]
+        elif n.name not in remove:
+            nodes.append(n)
+    return graph.with_nodes(nodes)
+
+
+def sole_consumer(graph: Graph, name: str):
+    """The one node reading ``name``, or None when it has several readers or is a graph output."""
+    readers = graph.consumers(name)
+    return readers[0] if len(readers) == 1 and name not in graph.outputs else None
