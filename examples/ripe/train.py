@@ -111,8 +111,8 @@ def main():
     ckpt = os.path.join(args.out, "checkpoint.pt")
     save_atomic(ckpt, lambda f: torch.save(model.state_dict(), f))
     npz = os.path.join(args.out, "inputs.npz")
-    sample = x_te[:, :8].numpy().astype(np.float32)  # [T, 8, 2, 32, 32] event counts
-    save_atomic(npz, lambda f: np.savez(f, input=sample, label=y_te[:8].numpy().astype(np.int64)))
+    sample = x_te[:, :8].numpy().astype(np.float32)  # [T, 8, 2, 32, 32] event counts (mostly 0: compressed)
+    save_atomic(npz, lambda f: np.savez_compressed(f, input=sample, label=y_te[:8].numpy().astype(np.int64)))
     print(f"wrote {ckpt} and {npz}  ({time.time() - start:.0f}s)")
 
 

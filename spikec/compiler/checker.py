@@ -53,7 +53,7 @@ class Comparison:
             self.real_mismatches += 1
             self.mismatches.append(Mismatch(node, -1, tuple(got.shape), float("nan"), float("nan"), None))
             return
-        expected, got = expected.astype(np.float64), got.astype(np.float64)
+        expected, got = np.asarray(expected, dtype=np.float64), np.asarray(got, dtype=np.float64)
         if spike:
             bad = expected != got
             self.spikes_compared += expected.size

@@ -47,6 +47,26 @@ def _per_step(fn, x: torch.Tensor) -> torch.Tensor:
     return y.reshape(x.shape[0], x.shape[1], *y.shape[1:])
 
 
+class _NeuronOut:
+    """Spikes, membrane and margin of a neuron run, filled step by step."""
+
+    def __init__(self, x: torch.Tensor):
+        self.spikes, self.membrane, self.margin = (torch.empty_like(x) for _ in range(3))
+
+    def put(self, t, s, u, margin):
+        self.spikes[t], self.membrane[t], self.margin[t] = s, u, margin
+
+    def output(self, node) -> torch.Tensor:
+        return self.membrane if node.attrs.get("output") == "membrane" else self.spikes
+
+
+def _dynamics_key(node: Node) -> tuple:
+    """Nodes with equal keys run identical dynamics (a neuron and its membrane read-out)."""
+    attrs = tuple(sorted((k, v) for k, v in node.attrs.items() if k != "output"))
+    params = tuple(sorted((k, v.tobytes()) for k, v in node.params.items()))
+    return node.op, node.inputs, attrs, params
+
+
 class _Kernels:
     """``op -> fn(node, params, *inputs) -> output`` (neurons return ``(spikes, margins)``)."""
 
@@ -145,60 +165,61 @@ class _Kernels:
         return torch.cat([torch.zeros_like(x[:k]), x[: x.shape[0] - k]])
 
     # neurons ----------------------------------------------------------------------------
+    # Neurons write spikes, membrane U (pre-reset) and the firing margin into preallocated [T, B, ...]
+    # tensors; ``run`` picks the output the node asks for (its membrane twin reuses the same run).
     def lif(self, node, p, x):
         self._float_only(node)
         beta, alpha, bias, theta, v_reset = (_channel(p[k], x.dim() - 1) for k in
                                              ("beta", "alpha", "bias", "threshold", "v_reset"))
-        h, spikes, margins = torch.zeros_like(x[0]), [], []
+        out = _NeuronOut(x)
+        h = torch.zeros_like(x[0])
         for t in range(x.shape[0]):
             u = beta * h + alpha * x[t] + bias
             s = (u - theta >= 0).to(x.dtype)
             h = u - theta * s if node.attrs["reset"] == "subtract" else u * (1 - s) + v_reset * s
-            spikes.append(u if node.attrs.get("output") == "membrane" else s)
-            margins.append((u - theta).abs())
-        return torch.stack(spikes), torch.stack(margins)
+            out.put(t, s, u, (u - theta).abs())
+        return out
 
     def intfire(self, node, p, x):
         self._float_only(node)
         beta, alpha, theta = (_channel(p[k], x.dim() - 1) for k in ("beta", "alpha", "threshold"))
         offset = 0.5 if node.attrs["rounding"] == "round" else 0.0
-        h, spikes, margins = torch.zeros_like(x[0]), [], []
+        out = _NeuronOut(x)
+        h = torch.zeros_like(x[0])
         for t in range(x.shape[0]):
             u = beta * h + alpha * x[t]
             z = u / theta
             q = torch.clamp(torch.floor(z + offset), 0, node.attrs["max_spikes"])
             h = u - theta * q
             frac = z + offset - torch.floor(z + offset)
-            spikes.append(u if node.attrs.get("output") == "membrane" else q)
-            margins.append(torch.minimum(frac, 1 - frac) * theta)
-        return torch.stack(spikes), torch.stack(margins)
+            out.put(t, q, u, torch.minimum(frac, 1 - frac) * theta)
+        return out
 
     def silif(self, node, p, x):
         self._float_only(node)
         a, b, v_th = (_channel(p[k], x.dim() - 1) for k in ("decay", "b", "v_th"))
         kappa = node.attrs["kappa"]
-        u, s, spikes, margins = torch.zeros_like(x[0]), torch.zeros_like(x[0]), [], []
+        out = _NeuronOut(x)
+        u, s = torch.zeros_like(x[0]), torch.zeros_like(x[0])
         for t in range(x.shape[0]):
             u = a * (u - kappa * s) + b * x[t]
             s = (u - v_th >= 0).to(x.dtype)
-            spikes.append(u if node.attrs.get("output") == "membrane" else s)
-            margins.append((u - v_th).abs())
-        return torch.stack(spikes), torch.stack(margins)
+            out.put(t, s, u, (u - v_th).abs())
+        return out
 
     def csilif(self, node, p, x):
         self._float_only(node)
         a_re, a_im, b, v_th = (_channel(p[k], x.dim() - 1) for k in ("a_re", "a_im", "b", "v_th"))
         kappa = node.attrs["kappa"]
+        out = _NeuronOut(x)
         m_re, m_im, s = torch.zeros_like(x[0]), torch.zeros_like(x[0]), torch.zeros_like(x[0])
-        spikes, margins = [], []
         for t in range(x.shape[0]):
             z_re = m_re - kappa * s
             m_re, m_im = a_re * z_re - a_im * m_im + b * x[t], a_re * m_im + a_im * z_re
             u = 2 * m_re
             s = (u - v_th >= 0).to(x.dtype)
-            spikes.append(u if node.attrs.get("output") == "membrane" else s)
-            margins.append((u - v_th).abs())
-        return torch.stack(spikes), torch.stack(margins)
+            out.put(t, s, u, (u - v_th).abs())
+        return out
 
     def _float_only(self, node):
         if self.integer:
@@ -236,7 +257,7 @@ def run(graph: Graph, inputs, *, record: str = "all", integer: bool | None = Non
     """
     integer = is_integer_graph(graph) if integer is None else integer
     dtype = torch.int64 if integer else torch.float64
-    kernels, trace = _Kernels(integer), Trace()
+    kernels, trace, shared = _Kernels(integer), Trace(), {}
     env: dict[str, torch.Tensor] = {}
     remaining = {n.name: 0 for n in graph.nodes}
     for n in graph.nodes:
@@ -253,12 +274,19 @@ def run(graph: Graph, inputs, *, record: str = "all", integer: bool | None = Non
             out = torch.as_tensor(np.array(x, dtype=np.int64 if integer else np.float64))
         else:
             params = {k: torch.as_tensor(np.array(v)) for k, v in node.params.items()}
+            key = _dynamics_key(node) if "output" in node.attrs or node.name + ".membrane" in remaining else None
             kernel = KERNELS.get(node.op) or getattr(kernels, node.op)
-            out = kernel(node, params, *(env[i] for i in node.inputs))
-            if isinstance(out, tuple):
+            out = shared.get(key) or kernel(node, params, *(env[i] for i in node.inputs))
+            if key is not None:
+                shared[key] = out
+            if isinstance(out, _NeuronOut):
+                out, margin = out.output(node), out.margin
+            elif isinstance(out, tuple):
                 out, margin = out
-                if record == "all" or node.name in keep:
-                    trace.margins[node.name] = margin.numpy()
+            else:
+                margin = None
+            if margin is not None and (record == "all" or node.name in keep):
+                trace.margins[node.name] = margin.numpy()
         env[node.name] = out
         if record == "all" or node.name in keep:
             trace.values[node.name] = out.numpy()
