@@ -212,8 +212,8 @@ def repconv(ctx, m: snn.RepConv, name, x):
     finally:
         ctx.per_step = outer
     y = outs[0]
-    for k, out in enumerate(outs[1:], start=1):
-        y = ctx.emit(f"{name}.sum{k}", "add", [y, out], scope=name)
+    for k, out in enumerate(outs[1:], start=1):  # the last addition is the unit's output: it takes its name
+        y = ctx.emit(name if k == len(outs) - 1 else f"{name}.sum{k}", "add", [y, out], scope=name)
     return y
 
 

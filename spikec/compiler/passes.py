@@ -13,6 +13,7 @@ from spikec.compiler.checker import compare_traces
 from spikec.compiler.interpreter import Trace, run
 from spikec.compiler.errors import NotEquivalent, PassError, SpikecError
 from spikec.compiler.ir import Graph
+from spikec.compiler.ops import deployed_params
 from spikec.compiler.verify import verify
 
 
@@ -43,6 +44,8 @@ class Pass:
 class PassRecord:
     name: str
     nodes_changed: list[str]
+    params_before: int
+    params_after: int
     verified: bool
     spike_mismatches: int
     max_rel_diff: float
@@ -82,7 +85,8 @@ def run_passes(graph: Graph, passes: list[Pass], inputs, *, explicit: bool = Fal
                             remedy=s.remedy or f"drop {p.name!r} from --passes, or change the model")
         after = run(result.graph, inputs, progress=f"verifying {p.name}")
         cmp = compare_traces(graph, trace, result.graph, after)
-        records.append(PassRecord(p.name, list(result.changed), True, cmp.spike_mismatches, cmp.max_rel_diff,
+        records.append(PassRecord(p.name, list(result.changed), _params(graph), _params(result.graph), True,
+                                  cmp.spike_mismatches, cmp.max_rel_diff,
                                   round(time.perf_counter() - start, 4),
                                   [s.__dict__ for s in result.skipped], list(result.notes), cmp.summary()))
         if not cmp.equivalent:
@@ -91,3 +95,7 @@ def run_passes(graph: Graph, passes: list[Pass], inputs, *, explicit: bool = Fal
                                                       "meanwhile compile without this pass")
         graph, trace = result.graph, after
     return graph, records
+
+
+def _params(graph: Graph) -> int:
+    return sum(deployed_params(n) for n in graph.nodes)

@@ -55,10 +55,11 @@ def summary_text(report: dict) -> str:
         lines.append(f"             {name:<12} {c['source']:>9,} -> {c['deployed']:,}")
     for r in report["passes"]:
         skipped = f", {len(r['skipped'])} skipped" if r["skipped"] else ""
-        lines.append(f"  pass       {r['name']:<16} {len(r['nodes_changed'])} nodes changed{skipped}; "
-                     f"spike mismatches {r['spike_mismatches']}, max rel diff {r['max_rel_diff']:.2g} "
-                     f"({r['seconds']:.2f} s)")
+        lines.append(f"  pass       {r['name']:<16} {len(r['nodes_changed'])} nodes changed{skipped}, params "
+                     f"{r['params_before']:,} -> {r['params_after']:,}; spike mismatches {r['spike_mismatches']}, "
+                     f"max rel diff {r['max_rel_diff']:.2g} ({r['seconds']:.2f} s)")
         lines += [f"             - skipped {s['node']}: {s['reason']}" for s in r["skipped"]]
+        lines += [f"             - {note}" for note in r["notes"]]
     ac = sum(1 for l in report["layers"] if l["synaptic_kind"] == "AC")
     mac = sum(1 for l in report["layers"] if l["synaptic_kind"] == "MAC")
     lines.append(f"  synapses   {ac} accumulate-only (AC), {mac} multiply-accumulate (MAC)")
