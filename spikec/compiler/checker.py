@@ -97,10 +97,22 @@ def compare_traces(before: Graph, ta: Trace, after: Graph, tb: Trace) -> Compari
     shared = [n for n in before.nodes if n.op != "input" and n.name in after and after.node(n.name).type == n.type]
     for n in shared:
         result.add(n.name, ta.values[n.name], tb.values[n.name], n.type.is_spike, tb.margins.get(n.name))
+    for n in before.nodes:  # re-timed onto D sub-steps: each physical step's sum must equal the old value
+        t = after.node(n.name).type if n.name in after else None
+        if t is not None and t.shape == n.type.shape and t.substeps > 1 and n.type.substeps == 1:
+            margin = tb.margins.get(n.name)
+            result.add(n.name, ta.values[n.name], per_step_sum(tb.values[n.name], t.substeps), n.type.is_spike,
+                       None if margin is None else margin.reshape(-1, t.substeps, *margin.shape[1:]).min(1))
+            shared.append(n)
     for oa, ob in zip(before.outputs, after.outputs):
         if oa != ob or oa not in {n.name for n in shared}:
             result.add(ob, ta.values[oa], tb.values[ob], after.node(ob).type.is_spike, tb.margins.get(ob))
     return result
+
+
+def per_step_sum(x: np.ndarray, substeps: int) -> np.ndarray:
+    """``[T * D, ...]`` sub-step values summed into ``[T, ...]`` physical steps."""
+    return x.reshape(x.shape[0] // substeps, substeps, *x.shape[1:]).sum(1)
 
 
 def run_torch(model: torch.nn.Module, inputs: np.ndarray, modules=()) -> tuple[np.ndarray, dict]:
@@ -134,8 +146,10 @@ def compare_with_torch(model: torch.nn.Module, graph: Graph, inputs, *, progress
     result = Comparison()
     for module, node in module_outputs.items():
         if module in captured and node in graph:
-            result.add(node, captured[module], trace.values[node], graph.node(node).type.is_spike,
-                       trace.margins.get(node))
+            t = graph.node(node).type
+            got = per_step_sum(trace.values[node], t.substeps) if t.substeps > 1 else trace.values[node]
+            margin = trace.margins.get(node) if t.substeps == 1 else None
+            result.add(node, captured[module], got, t.is_spike, margin)
     for name, out in zip(graph.outputs, outputs):
         result.add(name, out, trace.values[name], graph.node(name).type.is_spike, trace.margins.get(name))
     return result

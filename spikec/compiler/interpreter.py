@@ -70,8 +70,9 @@ def _dynamics_key(node: Node) -> tuple:
 class _Kernels:
     """``op -> fn(node, params, *inputs) -> output`` (neurons return ``(spikes, margins)``)."""
 
-    def __init__(self, integer: bool):
+    def __init__(self, integer: bool, substeps: dict):
         self.integer = integer
+        self.substeps = substeps  # node name -> sub-steps per physical step of its output
 
     # synaptic ---------------------------------------------------------------------------
     def _exact(self, node, fn, x, w, b):
@@ -161,7 +162,7 @@ class _Kernels:
         return torch.stack([x[t] + _channel(p["bias"][t], x.dim() - 1) for t in range(x.shape[0])])
 
     def delay(self, node, p, x):
-        k = min(node.attrs["steps"], x.shape[0])
+        k = min(node.attrs["steps"] * node.type.substeps, x.shape[0])
         return torch.cat([torch.zeros_like(x[:k]), x[: x.shape[0] - k]])
 
     # neurons ----------------------------------------------------------------------------
@@ -221,6 +222,33 @@ class _Kernels:
             out.put(t, s, u, (u - v_th).abs())
         return out
 
+    def intfire_unrolled(self, node, p, x):
+        """The integer neuron's physical-step update, its spike count replayed over D binary sub-steps.
+
+        Sub-step potential starts at ``v = U + theta/2`` (round) or ``U`` (floor); at each sub-step
+        ``s_d = [v >= theta]``, ``v -= theta * s_d``; the residual is ``H = v - theta/2`` (or ``v``).
+        """
+        self._float_only(node)
+        beta, alpha, theta = (_channel(p[k], x.dim() - 1) for k in ("beta", "alpha", "threshold"))
+        d_max = node.attrs["max_spikes"]
+        offset = theta / 2 if node.attrs["rounding"] == "round" else 0.0
+        spikes = torch.empty((x.shape[0] * d_max, *x.shape[1:]), dtype=x.dtype)
+        margin = torch.empty_like(spikes)
+        h = torch.zeros_like(x[0])
+        for t in range(x.shape[0]):
+            v = beta * h + alpha * x[t] + offset
+            for d in range(d_max):
+                s = (v - theta >= 0).to(x.dtype)
+                spikes[t * d_max + d], margin[t * d_max + d] = s, (v - theta).abs()
+                v = v - theta * s
+            h = v - offset
+        return spikes, margin
+
+    def substep_sum(self, node, p, x):
+        d = self.substeps[node.inputs[0]]
+        y = x.reshape(x.shape[0] // d, d, *x.shape[1:]).sum(1)
+        return y + _channel(p["bias"], y.dim() - 1) if "bias" in p else y
+
     def _float_only(self, node):
         if self.integer:
             raise IRError(f"op {node.op} has no exact integer kernel", where=f"node {node.name!r}",
@@ -257,7 +285,8 @@ def run(graph: Graph, inputs, *, record: str = "all", integer: bool | None = Non
     """
     integer = is_integer_graph(graph) if integer is None else integer
     dtype = torch.int64 if integer else torch.float64
-    kernels, trace, shared = _Kernels(integer), Trace(), {}
+    kernels = _Kernels(integer, {n.name: n.type.substeps for n in graph.nodes})
+    trace, shared = Trace(), {}
     env: dict[str, torch.Tensor] = {}
     remaining = {n.name: 0 for n in graph.nodes}
     for n in graph.nodes:

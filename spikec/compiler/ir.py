@@ -24,6 +24,7 @@ class TensorType:
     shape: tuple[int, ...]
     kind: str = "real"
     ceiling: int | None = None  # integer spikes only: values lie in 0..ceiling
+    substeps: int = 1           # time base: the runtime time axis holds T * substeps virtual sub-steps
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
@@ -36,6 +37,8 @@ class TensorType:
                           "integer spikes need a ceiling, other kinds none")
         if self.ceiling is not None and self.ceiling < 1:
             raise IRError(f"integer ceiling must be >= 1, got {self.ceiling}")
+        if self.substeps < 1:
+            raise IRError(f"substeps must be >= 1, got {self.substeps}")
 
     @property
     def is_spike(self) -> bool:
@@ -47,24 +50,35 @@ class TensorType:
 
     def describe(self) -> str:
         kind = f"integer<={self.ceiling}" if self.kind == "integer" else self.kind
-        return f"{kind}{list(self.shape)}"
+        return f"{kind}{list(self.shape)}" + (f"@{self.substeps}substeps" if self.substeps > 1 else "")
 
     def to_json(self) -> dict:
-        return {"shape": list(self.shape), "kind": self.kind, "ceiling": self.ceiling}
+        return {"shape": list(self.shape), "kind": self.kind, "ceiling": self.ceiling, "substeps": self.substeps}
 
     @staticmethod
     def from_json(d: Mapping) -> "TensorType":
-        return TensorType(tuple(d["shape"]), d["kind"], d.get("ceiling"))
+        return TensorType(tuple(d["shape"]), d["kind"], d.get("ceiling"), d.get("substeps", 1))
 
 
 def _freeze_attr(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return tuple(_freeze_attr(x) for x in v)
+    if isinstance(v, Mapping):
+        return MappingProxyType({str(k): _freeze_attr(x) for k, x in v.items()})
     if isinstance(v, (np.integer, np.floating, np.bool_)):
         return v.item()
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     raise IRError(f"attribute value {v!r} of type {type(v).__name__} is not JSON-representable")
+
+
+def thaw(v: Any) -> Any:
+    """A frozen attribute value as plain JSON data (dicts and lists)."""
+    if isinstance(v, Mapping):
+        return {k: thaw(x) for k, x in v.items()}
+    if isinstance(v, tuple):
+        return [thaw(x) for x in v]
+    return v
 
 
 def _freeze_param(name: str, a: Any) -> np.ndarray:

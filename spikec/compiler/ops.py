@@ -15,7 +15,7 @@ Array layouts (per node ``params``):
 Neurons take attr ``output``: "spikes" (default) or "membrane" (the pre-reset ``U``, real).
 Per-channel vectors always index ``shape[0]`` of the per-step shape.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -175,7 +175,7 @@ define("avgpool2d", 1, lambda n, i: _infer_pool(n, i, False))
 define("maxpool2d", 1, lambda n, i: _infer_pool(n, i, True))
 define("flatten", 1, _infer_flatten)
 define("relu", 1, lambda n, i: i[0])
-define("delay", 1, lambda n, i: i[0], stateful=True)
+define("delay", 1, lambda n, i: i[0], stateful=True)  # delays by `steps` physical steps on any time base
 define("windowsum", 1, _infer_windowsum, synaptic=True)
 
 
@@ -234,16 +234,53 @@ def _infer_step_bias(node, ins):
     return TensorType(t.shape)
 
 
+def _infer_unrolled(node, ins):
+    (t,) = ins
+    _per_channel(node, t, _INT)
+    _need(t.substeps == 1, node, "an unrolled integer neuron integrates physical steps")
+    return TensorType(t.shape, "binary", None, node.attrs["max_spikes"])
+
+
+def _infer_substep_sum(node, ins):
+    (t,) = ins
+    _need(t.substeps > 1, node, "substep_sum needs a sub-step input")
+    if "bias" in node.params:
+        _need(node.params["bias"].shape == (t.shape[0],), node, f"bias must have shape ({t.shape[0]},)")
+    if t.kind == "real" or "bias" in node.params:
+        return TensorType(t.shape)
+    return TensorType(t.shape, "integer", (t.ceiling or 1) * t.substeps)
+
+
+# intfire_unrolled: the integer neuron replayed as binary spikes over D = max_spikes sub-steps per step.
+# substep_sum: sums the D sub-steps of each physical step (and adds an optional per-channel bias once).
+define("intfire_unrolled", 1, _infer_unrolled, _INT, stateful=True)
+define("substep_sum", 1, _infer_substep_sum, (), ("bias",), count=lambda n: _sizes(n, "bias"))
+
+
 define("dsmpa", 3, _infer_dsmpa, ("wq", "wk", "wv", "gamma"), count=lambda n: _sizes(n, "wq", "wk", "wv", "gamma"),
        dense=True)
 define("step_bias", 1, _infer_step_bias, ("bias",), count=lambda n: _sizes(n, "bias"), stateful=True)
+
+
+# Ops that define their own time base; every other op is checked here: a stateless op keeps the
+# sub-step time base of its inputs, a stateful one runs on physical steps only.
+TIME_BASE_OPS = {"input", "intfire_unrolled", "substep_sum", "delay"}
 
 
 def infer_type(node: Node, in_types: list[TensorType]) -> TensorType:
     """The output type ``node`` must have given its input types (raises ShapeError)."""
     if node.op == "input":
         return node.type
-    return opdef(node.op).infer(node, in_types)
+    spec = opdef(node.op)
+    out = spec.infer(node, in_types)
+    if node.op in TIME_BASE_OPS:
+        return out
+    bases = {t.substeps for t in in_types}
+    _need(len(bases) <= 1, node, f"inputs run on different time bases (substeps {sorted(bases)})")
+    base = bases.pop() if bases else 1
+    _need(base == 1 or not spec.stateful, node,
+          f"a stateful {node.op} runs on physical steps; its input runs on {base} virtual sub-steps per step")
+    return replace(out, substeps=base)
 
 
 def deployed_params(node: Node) -> int:

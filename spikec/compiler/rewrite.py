@@ -18,3 +18,15 @@ def sole_consumer(graph: Graph, name: str):
     """The one node reading ``name``, or None when it has several readers or is a graph output."""
     readers = graph.consumers(name)
     return readers[0] if len(readers) == 1 and name not in graph.outputs else None
+
+
+def retype(graph: Graph) -> Graph:
+    """Recompute every node's type from its inputs, in order (after a rewrite changed kinds or time bases)."""
+    from spikec.compiler.ops import infer_type
+    types, nodes = {}, []
+    for n in graph.nodes:
+        if n.op != "input":
+            n = n.with_(type=infer_type(n, [types[i] for i in n.inputs]))
+        types[n.name] = n.type
+        nodes.append(n)
+    return graph.with_nodes(nodes)

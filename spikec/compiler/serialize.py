@@ -7,16 +7,16 @@ from pathlib import Path
 import numpy as np
 
 from spikec.compiler.errors import IRError
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.compiler.ir import Graph, Node, TensorType, thaw
 from spikec.compiler.verify import verify
 
 FORMAT, VERSION = "spikec-ir", 1
 
 
 def graph_to_json(graph: Graph) -> dict:
-    return {"format": FORMAT, "version": VERSION, "outputs": list(graph.outputs), "meta": dict(graph.meta),
+    return {"format": FORMAT, "version": VERSION, "outputs": list(graph.outputs), "meta": thaw(graph.meta),
             "nodes": [{"name": n.name, "op": n.op, "inputs": list(n.inputs), "type": n.type.to_json(),
-                       "attrs": dict(n.attrs), "params": sorted(n.params), "scope": n.scope}
+                       "attrs": thaw(n.attrs), "params": sorted(n.params), "scope": n.scope}
                       for n in graph.nodes]}
 
 
