@@ -13,7 +13,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 EVENT_HW = (16, 16)
 EVENT_STEPS = 4
-NOISE = 0.05  # noise events per pixel, polarity and bin (the RIPE default 0.01 makes this 16x16 task trivial)
+NOISE = 0.05  # noise events per pixel, polarity and bin (more than the RIPE default 0.01)
 
 
 def _ripe_data():

@@ -106,11 +106,19 @@ def train(which, args):
     for name, rate in firing_rates(model, x_te).items():
         print(f"[{which}] mean spike count {name:24s} {rate:.4f}")
     state = model.state_dict()
+    preds, logits = {}, {}
     for form, factory in variants.items():
         m = factory()
         m.load_state_dict(state)
-        acc = (predict(m, x_te) == y_te).float().mean().item()
+        preds[form] = predict(m, x_te)
+        with torch.no_grad():
+            logits[form] = m.eval()(x_te[:, :100]).mean(0)
+        acc = (preds[form] == y_te).float().mean().item()
         print(f"[{which}] test accuracy, {form:8s} SDNA with the Linear-trained weights: {acc:.4f}", flush=True)
+    agree = (preds["linear"] == preds["pairwise"]).float().mean().item()
+    diff = (logits["linear"] - logits["pairwise"]).abs().max().item()
+    print(f"[{which}] Linear vs Pairwise: same prediction on {agree:.4f} of the test set; "
+          f"max |logit difference| on 100 test samples {diff:.4f} (different functions)", flush=True)
 
     os.makedirs(args.out, exist_ok=True)
     ckpt = os.path.join(args.out, ckpt_name)

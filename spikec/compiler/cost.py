@@ -44,13 +44,12 @@ def measured_acs(graph: Graph, node, x: np.ndarray) -> int:
 
 def cost_report(graph: Graph, trace: Trace, e_mac: float = E_MAC_PJ, e_ac: float = E_AC_PJ) -> dict:
     """Per-layer operation counts per inference (one sample, all T steps), energy, firing rates, AC share."""
-    x0 = next(iter(trace.values.values()))
-    steps, batch = x0.shape[:2]
+    batch = next(iter(trace.values.values())).shape[1]
     layers, conv_ops, conv_ac_ops = [], 0, 0
     for n in graph.nodes:
         if n.op == "input" or not OPS[n.op].synaptic:
             continue
-        kind, dense = synaptic_kind(graph, n), dense_ops(graph, n) * steps
+        kind, dense = synaptic_kind(graph, n), dense_ops(graph, n) * trace.values[n.name].shape[0]
         acs = measured_acs(graph, n, trace.values[n.inputs[0]]) / batch if kind == "AC" else 0.0
         macs = dense if kind == "MAC" else 0
         layers.append({"name": n.name, "op": n.op, "synaptic_kind": kind, "dense_ops": dense,

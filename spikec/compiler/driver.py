@@ -16,7 +16,7 @@ from spikec.compiler.cost import cost_report, partition_report
 from spikec.compiler.interpreter import run
 from spikec.compiler.errors import BadInput
 from spikec.compiler.frontend import trace
-from spikec.compiler.ir import Graph
+from spikec.compiler.ir import Graph, thaw
 from spikec.compiler.passes import run_passes
 from spikec.compiler.report import layers_report, params_report
 from spikec.compiler.serialize import default_mode, load_graph, save_graph
@@ -112,6 +112,7 @@ def compile_model(opts: CompileOptions) -> Compiled:
         "ac_share": cost["ac_share"],
         "cost": cost,
         "partitions": partition_report(deployed),
+        "schedule": thaw(deployed.meta.get("schedule")),
         "target": None,
         "checks": ["ir_verifies", "io_outputs", "source_vs_deployed", "passes_replayed"],
         "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.__dict__.items()},

@@ -32,15 +32,40 @@ def synaptic_kind(graph: Graph, node) -> str | None:
     return "AC" if all(k == "binary" for k in kinds) else "MAC"
 
 
+def product_kind(graph: Graph, node) -> str | None:
+    """How an element-wise product of spike tensors runs; nothing dense is called spike-driven."""
+    if node.op != "mul":
+        return None
+    types = [graph.node(i).type for i in node.inputs]
+    if all(t.kind == "binary" for t in types):
+        return "coincidence (AND) of binary spikes: spike-driven"
+    if all(t.is_spike for t in types):
+        d = " x ".join(str(t.ceiling or 1) for t in types)
+        return f"integer spike product: not spike-driven (after unrolling a {d} sub-step coincidence sum)"
+    return "dense product (real operand): not spike-driven"
+
+
+def lowering(node) -> str | None:
+    if node.op == "intfire" and node.attrs.get("output", "spikes") == "spikes":
+        return f"integer spikes 0..{node.attrs['max_spikes']} (graded payload)"
+    if node.op == "intfire_unrolled":
+        return f"binary spikes over {node.attrs['max_spikes']} virtual sub-steps"
+    return None
+
+
 def layers_report(graph: Graph) -> list[dict]:
     rows = []
     for n in graph.nodes:
         if n.op == "input":
             continue
         kinds = sorted({graph.node(i).type.kind for i in n.inputs})
-        rows.append({"name": n.name, "op": n.op, "scope": n.scope, "shape": list(n.type.shape),
-                     "output_kind": n.type.kind, "operand_kind": kinds[0] if len(kinds) == 1 else "/".join(kinds),
-                     "synaptic_kind": synaptic_kind(graph, n)})
+        row = {"name": n.name, "op": n.op, "scope": n.scope, "shape": list(n.type.shape),
+               "output_kind": n.type.kind, "substeps": n.type.substeps,
+               "operand_kind": kinds[0] if len(kinds) == 1 else "/".join(kinds),
+               "synaptic_kind": synaptic_kind(graph, n)}
+        extra = {"product": product_kind(graph, n), "lowering": lowering(n),
+                 "host": True if OPS[n.op].dense else None}
+        rows.append({**row, **{k: v for k, v in extra.items() if v is not None}})
     return rows
 
 
@@ -63,6 +88,11 @@ def summary_text(report: dict) -> str:
     ac = sum(1 for l in report["layers"] if l["synaptic_kind"] == "AC")
     mac = sum(1 for l in report["layers"] if l["synaptic_kind"] == "MAC")
     lines.append(f"  synapses   {ac} accumulate-only (AC), {mac} multiply-accumulate (MAC)")
+    lines += [f"             {l['name']:<16} {l['op']:<8} {l['product']}" for l in report["layers"] if "product" in l]
+    lines += [f"  neuron     {l['name']:<16} {l['lowering']}" for l in report["layers"] if "lowering" in l]
+    if report.get("schedule"):
+        lines.append(f"  schedule   {report['schedule']['latency_substeps_per_step']} virtual sub-steps of latency "
+                     "per physical step (layers start after their producers' sub-steps)")
     for l in report["layers"]:
         if l["synaptic_kind"]:
             lines.append(f"             {l['name']:<16} {l['op']:<8} operand {l['operand_kind']:<8} {l['synaptic_kind']}")

@@ -3,35 +3,37 @@ virtual-step unrolling").
 
 Each integer-firing neuron (ceiling ``D``) becomes an ``intfire_unrolled`` node emitting binary spikes on
 ``D`` sub-steps per physical step (a thermometer code: the first ``S`` sub-steps fire). Downstream,
-the sub-step stream flows through ops that commute with the per-step sum -- bias-free conv/linear/
-window-sum/avg-pool and flatten, and max-pool directly on the thermometer code -- so those synapses
-see binary operands (accumulate-only). Where it leaves that region a ``substep_sum`` integrates the
-``D`` sub-steps (adding a synaptic bias once) before any stateful op: the downstream neuron leaks and
-fires once per physical step. The graph's ``meta["schedule"]`` records the new time base.
+the sub-step stream passes through max-pool and flatten (both commute with a thermometer code) to
+the first synapses (conv/linear/window-sum/avg-pool), which read binary operands (accumulate-only)
+because a synapse is linear: ``W S = sum_d W s_d``. After them a ``substep_sum`` integrates the ``D``
+sub-steps (adding the synaptic bias once) before any stateful op: the downstream neuron leaks and
+fires once per physical step. Any other reader (a product, an addition) gets the summed count. The graph's ``meta["schedule"]`` records the new time base.
 """
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.passes import Pass, PassResult
 from spikec.compiler.rewrite import retype, splice
 
-LINEAR = ("conv2d", "linear", "windowsum", "avgpool2d", "flatten")   # commute with a sum over sub-steps
-THERMOMETER = ("maxpool2d", "flatten")                               # commute with a thermometer code
+LINEAR = ("conv2d", "linear", "windowsum", "avgpool2d")   # synapses: commute with the per-step sum
+ROUTING = ("maxpool2d", "flatten")                         # keep the thermometer code itself
 
 
 def _region(graph: Graph, neuron: str) -> tuple[dict, list]:
-    """Nodes the sub-step stream reaches (name -> keeps thermometer code?) and the edges leaving it."""
-    region, exits, todo = {neuron: True}, [], [neuron]
+    """Nodes that run on the sub-step stream, and the edges that leave it.
+
+    The stream passes through routing ops (max-pool commutes with a thermometer code) and ends at the
+    first synapse, which reads binary sub-step spikes; its output is summed back to physical steps.
+    """
+    region, exits, todo = {neuron: "neuron"}, [], [neuron]
     while todo:
         name = todo.pop()
         for c in graph.consumers(name):
-            thermo = region[name] and c.op in THERMOMETER
-            joins = c.op in LINEAR + THERMOMETER and len(c.inputs) == 1 and (thermo or c.op in LINEAR)
-            if joins and c.name not in graph.outputs and "bias" not in c.params and c.name not in region:
-                region[c.name] = thermo
-                todo.append(c.name)
-            elif joins and "bias" in c.params and c.name not in region:
-                exits.append((name, c))      # biased synapse: runs on sub-steps, its bias after the sum
-            elif c.name not in region:
+            if region[name] == "synapse" or len(c.inputs) != 1 or c.op not in LINEAR + ROUTING:
                 exits.append((name, c))
+            elif "bias" in c.params:
+                exits.append((name, c))   # a biased synapse: runs on sub-steps, its bias after the sum
+            elif c.name not in region:
+                region[c.name] = "synapse" if c.op in LINEAR else "routing"
+                todo.append(c.name)
     exits += [(name, None) for name in region if name in graph.outputs]
     return region, exits
 
@@ -50,9 +52,9 @@ def unroll(graph: Graph, neuron: Node) -> tuple[Graph, list[str], dict]:
             total = Node(consumer.name, "substep_sum", (inner.name,), consumer.type, {},
                          {"bias": consumer.params["bias"]}, consumer.scope)
             replace[consumer.name] = [inner, total]
-            region[consumer.name] = False
+            region[consumer.name] = "synapse"
             continue
-        count = f"{src}.count"
+        count = f"{src}.sum" if region[src] == "synapse" else f"{src}.count"
         if count not in {n.name for nodes in replace.values() for n in nodes}:
             node = replace.get(src, [graph.node(src)])
             replace[src] = node + [Node(count, "substep_sum", (src,), graph.node(src).type, {}, {},
