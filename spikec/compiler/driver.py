@@ -4,7 +4,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +21,7 @@ from spikec.compiler.passes import run_passes
 from spikec.compiler.report import layers_report, params_report
 from spikec.compiler.serialize import default_mode, load_graph, save_graph
 from spikec.passes import select
-
-TARGETS = ("none",)  # backends join here as they land (lava, nir, onnx)
+from spikec.targets import VERIFIERS, get_target
 
 
 @dataclass(frozen=True)
@@ -44,6 +43,7 @@ class Compiled:
     report: dict
     graph: Graph
     io: dict
+    files: dict = field(default_factory=dict)  # target artifacts: file name -> writer(path)
 
 
 def load_source(opts: CompileOptions) -> torch.nn.Module:
@@ -81,8 +81,7 @@ def make_inputs(model, opts: CompileOptions) -> tuple[np.ndarray, tuple, str]:
 
 
 def compile_model(opts: CompileOptions) -> Compiled:
-    if opts.target not in TARGETS:
-        raise BadInput(f"target {opts.target!r} is not available", remedy=f"choose one of {', '.join(TARGETS)}")
+    target = get_target(opts.target)
     passes, explicit = select(opts.passes)
     start = time.perf_counter()
     model = load_source(opts)
@@ -99,6 +98,8 @@ def compile_model(opts: CompileOptions) -> Compiled:
     final = compare_with_torch(model, deployed, x, trace=trace_final, source=reference)
     cost = cost_report(deployed, trace_final)
     outputs = reference[0]
+    emitted = target(deployed, x, trace_final, {"seed": opts.seed}) if target else None
+    del trace_final
     report = {
         "model": opts.model, "weights": opts.weights,
         "input": {"steps": int(x.shape[0]), "batch": int(x.shape[1]), "shape": list(shape), "kind": kind,
@@ -107,19 +108,20 @@ def compile_model(opts: CompileOptions) -> Compiled:
         "params": params_report(model, deployed),
         "passes": [r.to_json() for r in records],
         "final": final.summary(),
-        "equivalent": front.equivalent and final.equivalent and all(r.spike_mismatches == 0 for r in records),
+        "equivalent": front.equivalent and final.equivalent and all(r.spike_mismatches == 0 for r in records)
+        and (emitted is None or emitted.ok),
         "layers": layers_report(deployed),
         "ac_share": cost["ac_share"],
         "cost": cost,
         "partitions": partition_report(deployed),
         "schedule": thaw(deployed.meta.get("schedule")),
-        "target": None,
+        "target": emitted.report if emitted else None,
         "checks": ["ir_verifies", "io_outputs", "source_vs_deployed", "passes_replayed"],
         "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.__dict__.items()},
         "seconds": round(time.perf_counter() - start, 3),
     }
     io = {"input": x, **{f"output{'' if i == 0 else i}": o for i, o in enumerate(outputs)}}
-    return Compiled(report, deployed, io)
+    return Compiled(report, deployed, io, emitted.files if emitted else {})
 
 
 def write_outdir(outdir, compiled: Compiled) -> Path:
@@ -137,6 +139,8 @@ def write_outdir(outdir, compiled: Compiled) -> Path:
     try:
         save_graph(compiled.graph, tmp)
         np.savez(tmp / "io.npz", **compiled.io)
+        for name, write in compiled.files.items():
+            write(tmp / name)
         (tmp / "report.json").write_text(json.dumps(compiled.report, indent=1, default=_json_default))
         if out.exists():
             old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
@@ -176,6 +180,11 @@ def verify_outdir(outdir, inputs: str | None = None) -> dict:
         results["io_outputs"] = _compare_io(graph, x, recorded).summary()
     model = load_source(opts)
     results["source_vs_deployed"] = compare_with_torch(model, graph, x, progress="verifying").summary()
+    target = (report.get("target") or {}).get("name")
+    if target:
+        get_target(target)
+        if target in VERIFIERS:
+            results[f"target_{target}"] = VERIFIERS[target](out, graph, x, run(graph, x, progress="verifying"))
     if not inputs:
         replay = compile_model(opts)
         results["passes_replayed"] = compare_graphs(replay.graph, graph, x).summary()

@@ -190,7 +190,7 @@ def test_bn_into_heaviside_sign_aware_with_exact_ties(kind):
     assert result.skipped == () and {"bn.0", "spike"} <= set(result.changed)
     c_ = compare_graphs(graph, after, x)
     assert c_.equivalent, c_.describe()
-    assert c_.spikes_compared == x.size
+    assert "spike" in c_.nodes_compared and c_.spikes_compared >= x.size
     spikes = run(after, x).values["spike"]
     np.testing.assert_array_equal(spikes, before.values["spike"])
     assert np.all(spikes[:, :, 2] == 1) and np.all(spikes[:, :, 3] == 0)   # gamma == 0: constant [beta >= 0]
@@ -247,14 +247,15 @@ def test_bn_into_stateful_lif_folds_into_alpha_and_bias(beta, reset, per_channel
     result = fold_batchnorm(graph)
     after = verify(result.graph)
     assert ops(after) == ["input", "delay", "add", "lif"] and after.node("lif").inputs == ("add",)
-    gamma, bn_beta, mean, var = stats
+    gamma, bn_beta, mean, var = (graph.node("bn.0").params[k] for k in ("gamma", "beta", "mean", "var"))
     s = gamma / np.sqrt(var + 1e-5)
     shift = bn_beta - mean * s
+    alpha, bias = (graph.node("lif").params[k] for k in ("alpha", "bias"))
     lif = after.node("lif")
     np.testing.assert_allclose(lif.params["alpha"], np.broadcast_to(alpha, (c,)) * s, rtol=1e-14)
     np.testing.assert_allclose(lif.params["bias"], np.broadcast_to(alpha, (c,)) * shift + bias, rtol=1e-14,
                                atol=1e-15)
-    np.testing.assert_array_equal(lif.params["beta"], np.broadcast_to(beta, (c,)))
+    np.testing.assert_array_equal(lif.params["beta"], np.broadcast_to(graph.node("lif").params["beta"], (c,)))
     shape = (8, 3, c, 4, 4)
     x = binary(rng, shape) if kind == "binary" else rng.normal(size=shape)
     c_ = compare_graphs(graph, after, x)
@@ -287,7 +288,7 @@ def test_bn_into_unpadded_conv_folds(stride, kernel):
     after = verify(result.graph)
     assert ops(after) == ["input", "delay", "add", "conv2d", "lif"]
     assert after.node("conv.0").inputs == ("add",) and result.skipped == ()
-    gamma, beta, mean, var = stats
+    gamma, beta, mean, var = (graph.node("bn.0").params[k] for k in ("gamma", "beta", "mean", "var"))
     s = gamma / np.sqrt(var + 1e-5)
     w, b = fold_bn_into_next(graph.node("conv.0").params["weight"], graph.node("conv.0").params["bias"], s,
                              beta - mean * s)
@@ -351,6 +352,13 @@ def bntt_model(rng, vary_scale: bool, vary_shift: bool):
     return model.eval()
 
 
+def bntt_affine(node):
+    """(scale, shift) per step and channel, from the traced node's float64 parameters."""
+    p = node.params
+    scale = p["gamma"] / np.sqrt(p["var"] + node.attrs["eps"])
+    return scale, p["beta"] - p["mean"] * scale
+
+
 def _bntt_case(vary_scale, vary_shift, seed=8):
     rng = np.random.default_rng(seed)
     model = bntt_model(rng, vary_scale, vary_shift)
@@ -372,9 +380,7 @@ def test_bntt_constant_scale_and_shift_folds_into_the_conv():
     assert ops(after) == ["input", "conv2d", "lif"]
     conv = after.node("bntt")                       # the conv now computes the BNTT's value
     assert conv.op == "conv2d" and after.node("lif").inputs == ("bntt",)
-    bn = model.bntt
-    s = (bn.weight / torch.sqrt(bn.running_var + bn.eps)).detach().numpy()[0]
-    shift = (bn.bias - bn.running_mean * bn.weight / torch.sqrt(bn.running_var + bn.eps)).detach().numpy()[0]
+    s, shift = (v[0] for v in bntt_affine(graph.node("bntt")))
     w0, b0 = graph.node("conv.0").params["weight"], graph.node("conv.0").params["bias"]
     np.testing.assert_allclose(conv.params["weight"], w0 * s[:, None, None, None], rtol=1e-14)
     np.testing.assert_allclose(conv.params["bias"], b0 * s + shift, rtol=1e-12, atol=1e-14)
@@ -388,9 +394,7 @@ def test_bntt_constant_scale_varying_shift_becomes_a_bias_schedule():
     assert sched.op == "step_bias" and sched.params["bias"].shape == (STEPS, C)
     conv = after.node(sched.inputs[0])
     assert conv.op == "conv2d" and conv.name.startswith("bntt")
-    bn = model.bntt
-    scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
-    shift = (bn.bias - bn.running_mean * scale).detach().numpy()
+    _, shift = bntt_affine(graph.node("bntt"))
     np.testing.assert_allclose(sched.params["bias"], shift, rtol=1e-14)
     assert not np.all(shift == shift[0])
     assert any("bntt" in n and "schedule" in n for n in result.notes)
