@@ -261,13 +261,120 @@ def _flatten_fn(ctx, name, args, kwargs, scope=""):
 
 def _getitem(ctx, name, args, kwargs, scope=""):
     value, index = args
-    if not isinstance(value, tuple):
+    if not isinstance(value, (tuple, list)):
         raise UnsupportedOp("indexing a tensor is not supported", where=f"fx node {name!r}",
                             remedy="select with modules (e.g. Delay, Flatten), not x[...]")
     return value[index]
 
 
 register_function(operator.getitem, _getitem)
+
+
+# -- shapes, reshapes and attention products --------------------------------------------
+class LeadDim:
+    """The runtime time (T) or batch (B) dimension of a shape read in forward(): unknown at trace time."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return self.name
+
+
+T_DIM, B_DIM = LeadDim("T"), LeadDim("B")
+
+
+def _shape_of(ctx, name, args, kwargs, scope=""):
+    """``x.shape`` / ``x.size()`` -> (T, B, *per-step shape); ``x.size(i)`` -> one entry."""
+    x = args[0]
+    if not isinstance(x, str):
+        raise UnsupportedOp("shape of a non-tensor", where=f"fx node {name!r}")
+    full = (T_DIM, B_DIM, *ctx.type(x).shape)
+    dim = args[1] if len(args) > 1 and not isinstance(args[1], str) else kwargs.get("dim")
+    return full if dim is None else full[dim]
+
+
+def _getattr(ctx, name, args, kwargs, scope=""):
+    if args[1] != "shape":
+        raise UnsupportedOp(f"attribute {args[1]!r} of a tensor is not supported", where=f"fx node {name!r}")
+    return _shape_of(ctx, name, args[:1], {}, scope)
+
+
+def _lead_dims(name, dims, what):
+    if len(dims) < 2 or dims[0] is not T_DIM or dims[1] is not B_DIM:
+        raise UnsupportedOp(f"{what} must keep the leading [T, B] dims (pass x.shape[0], x.shape[1]), got {dims}",
+                            where=f"fx node {name!r}", remedy="reshape only the per-step dims")
+    return dims[2:]
+
+
+def _reshape(ctx, name, args, kwargs, scope=""):
+    x, dims = args[0], args[1:]
+    dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else tuple(dims)
+    shape = list(_lead_dims(name, dims, "reshape"))
+    if shape.count(-1) == 1:
+        known = int(abs(__import__("numpy").prod([d for d in shape if d != -1])))
+        shape[shape.index(-1)] = ctx.type(x).size // max(known, 1)
+    return ctx.emit(name, "reshape", [x], {"shape": tuple(shape)}, scope=scope)
+
+
+def _permute(ctx, name, args, kwargs, scope=""):
+    x, dims = args[0], args[1:]
+    dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else tuple(dims)
+    ndim = 2 + len(ctx.type(x).shape)
+    dims = tuple(d % ndim for d in dims)
+    if dims[:2] != (0, 1):
+        raise UnsupportedOp(f"permute{dims} moves the [T, B] dims", where=f"fx node {name!r}",
+                            remedy="permute only the per-step dims")
+    return ctx.emit(name, "transpose", [x], {"perm": tuple(d - 2 for d in dims[2:])}, scope=scope)
+
+
+def _transpose(ctx, name, args, kwargs, scope=""):
+    x, a, b = args
+    ndim = 2 + len(ctx.type(x).shape)
+    a, b = a % ndim, b % ndim
+    perm = list(range(ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    return _permute(ctx, name, [x, *perm], {}, scope)
+
+
+def _matmul(ctx, name, args, kwargs, scope=""):
+    a, b = args
+    if not (isinstance(a, str) and isinstance(b, str)):
+        raise UnsupportedOp("matmul with a constant operand is not supported", where=f"fx node {name!r}",
+                            remedy="use nn.Linear for static weights")
+    return ctx.emit(name, "matmul", [a, b], scope=scope)
+
+
+def _softmax(ctx, name, args, kwargs, scope=""):
+    x = args[0]
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    ndim = 2 + len(ctx.type(x).shape)
+    if dim is None or dim % ndim < 2:
+        raise UnsupportedOp(f"softmax over dim {dim} mixes time or batch", where=f"fx node {name!r}")
+    return ctx.emit(name, "softmax", [x], {"dim": dim % ndim - 2}, scope=scope)
+
+
+def _tril(ctx, name, args, kwargs, scope=""):
+    diagonal = args[1] if len(args) > 1 else kwargs.get("diagonal", 0)
+    if diagonal != 0:
+        raise UnsupportedOp(f"tril(diagonal={diagonal}) is not supported", where=f"fx node {name!r}")
+    return ctx.emit(name, "causal_mask", [args[0]], scope=scope)
+
+
+register_function(getattr, _getattr)
+register_function("size", _shape_of)
+for _t in (torch.reshape, "reshape", "view"):
+    register_function(_t, _reshape)
+for _t in (torch.permute, "permute"):
+    register_function(_t, _permute)
+for _t in (torch.transpose, "transpose"):
+    register_function(_t, _transpose)
+for _t in (operator.matmul, torch.matmul, torch.bmm, "matmul"):
+    register_function(_t, _matmul)
+for _t in (torch.softmax, F.softmax, "softmax"):
+    register_function(_t, _softmax)
+for _t in (torch.tril, "tril"):
+    register_function(_t, _tril)
 for _t in (operator.add, torch.add, "add"):
     register_function(_t, _add)
 for _t in (operator.mul, torch.mul, "mul"):

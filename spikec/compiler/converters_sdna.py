@@ -62,12 +62,13 @@ def _gate_params(m):
 def sdna_linear(ctx, m: SDNALinear, name, q, k, v):
     """Linear SDNA as existing ops, in the order of ``spikec.nn.sdna.sdna_linear``."""
     _multi_step_only(ctx, m, name)
+    bn = _gate_bn_params(m, name) if m.gate_bn is not None else None   # refuse before emitting anything
     kv = ctx.emit(f"{name}.kv", "mul", [k, v], scope=name)
     window = ctx.emit(f"{name}.window", "windowsum", [kv], {"kernel": m.kernel_size, "dilation": m.dilation},
                       scope=name)
     x = ctx.emit(f"{name}.mean", "scale", [window], {"a": window_scale(m.kernel_size), "b": 0.0}, scope=name)
-    if m.gate_bn is not None:
-        params, eps = _gate_bn_params(m, name)
+    if bn is not None:
+        params, eps = bn
         x = ctx.emit(f"{name}.gate_bn", "batchnorm", [x], {"eps": eps}, params, scope=name)
     gate = ctx.emit(f"{name}.gate", "intfire", [x], _gate_attrs(m), _gate_params(m), scope=name)
     return ctx.emit(name, "mul", [q, gate], scope=name)

@@ -115,6 +115,7 @@ def compile_model(opts: CompileOptions) -> Compiled:
         "cost": cost,
         "partitions": partition_report(deployed),
         "schedule": thaw(deployed.meta.get("schedule")),
+        "attention": thaw(deployed.meta.get("attention")),
         "target": emitted.report if emitted else None,
         "checks": ["ir_verifies", "io_outputs", "source_vs_deployed", "passes_replayed"],
         "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.__dict__.items()},

@@ -211,7 +211,8 @@ def _convert_function(ctx, fx_node, env) -> str:
                                    "spikec.compiler.frontend.register_function(target, fn)")
     args = [env[a.name] if isinstance(a, torch.fx.Node) else a for a in fx_node.args]
     kwargs = {k: env[v.name] if isinstance(v, torch.fx.Node) else v for k, v in fx_node.kwargs.items()}
-    return fn(ctx, fx_node.name, args, kwargs, scope=_scope(fx_node))
+    scope = _scope(fx_node)  # named inside its module, so names read like the model's structure
+    return fn(ctx, f"{scope}.{fx_node.name}" if scope else fx_node.name, args, kwargs, scope=scope)
 
 
 # The built-in converters register themselves on import (they need the registry above);

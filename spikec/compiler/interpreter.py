@@ -161,6 +161,22 @@ class _Kernels:
                            where=f"node {node.name!r}", remedy=f"run with --steps {p['bias'].shape[0]}")
         return torch.stack([x[t] + _channel(p["bias"][t], x.dim() - 1) for t in range(x.shape[0])])
 
+    def reshape(self, node, p, x):
+        return x.reshape(x.shape[0], x.shape[1], *node.attrs["shape"])
+
+    def transpose(self, node, p, x):
+        return x.permute(0, 1, *(2 + d for d in node.attrs["perm"]))
+
+    def matmul(self, node, p, a, b):
+        return a @ b
+
+    def softmax(self, node, p, x):
+        self._float_only(node)
+        return torch.softmax(x, dim=2 + node.attrs["dim"])
+
+    def causal_mask(self, node, p, x):
+        return torch.tril(x)
+
     def delay(self, node, p, x):
         k = min(node.attrs["steps"] * node.type.substeps, x.shape[0])
         return torch.cat([torch.zeros_like(x[:k]), x[: x.shape[0] - k]])

@@ -195,6 +195,43 @@ define("mul", 2, lambda n, i: _infer_elementwise(
     else TensorType(s, "integer", da * db)))
 
 
+# -- attention: reshapes and dynamic products ------------------------------------------
+def _infer_reshape(node, ins):
+    (t,) = ins
+    shape = tuple(node.attrs["shape"])
+    _need(int(np.prod(shape)) == t.size, node, f"cannot reshape {t.shape} ({t.size} values) to {shape}")
+    return _spike_or_real(t, shape)
+
+
+def _infer_transpose(node, ins):
+    (t,) = ins
+    perm = tuple(node.attrs["perm"])
+    _need(sorted(perm) == list(range(len(t.shape))), node, f"perm {perm} does not permute the dims of {t.shape}")
+    return _spike_or_real(t, tuple(t.shape[i] for i in perm))
+
+
+def _infer_matmul(node, ins):
+    a, b = ins
+    _need(len(a.shape) >= 2 and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2], node,
+          f"cannot multiply {a.shape} by {b.shape} (batched over equal leading dims)")
+    shape = a.shape[:-1] + (b.shape[-1],)
+    if a.is_spike and b.is_spike:  # a sum of a.shape[-1] integer products
+        return TensorType(shape, "integer", a.shape[-1] * (a.ceiling or 1) * (b.ceiling or 1))
+    return TensorType(shape)
+
+
+def _infer_same(node, ins):
+    return TensorType(ins[0].shape)
+
+
+define("reshape", 1, _infer_reshape)        # attr shape: the new per-step shape
+define("transpose", 1, _infer_transpose)    # attr perm: a permutation of the per-step dims
+# a product of two activations is a dynamic weight: no static synapse holds it (host partition)
+define("matmul", 2, _infer_matmul, dense=True)
+define("softmax", 1, _infer_same, dense=True)       # attr dim (per-step)
+define("causal_mask", 1, lambda n, i: i[0])         # zero above the diagonal of the last two dims (tril)
+
+
 # -- neurons ----------------------------------------------------------------------------
 def _neuron(names, out):
     def infer(node, ins):

@@ -7,10 +7,13 @@ from spikec.compiler.passes import Pass
 from spikec.passes.fold_batchnorm import FOLD_BATCHNORM
 from spikec.passes.fuse_repconv import FUSE_REPCONV
 from spikec.passes.tdm_dual_kernel import TDM_DUAL_KERNEL
+from spikec.passes.reassociate_attention import REASSOCIATE_ATTENTION
 from spikec.passes.unroll_virtual_steps import UNROLL_VIRTUAL_STEPS
 
-PASSES: dict[str, Pass] = {p.name: p for p in (FOLD_BATCHNORM, FUSE_REPCONV, TDM_DUAL_KERNEL, UNROLL_VIRTUAL_STEPS)}
-DEFAULT: tuple[str, ...] = ("fuse_repconv", "fold_batchnorm", "tdm_dual_kernel", "unroll_virtual_steps")
+PASSES: dict[str, Pass] = {p.name: p for p in (FOLD_BATCHNORM, FUSE_REPCONV, TDM_DUAL_KERNEL, UNROLL_VIRTUAL_STEPS,
+                                               REASSOCIATE_ATTENTION)}
+DEFAULT: tuple[str, ...] = ("fuse_repconv", "fold_batchnorm", "tdm_dual_kernel", "unroll_virtual_steps",
+                            "reassociate_attention")
 
 
 def select(spec: str) -> tuple[list[Pass], bool]:
