@@ -64,7 +64,7 @@ def _branch(graph: Graph, leaf: str) -> Branch:
     chain, name = [], leaf
     while True:
         node = graph.node(name)
-        if node.op not in BRANCH_OPS or (chain and sole_consumer(graph, name) is None):
+        if node.op not in BRANCH_OPS or sole_consumer(graph, name) is None:  # every link read only by the next
             return Branch(name, tuple(reversed(chain)))
         chain.append(node)
         name = node.inputs[0]
