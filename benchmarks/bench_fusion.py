@@ -23,6 +23,7 @@ import copy
 import importlib.util
 import os
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -170,29 +171,45 @@ def conv_macs(rep: snn.RepConv, h: int, w: int, n: int) -> tuple[int, int]:
 
 
 # -- timing -----------------------------------------------------------------------------
-def timed(fn):
-    t0 = time.perf_counter()
+def clock() -> tuple[float, float, float]:
+    """(wall, CPU = user + sys of all threads of this process, sys) in seconds."""
+    r = resource.getrusage(resource.RUSAGE_SELF)   # microsecond resolution (os.times() ticks at 10 ms)
+    return time.perf_counter(), r.ru_utime + r.ru_stime, r.ru_stime
+
+
+def timed(fn) -> tuple[float, float, float]:
+    """(wall, CPU, sys) seconds spent in ``fn()``."""
+    a = clock()
     fn()
-    return time.perf_counter() - t0
+    b = clock()
+    return tuple(y - x for x, y in zip(a, b))
 
 
 def alternate(fa, fb, warmup: int, runs: int):
-    """Warm up, then A B A B ...; returns (times A, times B, per-pair ratios A/B)."""
+    """Warm up, then A B A B ...; returns the (wall, CPU, sys) samples of A and of B, in run order."""
     for _ in range(warmup):
         fa()
         fb()
-    ta, tb = [], []
+    sa, sb = [], []
     for _ in range(runs):
-        ta.append(timed(fa))
-        tb.append(timed(fb))
-    return ta, tb, [a / b for a, b in zip(ta, tb)]
+        sa.append(timed(fa))
+        sb.append(timed(fb))
+    return sa, sb
+
+
+def med(samples, k=0):
+    return statistics.median(s[k] for s in samples)
+
+
+def pair_ratio(sa, sb, k=0):
+    return statistics.median(a[k] / b[k] for a, b in zip(sa, sb))
 
 
 CATEGORIES = [  # (label, module types): the top-level building blocks of the backbone
     ("RepConv units", (snn.RepConv,)),
     ("fused 3x3 convs", (FusedRepConv,)),
     ("neurons (CSiLIF/SiLIF)", (snn.CSiLIF, snn.SiLIF)),
-    ("BNTT", (snn.BNTT,)),
+    ("BNTT (incl. entry)", (snn.BNTT,)),
     ("DS-MPA", (snn.DSMPA,)),
     ("TDM", (snn.TDM,)),
     ("Delay", (snn.Delay,)),
@@ -200,9 +217,9 @@ CATEGORIES = [  # (label, module types): the top-level building blocks of the ba
 ]
 
 
-def breakdown(model: nn.Module, x: torch.Tensor, runs: int) -> tuple[dict, float]:
-    """Median seconds per category over ``runs`` forwards (via forward hooks), and the median total."""
-    acc, handles, start = defaultdict(float), [], {}
+def breakdown(model: nn.Module, x: torch.Tensor, runs: int) -> tuple[dict, tuple]:
+    """Per category, the median (wall, CPU) seconds over ``runs`` forwards (forward hooks); and the median total."""
+    acc, handles, start = {}, [], {}
 
     def label_of(m):
         for label, types in CATEGORIES:
@@ -210,25 +227,30 @@ def breakdown(model: nn.Module, x: torch.Tensor, runs: int) -> tuple[dict, float
                 return label
         return None
 
+    def pre(mod, inp):
+        start[id(mod)] = clock()
+
+    def post(mod, inp, out, label):
+        now, then = clock(), start[id(mod)]
+        w, c = acc.get(label, (0.0, 0.0))
+        acc[label] = (w + now[0] - then[0], c + now[1] - then[1])
+
     for m in model.modules():
         label = label_of(m)
-        if label is None:
-            continue
-        handles.append(m.register_forward_pre_hook(lambda mod, inp: start.__setitem__(id(mod), time.perf_counter())))
-        handles.append(m.register_forward_hook(
-            lambda mod, inp, out, label=label: acc.__setitem__(label, acc[label] + time.perf_counter() - start[id(mod)])))
+        if label is not None:
+            handles.append(m.register_forward_pre_hook(pre))
+            handles.append(m.register_forward_hook(lambda mod, inp, out, label=label: post(mod, inp, out, label)))
     per_run, totals = defaultdict(list), []
     try:
         for _ in range(runs):
             acc.clear()
             totals.append(timed(lambda: model(x)))
-            for label, _types in CATEGORIES:
-                if label in acc:
-                    per_run[label].append(acc[label])
+            for label, v in acc.items():
+                per_run[label].append(v)
     finally:
         for h in handles:
             h.remove()
-    return {k: statistics.median(v) for k, v in per_run.items()}, statistics.median(totals)
+    return {k: (med(v, 0), med(v, 1)) for k, v in per_run.items()}, (med(totals, 0), med(totals, 1))
 
 
 def record_unit_inputs(model: nn.Module, x: torch.Tensor, names) -> dict:
@@ -245,11 +267,15 @@ def record_unit_inputs(model: nn.Module, x: torch.Tensor, names) -> dict:
     return seen
 
 
+def load() -> str:
+    return "/".join(f"{v:.1f}" for v in os.getloadavg())
+
+
 # -- main -------------------------------------------------------------------------------
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="smoke test: T=4, batch 2, 64x64, few runs")
-    p.add_argument("--runs", type=int, default=None, help="timed A/B pairs for the whole model (default 15; quick 3)")
+    p.add_argument("--runs", type=int, default=None, help="timed A/B pairs for the whole model (default 10; quick 3)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--density", type=float, default=0.1, help="fraction of input events that are 1")
     p.add_argument("--seed", type=int, default=0)
@@ -260,7 +286,7 @@ def main(argv=None):
         runs, warmup, conv_runs, prof_runs = args.runs or 3, 1, 3, 1
     else:
         steps, batch, hw = 16, 8, 128
-        runs, warmup, conv_runs, prof_runs = args.runs or 15, 2, 10, 3
+        runs, warmup, conv_runs, prof_runs = args.runs or 10, 1, 6, 2
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -278,8 +304,8 @@ def main(argv=None):
 
     n_train = sum(p.numel() for p in train.parameters())
     n_fused = sum(p.numel() for p in fused.parameters())
-    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-          f"torch.get_num_threads() = {torch.get_num_threads()}")
+    print(f"torch {torch.__version__}, {platform.machine()}, {os.cpu_count()} CPUs visible, "
+          f"torch.get_num_threads() = {torch.get_num_threads()}, load average {load()}")
     print(f"model: RIPE backbone, published widths (32, 64, 128), DS-MPA on; T = {steps}, batch {batch}, "
           f"{hw}x{hw}, input [{steps}, {batch}, 2, {hw}, {hw}] binary events (density {args.density})")
     print(f"parameters: training graph {n_train:,}, fused graph {n_fused:,}; "
@@ -292,8 +318,7 @@ def main(argv=None):
             c_in = rep.conv3x3[0].in_channels
             xu = torch.randn(2, 2, c_in, 16, 16, generator=gen)
             ref, got = rep(xu), f(xu)
-            rel = ((ref - got).abs().max() / ref.abs().max()).item()
-            worst = max(worst, rel)
+            worst = max(worst, ((ref - got).abs().max() / ref.abs().max()).item())
         print(f"check, per unit (float32, random real input): max |RepConv - fused| / max |RepConv| = {worst:.2e}")
         assert worst < 1e-5, worst
         xs = events((steps, 2, 2, 32, 32), args.density, gen)
@@ -313,30 +338,47 @@ def main(argv=None):
 
         # 2. whole-model latency, alternating A B A B ...
         x = events((steps, batch, 2, hw, hw), args.density, gen)
-        print(f"timing: {warmup} warm-up pair(s), then {runs} alternating pairs (training, fused) ...", flush=True)
+        print(f"timing: {warmup} warm-up pair(s), then {runs} alternating pairs (training, fused); "
+              f"load average {load()} ...", flush=True)
         t0 = time.perf_counter()
-        ta, tb, ratios = alternate(lambda: train(x), lambda: fused(x), warmup, runs)
-        med_a, med_b, med_r = statistics.median(ta), statistics.median(tb), statistics.median(ratios)
-        print(f"  training graph: median {med_a:.3f} s  (min {min(ta):.3f}, max {max(ta):.3f})")
-        print(f"  fused graph:    median {med_b:.3f} s  (min {min(tb):.3f}, max {max(tb):.3f})")
-        print(f"  per-pair ratios: min {min(ratios):.3f}, median {med_r:.3f}, max {max(ratios):.3f} "
-              f"({time.perf_counter() - t0:.0f} s)")
+        sa, sb = alternate(lambda: train(x), lambda: fused(x), warmup, runs)
+        for label, ss in (("training graph", sa), ("fused graph", sb)):
+            print(f"  {label:15s} wall median {med(ss):7.3f} s (min {min(s[0] for s in ss):.3f}, "
+                  f"max {max(s[0] for s in ss):.3f});  CPU median {med(ss, 1):7.3f} s, of which sys {med(ss, 2):.3f}; "
+                  f"CPU/wall {med(ss, 1) / med(ss):.2f}")
+        wall_ratios = sorted(a[0] / b[0] for a, b in zip(sa, sb))
+        ratio = pair_ratio(sa, sb)
+        print(f"  per-pair ratios training/fused, wall: median {ratio:.2f}x (range {wall_ratios[0]:.2f}"
+              f"-{wall_ratios[-1]:.2f}); CPU time: median {pair_ratio(sa, sb, 1):.2f}x; "
+              f"ratio of the minima {min(s[0] for s in sa) / min(s[0] for s in sb):.2f}x  "
+              f"[{time.perf_counter() - t0:.0f} s, load average {load()}]", flush=True)
+
+        busy = max(os.getloadavg()[0], 0) > (os.cpu_count() or 1) + 0.5
+        if busy:
+            print(f"  WARNING: the machine is busy (load average {load()} on {os.cpu_count()} CPUs): other processes "
+                  f"share the cores, so wall times are inflated and noisy; trust the per-pair and min ratios most")
 
         # 3. where the time goes
-        print(f"breakdown (forward hooks, median of {prof_runs} forwards each; seconds and share of the forward):")
         bd_a, tot_a = breakdown(train, x, prof_runs)
         bd_b, tot_b = breakdown(fused, x, prof_runs)
-        print(f"  {'':24s} {'training':>16s} {'fused':>16s}")
+        print(f"breakdown (forward hooks, median of {prof_runs} forwards each; wall seconds, share of the "
+              f"forward, CPU seconds):")
+        print(f"  {'':24s} {'training':>25s} {'fused':>25s}")
         for label, _types in CATEGORIES:
             if label in bd_a or label in bd_b:
-                a, b = bd_a.get(label), bd_b.get(label)
-                fa = f"{a:7.3f} ({100 * a / tot_a:4.1f}%)" if a is not None else ""
-                fb = f"{b:7.3f} ({100 * b / tot_b:4.1f}%)" if b is not None else ""
-                print(f"  {label:24s} {fa:>16s} {fb:>16s}")
-        rest_a, rest_b = tot_a - sum(bd_a.values()), tot_b - sum(bd_b.values())
-        print(f"  {'other (entry BNTT incl.)':24s} {rest_a:7.3f} ({100 * rest_a / tot_a:4.1f}%)  "
-              f"{rest_b:7.3f} ({100 * rest_b / tot_b:4.1f}%)")
-        print(f"  {'total':24s} {tot_a:7.3f}          {tot_b:7.3f}")
+                cells = []
+                for bd, tot in ((bd_a, tot_a), (bd_b, tot_b)):
+                    v = bd.get(label)
+                    cells.append(f"{v[0]:7.3f} ({100 * v[0] / tot[0]:4.1f}%) cpu {v[1]:6.2f}" if v else "")
+                print(f"  {label:24s} {cells[0]:>25s} {cells[1]:>25s}")
+        rest = [(tot[0] - sum(v[0] for v in bd.values()), tot[1] - sum(v[1] for v in bd.values()))
+                for bd, tot in ((bd_a, tot_a), (bd_b, tot_b))]
+        print(f"  {'other (Python glue)':24s} {rest[0][0]:7.3f} ({100 * rest[0][0] / tot_a[0]:4.1f}%) cpu "
+              f"{rest[0][1]:6.2f} {rest[1][0]:7.3f} ({100 * rest[1][0] / tot_b[0]:4.1f}%) cpu {rest[1][1]:6.2f}")
+        print(f"  {'total':24s} {tot_a[0]:7.3f}          cpu {tot_a[1]:6.2f} {tot_b[0]:7.3f}          cpu {tot_b[1]:6.2f}")
+        shared_a = tot_a[0] - bd_a["RepConv units"][0]
+        shared_b = tot_b[0] - bd_b["fused 3x3 convs"][0]
+        print(f"  shared part (everything but the conv units): training {shared_a:.3f} s, fused {shared_b:.3f} s")
 
         # 4. conv-only speed-up on the activations the units really see
         seen = record_unit_inputs(train, x, [n for n, _, _ in units])
@@ -347,29 +389,34 @@ def main(argv=None):
                 m = rep if which == 0 else f
                 per_unit[name][which].append(timed(lambda: m(seen[name])))
 
-        ca, cb, cratios = alternate(lambda: run_units(0), lambda: run_units(1), 1, conv_runs)
+        ca, cb = alternate(lambda: run_units(0), lambda: run_units(1), 1, conv_runs)
         for lst in per_unit.values():  # drop the warm-up calls
             del lst[0][0], lst[1][0]
         macs_a = macs_b = 0
-        print(f"conv-only (the {len(units)} units on the recorded activations; warm-up 1, {conv_runs} pairs):")
-        print(f"  {'unit':12s} {'in':>18s} {'training s':>11s} {'fused s':>9s} {'speed-up':>9s} {'MAC ratio':>10s}")
+        print(f"conv-only (the {len(units)} units on the activations recorded in one training forward; "
+              f"warm-up 1, {conv_runs} alternating pairs; medians):")
+        print(f"  {'unit':12s} {'input C x H x W':>16s} {'training s':>11s} {'fused s':>9s} {'speed-up':>9s} "
+              f"{'CPU-time':>9s} {'MAC ratio':>10s}")
         for name, rep, f in units:
             xi = seen[name]
             ma, mb = conv_macs(rep, xi.shape[3], xi.shape[4], xi.shape[0] * xi.shape[1])
             macs_a, macs_b = macs_a + ma, macs_b + mb
-            a, b = statistics.median(per_unit[name][0]), statistics.median(per_unit[name][1])
+            ua, ub = per_unit[name]
             shape = "x".join(str(d) for d in xi.shape[2:])
-            print(f"  {name:12s} {shape:>18s} {a:11.4f} {b:9.4f} {a / b:8.2f}x {ma / mb:9.2f}x")
-        conv_a, conv_b, conv_r = statistics.median(ca), statistics.median(cb), statistics.median(cratios)
-        print(f"  all units: training {conv_a:.3f} s, fused {conv_b:.3f} s, conv-only speed-up {conv_r:.2f}x "
-              f"(conv MACs {macs_a / 1e9:.1f} G -> {macs_b / 1e9:.1f} G, {macs_a / macs_b:.2f}x)")
-        share = conv_a / med_a
+            print(f"  {name:12s} {shape:>16s} {med(ua):11.3f} {med(ub):9.3f} {pair_ratio(ua, ub):8.2f}x "
+                  f"{pair_ratio(ua, ub, 1):8.2f}x {ma / mb:9.2f}x")
+        conv_r, conv_r_cpu = pair_ratio(ca, cb), pair_ratio(ca, cb, 1)
+        print(f"  all units: training {med(ca):.3f} s, fused {med(cb):.3f} s: conv-only speed-up {conv_r:.2f}x "
+              f"(CPU time {conv_r_cpu:.2f}x; sys {med(ca, 2):.2f} s vs {med(cb, 2):.2f} s); "
+              f"conv MACs {macs_a / 1e9:.1f} G -> {macs_b / 1e9:.1f} G ({macs_a / macs_b:.2f}x)")
+        share = bd_a["RepConv units"][0] / tot_a[0]
         amdahl = 1 / ((1 - share) + share / conv_r)
-        print(f"Amdahl: RepConv units are {100 * share:.1f}% of the training forward; with a {conv_r:.2f}x conv "
-              f"speed-up the whole model should gain {amdahl:.2f}x (measured {med_r:.2f}x); "
-              f"the rest ({med_a - conv_a:.3f} s) is identical in both graphs")
+        print(f"Amdahl: the RepConv units are {100 * share:.1f}% of the training forward (breakdown); "
+              f"with the {conv_r:.2f}x conv-only speed-up the whole model should gain {amdahl:.2f}x; "
+              f"measured {ratio:.2f}x. The other {100 * (1 - share):.1f}% (neurons, BNTT, DS-MPA, TDM, ...) "
+              f"is the same code in both graphs. Load average now {load()}")
 
-    print(f"fusion speed-up (training graph / fused graph): {med_r:.2f}x")
+    print(f"fusion speed-up (training graph / fused graph): {ratio:.2f}x")
 
 
 if __name__ == "__main__":

@@ -239,25 +239,30 @@ class _Kernels:
         return out
 
     def intfire_unrolled(self, node, p, x):
-        """The integer neuron's physical-step update, its spike count replayed over D binary sub-steps.
+        """The integer neuron's physical-step update, its count replayed as D binary sub-step spikes.
 
-        Sub-step potential starts at ``v = U + theta/2`` (round) or ``U`` (floor); at each sub-step
-        ``s_d = [v >= theta]``, ``v -= theta * s_d``; the residual is ``H = v - theta/2`` (or ``v``).
+        The count ``q`` and residual are computed exactly as ``intfire`` computes them, and the sub-step
+        spikes are the thermometer code ``s_d = [d < q]``: what the sub-step neuron of passes.md emits
+        (``v = U + theta/2``; ``s_d = [v >= theta]``; ``v -= theta s_d``) in exact arithmetic. In float64
+        that neuron's repeated subtraction can round a decimal tie differently from ``floor(U/theta + 1/2)``;
+        the fixed-point targets run it in integers, where both agree.
         """
         self._float_only(node)
         beta, alpha, theta = (_channel(p[k], x.dim() - 1) for k in ("beta", "alpha", "threshold"))
         d_max = node.attrs["max_spikes"]
-        offset = theta / 2 if node.attrs["rounding"] == "round" else 0.0
+        offset = 0.5 if node.attrs["rounding"] == "round" else 0.0
         spikes = torch.empty((x.shape[0] * d_max, *x.shape[1:]), dtype=x.dtype)
         margin = torch.empty_like(spikes)
         h = torch.zeros_like(x[0])
         for t in range(x.shape[0]):
-            v = beta * h + alpha * x[t] + offset
+            u = beta * h + alpha * x[t]
+            z = u / theta
+            q = torch.clamp(torch.floor(z + offset), 0, d_max)
+            h = u - theta * q
+            frac = z + offset - torch.floor(z + offset)
             for d in range(d_max):
-                s = (v - theta >= 0).to(x.dtype)
-                spikes[t * d_max + d], margin[t * d_max + d] = s, (v - theta).abs()
-                v = v - theta * s
-            h = v - offset
+                spikes[t * d_max + d] = (q > d).to(x.dtype)
+                margin[t * d_max + d] = torch.minimum(frac, 1 - frac) * theta
         return spikes, margin
 
     def substep_sum(self, node, p, x):

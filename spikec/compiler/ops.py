@@ -280,7 +280,7 @@ def _infer_unrolled(node, ins):
 
 def _infer_substep_sum(node, ins):
     (t,) = ins
-    _need(t.substeps > 1, node, "substep_sum needs a sub-step input")
+    _need(t.substeps >= 1, node, "substep_sum needs a sub-step input")
     if "bias" in node.params:
         _need(node.params["bias"].shape == (t.shape[0],), node, f"bias must have shape ({t.shape[0]},)")
     if t.kind == "real" or "bias" in node.params:

@@ -67,19 +67,24 @@ def int_fire_steps(x: torch.Tensor, threshold, beta, alpha, max_spikes: int, rou
     """
     beta, alpha, theta = (per_channel(p, x[0]) for p in (beta, alpha, threshold))
     h = torch.zeros_like(x[0])
-    spikes, margin = [], []
+    # without autograd the results go straight into preallocated tensors (no list + stack copy)
+    spikes = [] if grad else torch.empty_like(x)
+    margin = torch.empty_like(x) if margins else None
     for t in range(x.shape[0]):
         u = beta * h + alpha * x[t]
         z = u / theta
         r = torch.floor(z + 0.5) if rounding == "round" else torch.floor(z)
         q = torch.clamp(r.detach(), 0, max_spikes)
         h = u - theta * q
-        spikes.append(straight_through(q, torch.clamp(z, 0, max_spikes)) if grad else q)
+        if grad:
+            spikes.append(straight_through(q, torch.clamp(z, 0, max_spikes)))
+        else:
+            spikes[t] = q
         if margins:
             zo = z + 0.5 if rounding == "round" else z
             frac = zo - torch.floor(zo)
-            margin.append(torch.minimum(frac, 1 - frac) * theta)
-    return torch.stack(spikes), (torch.stack(margin) if margins else None)
+            margin[t] = torch.minimum(frac, 1 - frac) * theta
+    return (torch.stack(spikes) if grad else spikes), margin
 
 
 def unfold_window(x: torch.Tensor, kernel_size: int, dilation: int) -> torch.Tensor:
@@ -120,17 +125,19 @@ def sdna_pairwise(q, k, v, kernel_size: int, dilation: int, threshold, beta, alp
     """
     t, b, c, h, w = q.shape
     kk = kernel_size * kernel_size
-    n = t * b
-    keys = unfold_window(k.flatten(0, 1), kernel_size, dilation)               # [N, C, kk, HW]
-    s = q.reshape(n, c, 1, h * w) * keys                                       # s_ij = Q_i * K_j
+    # s_ij = Q_i * K_j: [N, C, kk, HW] (the unfolded keys are a temporary, freed at once)
+    s = q.reshape(t * b, c, 1, h * w) * unfold_window(k.flatten(0, 1), kernel_size, dilation)
     if gate_bn is not None:
         s = gate_bn(s)
     a, m = int_fire_steps(s.view(t, b, c, kk, h * w), threshold, beta, alpha, max_spikes, rounding,
                           grad=grad, margins=margins)
+    del s
     values = unfold_window(v.flatten(0, 1), kernel_size, dilation).view(t, b, c, kk, h * w)
-    out = (a * values).sum(3) * window_scale(kernel_size)
     if margins:
         m = torch.where(values != 0, m, torch.full_like(m, float("inf"))).amin(3).view(t, b, c, h, w)
+    prod = a * values if grad else a.mul_(values)   # in place without autograd: same values, one buffer less
+    del a, values
+    out = prod.sum(3) * window_scale(kernel_size)
     return out.view(t, b, c, h, w), m
 
 

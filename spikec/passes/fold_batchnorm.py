@@ -110,9 +110,11 @@ def _into_consumer(graph, bn):
 def _bntt(graph, node, notes):
     src = graph.node(node.inputs[0])
     s, shift = bn_scale_shift(*(node.params[k] for k in ("gamma", "beta", "mean", "var")), node.attrs["eps"])
-    if src.op not in ("conv2d", "linear") or sole_consumer(graph, src.name) is None or \
-            (src.op == "linear" and len(src.type.shape) != 1):
+    if src.op not in ("conv2d", "linear") or (src.op == "linear" and len(src.type.shape) != 1):
         notes.append(f"{node.name}: BNTT has no conv/linear producer to fold into; kept as a per-time-step affine")
+        return None
+    if sole_consumer(graph, src.name) is None:
+        notes.append(f"{node.name}: its producer {src.name!r} has other readers; kept as a per-time-step affine")
         return None
     if not np.all(s == s[0]):
         notes.append(f"{node.name}: BNTT scale varies over t; kept as a per-time-step affine "

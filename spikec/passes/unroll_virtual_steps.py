@@ -29,7 +29,7 @@ def _region(graph: Graph, neuron: str) -> tuple[dict, list]:
         for c in graph.consumers(name):
             if region[name] == "synapse" or len(c.inputs) != 1 or c.op not in LINEAR + ROUTING:
                 exits.append((name, c))
-            elif "bias" in c.params:
+            elif "bias" in c.params or (c.op == "linear" and len(c.type.shape) > 1):
                 exits.append((name, c))   # a biased synapse: runs on sub-steps, its bias after the sum
             elif c.name not in region:
                 region[c.name] = "synapse" if c.op in LINEAR else "routing"
@@ -45,7 +45,10 @@ def unroll(graph: Graph, neuron: Node) -> tuple[Graph, list[str], dict]:
     replace = {neuron.name: [neuron.with_(op="intfire_unrolled")]}
     remap, outputs = {}, list(graph.outputs)
     for src, consumer in exits:
-        if consumer is not None and consumer.op in LINEAR and "bias" in consumer.params:
+        # a biased synapse reading the stream directly (not after another synapse) runs on sub-steps; a
+        # token-wise linear (bias on the last axis, not the channel) is left on physical steps
+        if consumer is not None and consumer.op in LINEAR and "bias" in consumer.params \
+                and region[src] != "synapse" and not (consumer.op == "linear" and len(consumer.type.shape) > 1):
             # the synapse runs on sub-steps without its bias; the sum adds it once and takes the name
             inner = consumer.with_(name=f"{consumer.name}.substeps",
                                    params={k: v for k, v in consumer.params.items() if k != "bias"})
@@ -83,8 +86,9 @@ def schedule(graph: Graph) -> dict:
 
 def unroll_virtual_steps(graph: Graph) -> PassResult:
     changed, notes, unrolled = [], [], []
-    for neuron in [n for n in graph.nodes if n.op == "intfire" and n.attrs.get("output", "spikes") == "spikes"]:
-        graph, names, info = unroll(graph, neuron)
+    for name in [n.name for n in graph.nodes if n.op == "intfire" and n.attrs.get("output", "spikes") == "spikes"]:
+        graph, names, info = unroll(graph, graph.node(name))  # the current node: earlier unrolls rewire inputs
+        neuron = graph.node(name)
         changed += names
         unrolled.append(info)
         notes.append(f"{neuron.name}: integer spikes (D={info['substeps']}) replayed as binary spikes over "

@@ -16,12 +16,22 @@ restores the 3.10 behaviour for that one class and nothing else: while (and only
 ``ByteEncoder`` defined in that module keeps the identity hash ``object.__hash__``. Its
 equality, fields and the shared default instance are exactly what lava gets on 3.10.
 The wrapper is removed as soon as the import returns; no other class, module or file changes.
+
+A second, order-dependent break (not specific to 3.11): lava's
+``lava/magma/runtime/message_infrastructure/multiprocessing.py`` calls
+``multiprocessing.set_start_method('fork')`` at import, which raises "context has already been set"
+once anything in the process has touched the default context -- tqdm does, by creating its
+multiprocessing lock, so any interpreter run with a progress bar before the first Lava import
+triggers it. While that module is first imported, ``set_start_method('fork')`` becomes a no-op if
+the start method already is ``fork``, and is forced otherwise (Lava's runtime needs ``fork``).
 """
 import dataclasses
 import importlib
+import multiprocessing
 import sys
 
 _MODULE = "lava.magma.compiler.var_model"
+_MP_MODULE = "lava.magma.runtime.message_infrastructure.multiprocessing"
 
 
 def _patched(orig):
@@ -35,13 +45,32 @@ def _patched(orig):
     return dataclass
 
 
-def import_lava():
-    """Import (once) the var_model module with the shim in place; later lava imports then just work."""
-    if _MODULE in sys.modules:
-        return sys.modules[_MODULE]
-    orig = dataclasses.dataclass
-    dataclasses.dataclass = _patched(orig)
+def _import_mp_module():
+    if _MP_MODULE in sys.modules:
+        return
+    current = multiprocessing.get_start_method(allow_none=True)
+    orig = multiprocessing.set_start_method
+
+    def set_start_method(method, force=False):
+        if method == current:
+            return None
+        return orig(method, force=True)
+
+    multiprocessing.set_start_method = set_start_method if current is not None else orig
     try:
-        return importlib.import_module(_MODULE)
+        importlib.import_module(_MP_MODULE)
     finally:
-        dataclasses.dataclass = orig
+        multiprocessing.set_start_method = orig
+
+
+def import_lava():
+    """Import (once) the two lava modules that break, with their shims; later lava imports just work."""
+    if _MODULE not in sys.modules:
+        orig = dataclasses.dataclass
+        dataclasses.dataclass = _patched(orig)
+        try:
+            importlib.import_module(_MODULE)
+        finally:
+            dataclasses.dataclass = orig
+    _import_mp_module()
+    return sys.modules[_MODULE]

@@ -1,0 +1,120 @@
+"""Float-vs-fixed agreement and the Loihi 2 resource estimate of a Lava deployment."""
+import math
+
+import numpy as np
+
+# Per-core figures: the public chip-level maxima divided evenly over the 128 neurocores
+# (Intel, "Loihi 2" product brief, 2021: 128 neurocores, up to 1M neurons and 120M synapses per
+# chip; recorded in shared/spec/targets.md, "Loihi 2 facts"). Real per-core limits depend on the
+# neuron model's state size and the synapse encoding; Lava's open source does not publish them, so
+# these are upper bounds per core and the core count below is an optimistic (low) estimate.
+CORES_PER_CHIP = 128
+NEURONS_PER_CORE = 2 ** 20 // CORES_PER_CHIP          # 8192
+SYNAPSES_PER_CORE = 120_000_000 // CORES_PER_CHIP     # 937,500
+WEIGHT_BITS = 8
+
+
+def agreement(graph, reference, q, trace) -> dict:
+    """Spike agreement per neuron layer and output agreement, float source vs quantized deployment.
+
+    Approximate by nature (a quantized deployment is not equivalent to its float source): measured on
+    the verification inputs, never used to decide ``bit_exact``.
+    """
+    layers, outputs = {}, {}
+    for layer in q.layers:
+        f = np.asarray(reference.values[layer.name])
+        x = np.asarray(trace.values[layer.name])
+        if layer.neuron is not None:
+            layers[layer.name] = {"spike_agreement": round(float((f == x).mean()), 6),
+                                  "float_rate": round(float(f.mean()), 6), "fixed_rate": round(float(x.mean()), 6)}
+        else:
+            y = x / float(layer.scale[0])
+            err = np.abs(y - f)
+            scale = max(float(np.abs(f).max(initial=0)), 1e-300)
+            d = {"scale": float(layer.scale[0]), "max_abs_error": float(err.max(initial=0)),
+                 "max_rel_error": float(err.max(initial=0) / scale), "rms_error": float(np.sqrt(np.mean(err ** 2)))}
+            if f.ndim == 3:   # [T, B, classes]: class = argmax of the sum over steps
+                d["class_agreement"] = round(float((f.sum(0).argmax(-1) == x.sum(0).argmax(-1)).mean()), 6)
+            layers[layer.name] = d
+    for o in graph.outputs:
+        if o in layers:
+            outputs[o] = layers[o]
+        elif o in trace.values and o in reference.values:   # a flattened spike output
+            outputs[o] = {"spike_agreement": round(float((np.asarray(reference.values[o]) ==
+                                                          np.asarray(trace.values[o])).mean()), 6)}
+    return {"approximate": True,
+            "meaning": "float source (deployed float graph, float64) vs quantized integer reference on the "
+                       "verification inputs; agreement, not equivalence",
+            "per_layer": layers, "outputs": outputs}
+
+
+def _conv_synapses(p, w) -> int:
+    """Connections of a Lava conv (per sample): output neurons times in-bounds nonzero taps."""
+    c_out, kw, kh, c_in = w.shape
+    wi, hi, _ = p["input_lava_shape"]
+    wo, ho, _ = p["lava_shape"]
+    (sx, sy), (px, py), (dx, dy) = p["stride"], p["padding"], p["dilation"]
+    nz = (w != 0)
+    total = 0
+    for i in range(kw):
+        xs = np.arange(wo) * sx + i * dx - px
+        vx = int(((xs >= 0) & (xs < wi)).sum())
+        for j in range(kh):
+            ys = np.arange(ho) * sy + j * dy - py
+            vy = int(((ys >= 0) & (ys < hi)).sum())
+            total += vx * vy * int(nz[:, i, j, :].sum())
+    return total
+
+
+def resources(net: dict, arrays: dict) -> dict:
+    """Neurons, synapses, weight memory and an estimate of neurocores, per sample."""
+    pops, syns = [], []
+    fan_in = {}
+    for p in net["processes"]:
+        name = p["name"]
+        if p["type"] == "Conv":
+            w = arrays[f"{name}/weight"]
+            n = _conv_synapses(p, w)
+            syns.append({"name": name, "type": "Conv", "synapses": n, "kernel_weights": int(w.size),
+                         "weight_memory_bits": n * WEIGHT_BITS, "shared_kernel_bits": int(w.size) * WEIGHT_BITS,
+                         "axonal_delays": 0})
+        elif p["type"] == "Dense":
+            w = arrays[f"{name}/weights"]
+            n = int((w != 0).sum())
+            syns.append({"name": name, "type": "Dense", "synapses": n, "matrix": list(w.shape),
+                         "weight_memory_bits": n * WEIGHT_BITS, "weight_exp": p["weight_exp"],
+                         "sign_mode": p["sign_mode"], "axonal_delays": 0})
+        else:
+            continue
+        fan_in[name] = syns[-1]["synapses"]
+    for p in net["processes"]:
+        if p["type"] not in ("LIF", "SpikecLIF", "Readout"):
+            continue
+        neurons = int(np.prod(p["lava_shape"]))
+        s = fan_in.get(p["input"], 0)
+        cores = max(1, math.ceil(neurons / NEURONS_PER_CORE), math.ceil(s / SYNAPSES_PER_CORE))
+        payload = "binary spikes" if p["type"] != "Readout" else "graded 24-bit (integer read-out)"
+        pops.append({"name": p["name"], "process": p["type"], "neurons": neurons, "fan_in_synapses": s,
+                     "output": payload, "neurocores": cores})
+    cores = sum(p["neurocores"] for p in pops)
+    return {
+        "per_sample": True,
+        "neurons": sum(p["neurons"] for p in pops),
+        "synapses": sum(s["synapses"] for s in syns),
+        "weight_memory_bits": sum(s["weight_memory_bits"] for s in syns),
+        "weight_memory_note": "8 bits per synapse without sharing; a conv's kernel alone is shared_kernel_bits",
+        "axonal_delays": "none used",
+        "graded_payloads": [p["name"] for p in pops if p["process"] == "Readout"],
+        "neurocores_estimate": cores,
+        "chips_estimate": math.ceil(cores / CORES_PER_CHIP),
+        "populations": pops, "synapse_layers": syns,
+        "assumptions": {
+            "neurons_per_core": NEURONS_PER_CORE, "synapses_per_core": SYNAPSES_PER_CORE,
+            "cores_per_chip": CORES_PER_CHIP,
+            "rule": "each population on its own cores: max(ceil(neurons / neurons_per_core), "
+                    "ceil(fan-in synapses / synapses_per_core)), at least 1",
+            "source": "Intel Loihi 2 product brief (2021): 128 neurocores, up to 1M neurons and 120M synapses "
+                      "per chip, divided evenly per core (shared/spec/targets.md 'Loihi 2 facts'); real per-core "
+                      "limits are not public in Lava's open source, so this is a lower bound on cores",
+        },
+    }

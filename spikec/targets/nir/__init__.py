@@ -1,0 +1,172 @@
+"""The NIR target (``--target nir``): ``OUT/model.nir`` plus its checks.
+
+1. ``export.export_graph`` writes the deployed IR as a NIR graph (or refuses, naming the node).
+2. The file is read back with ``nir.read`` and run by this package's own interpreter
+   (``interpreter.run``, both discretizations); ``exact`` is the recorded scheme reproducing every spike
+   of the reference (and real outputs to 1e-9 relative).
+3. The real consumers, snnTorch's ``import_from_nir`` and Norse's ``from_nir``, run the same file where
+   ``consumers.limits`` finds nothing they mishandle; their spikes are compared neuron by neuron.
+
+``report.target`` = ``{"name": "nir", "exact", "dt", "scheme", "consumers": {name: {"ran", "spike_exact",
+...} | {"ran": false, "reason"}}, ...}``; ``ok`` = exact and every consumer that ran matched.
+The NIR frontend (``spikec compile model.nir``) is ``spikec.targets.nir.frontend``.
+"""
+import json
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import nir
+import numpy as np
+
+from spikec.compiler.checker import Comparison
+from spikec.compiler.ir import Graph
+from spikec.targets import TargetResult, register_target
+from spikec.targets.nir import consumers as consumers_mod
+from spikec.targets.nir import interpreter
+from spikec.targets.nir.export import DISCRETIZATION, DT, FIRING, SCHEME, export_graph
+
+FILE = "model.nir"
+
+
+def _mapping(g: nir.NIRGraph) -> dict:
+    raw = g.metadata.get("spikec") if isinstance(g.metadata, dict) else None
+    if raw is None:
+        return {}
+    return json.loads(raw.decode() if isinstance(raw, bytes) else str(raw))
+
+
+def compare_run(graph: Graph, reference, values: dict, mapping: dict, source_outputs=None) -> Comparison:
+    """Every IR value with a NIR carrier (spikes exactly, reals to 1e-9), and the graph outputs."""
+    result = Comparison()
+    carriers = mapping.get("carriers", {})
+    for node in graph.nodes:
+        nir_name = carriers.get(node.name)
+        if node.op == "input" or nir_name not in values or node.name not in reference.values:
+            continue
+        result.add(node.name, reference.values[node.name], values[nir_name], node.type.is_spike,
+                   reference.margins.get(node.name))
+    for nir_out, ir_out in mapping.get("outputs", {}).items():
+        expected = reference.values[ir_out] if source_outputs is None else source_outputs[ir_out]
+        result.add(f"{ir_out} (output {nir_out})", expected, values[nir_out], graph.node(ir_out).type.is_spike,
+                   reference.margins.get(ir_out))
+    return result
+
+
+def _min_margin(graph: Graph, reference) -> float | None:
+    margins = [float(np.min(reference.margins[n.name])) for n in graph.nodes
+               if n.type.kind == "binary" and n.name in reference.margins and reference.margins[n.name].size]
+    return min(margins) if margins else None
+
+
+def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: float) -> dict:
+    """Each consumer's verdict: ran and matched, or why it did not run."""
+    g = nir.read(path)
+    found = consumers_mod.limits(g, dt)
+    carriers = mapping.get("carriers", {})
+    by_nir = {v: k for k, v in carriers.items() if graph.node(k).type.is_spike and graph.node(k).op != "input"}
+    outputs = mapping.get("outputs", {})
+    report = {}
+    for name in consumers_mod.CONSUMERS:
+        missing = consumers_mod.available(name)
+        if missing:
+            report[name] = {"ran": False, "reason": missing}
+            continue
+        if found[name]:
+            report[name] = {"ran": False, "reason": "; ".join(found[name])}
+            continue
+        (nir_out, ir_out), = outputs.items()
+        out_node = graph.node(ir_out)
+        try:
+            y, spikes = consumers_mod.run_consumer(name, path, inputs, dt, out_node.type.shape)
+        except Exception as e:  # the consumer itself failed on a file the analysis passed: report it
+            report[name] = {"ran": False, "reason": f"{name} raised {type(e).__name__}: {e}"}
+            continue
+        cmp = Comparison()
+        for nir_name, s in sorted(spikes.items()):
+            ir = by_nir.get(nir_name)
+            if ir is not None:
+                cmp.add(ir, reference.values[ir], s, True, reference.margins.get(ir))
+        expected = reference.values[ir_out]
+        if out_node.type.is_spike:
+            cmp.add(f"{ir_out} (output)", expected, y, True, reference.margins.get(ir_out))
+            rel = 0.0
+        else:
+            scale = max(np.abs(expected).max(initial=0.0), np.finfo(float).tiny)
+            rel = float(np.abs(expected - y).max(initial=0.0) / scale)
+        report[name] = {"ran": True, "spike_exact": cmp.spike_mismatches == 0 and cmp.real_mismatches == 0,
+                        "neurons_compared": len(cmp.nodes_compared), "spikes_compared": cmp.spikes_compared,
+                        "spike_mismatches": cmp.spike_mismatches, "spike_count": int(sum(
+                            float(np.sum(s)) for s in spikes.values())),
+                        "output_max_rel_diff": rel, "precision": "float32 (as the importer builds it)",
+                        "first_mismatches": [m.to_json() for m in cmp.mismatches]}
+        if name == "norse":
+            report[name]["call"] = f"norse.torch.from_nir(nir.read(path), dt={dt:g})"
+        else:
+            report[name]["call"] = "snntorch.import_nir.import_from_nir(nir.read(path))"
+    return report
+
+
+def check_file(path, graph: Graph, inputs, reference, dt: float = DT, scheme: str = SCHEME,
+               source_outputs=None, with_consumers: bool = True) -> dict:
+    """Re-read ``path`` and check it: own interpreter (both schemes), then the consumers."""
+    g = nir.read(path)
+    mapping = _mapping(g)
+    dt = float(g.metadata.get("dt", dt)) if isinstance(g.metadata, dict) else dt
+    schemes = {}
+    for s in interpreter.SCHEMES:
+        run = interpreter.run(g, inputs, dt=dt, scheme=s)
+        cmp = compare_run(graph, reference, run.values, mapping, source_outputs)
+        schemes[s] = {k: v for k, v in cmp.summary().items() if k != "first_mismatches"}
+        schemes[s]["first_mismatches"] = [m.to_json() for m in cmp.mismatches]
+    exact = schemes[scheme]["equivalent"]
+    counts = Counter(type(n).__name__ for n in g.nodes.values())
+    report = {"name": "nir", "file": FILE, "exact": exact, "dt": dt, "scheme": scheme, "nir_version": nir.version,
+              "discretization": DISCRETIZATION, "firing": FIRING, "interpreter": schemes,
+              "nodes": dict(sorted(counts.items())), "edges": len(g.edges),
+              "bit_exact_params": mapping.get("bit_exact_params"), "notes": mapping.get("notes", []),
+              "min_firing_margin": _min_margin(graph, reference)}
+    if with_consumers:
+        report["consumers"] = run_consumers(path, graph, inputs, reference, mapping, dt)
+    return report
+
+
+def _ok(report: dict) -> bool:
+    return bool(report["exact"]) and all(c.get("spike_exact", True) for c in report.get("consumers", {}).values()
+                                         if c.get("ran"))
+
+
+def nir_target(graph: Graph, inputs, reference, options) -> TargetResult:
+    dt = float((options or {}).get("nir_export_dt", DT))
+    ex = export_graph(graph, dt)  # raises UnsupportedOp naming the node it cannot express
+    with tempfile.TemporaryDirectory(prefix="spikec-nir-") as tmp:
+        path = Path(tmp) / FILE
+        nir.write(path, ex.graph)
+        data = path.read_bytes()
+        report = check_file(path, graph, inputs, reference, dt)
+    report["ok"] = _ok(report)
+
+    def write(dest: Path, data=data):
+        Path(dest).write_bytes(data)
+
+    return TargetResult(report, report["ok"], {FILE: write})
+
+
+def verify_nir(outdir, graph: Graph, inputs, reference) -> dict:
+    """``spikec verify``: the written file against the deployed graph, and its output against io.npz."""
+    outdir = Path(outdir)
+    source = None
+    try:
+        with np.load(outdir / "io.npz", allow_pickle=False) as z:
+            if np.array_equal(z["input"], inputs) and "output" in z.files:
+                source = {graph.outputs[0]: z["output"]}
+    except OSError:
+        pass
+    report = check_file(outdir / FILE, graph, inputs, reference, source_outputs=source)
+    return {"equivalent": _ok(report), "exact": report["exact"],
+            "consumers": {k: v.get("spike_exact", v.get("reason")) for k, v in report["consumers"].items()},
+            **{k: report["interpreter"][report["scheme"]][k] for k in ("spikes_compared", "values_compared",
+                                                                        "max_rel_diff", "spike_mismatches")}}
+
+
+register_target("nir", nir_target, verify=verify_nir)

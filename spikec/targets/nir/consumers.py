@@ -1,0 +1,184 @@
+"""Run a written ``.nir`` file through the real importers: snnTorch 1.0.0 and Norse 1.1.0.
+
+``limits(graph)`` lists, per consumer, why it cannot reproduce the file (read from the importers'
+source, see targets.md "NIR"); an empty list means it should. ``run_consumer`` imports the file with the
+consumer's own entry point and runs it, one sample at a time and *unbatched* (a per-step tensor shaped
+like the NIR input type): NIR types and Flatten dims are batch-free, and both importers hand
+``Flatten(start_dim, end_dim)`` to ``torch.nn.Flatten`` unchanged, which counts the batch dim. Spiking
+modules are hooked, so every NIR neuron's spikes are compared, not only the graph output.
+Consumers run as they ship: float32 parameters and state.
+"""
+import contextlib
+import io
+import logging
+import warnings
+
+import nir
+import numpy as np
+import torch
+
+CONSUMERS = ("snntorch", "norse")
+SNNTORCH_NODES = ("Input", "Output", "Affine", "Linear", "Conv2d", "Flatten", "AvgPool2d", "LIF", "CubaLIF")
+NORSE_NODES = ("Input", "Output", "Affine", "Linear", "Conv2d", "Flatten", "LIF", "IF", "CubaLIF")
+
+
+def _kind(node) -> str:
+    return type(node).__name__
+
+
+def _uniform(a) -> bool:
+    a = np.asarray(a, dtype=np.float64)
+    return a.size == 0 or bool((a == a.reshape(-1)[0]).all())
+
+
+def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
+    """Per consumer, every construct in ``graph`` that it cannot run exactly (empty: it can)."""
+    out = {"snntorch": [], "norse": []}
+    snn, nor = out["snntorch"], out["norse"]
+    if abs(dt - 1e-4) > 1e-4 * 1e-12:
+        snn.append(f"dt = {dt:g}: snnTorch's importer hard-codes dt = 1e-4")
+    n_in = sum(isinstance(n, nir.Input) for n in graph.nodes.values())
+    n_out = sum(isinstance(n, nir.Output) for n in graph.nodes.values())
+    if n_in != 1 or n_out != 1:
+        for lst in (snn, nor):
+            lst.append(f"{n_in} inputs and {n_out} outputs: nirtorch runs graphs with one of each")
+    for name, node in graph.nodes.items():
+        k = _kind(node)
+        where = f"node {name!r} ({k})"
+        if k not in SNNTORCH_NODES:
+            snn.append(f"{where}: " + ("snnTorch imports IF as a Leaky with beta = 0.9" if k == "IF"
+                                       else "import_from_nir has no mapping for it (raises)"))
+        if k not in NORSE_NODES:
+            nor.append(f"{where}: from_nir has no mapping for it (drops it)")
+        if k == "LIF":
+            gain = node.r * 1e-4 / node.tau
+            if not np.allclose(node.v_leak, 0):
+                snn.append(f"{where}: v_leak != 0 (snnTorch asserts v_leak = 0)")
+                nor.append(f"{where}: v_leak != 0 (Norse starts the state at v_leak, not 0)")
+            if not np.allclose(node.v_reset, 0):
+                snn.append(f"{where}: v_reset != 0 (snnTorch resets to 0)")
+                nor.append(f"{where}: v_reset != 0 (Norse resets to 0)")
+            if not np.all(node.r == 1):
+                nor.append(f"{where}: r != 1 (Norse ignores r)")
+            if not _uniform(node.v_threshold):
+                snn.append(f"{where}: v_threshold varies across neurons (snnTorch asserts one value)")
+            elif not _uniform(node.v_threshold / gain):
+                snn.append(f"{where}: v_threshold/(r dt/tau) varies across neurons (snnTorch keeps one threshold, "
+                           "divided by the first r dt/tau)")
+            beta = 1 - 1e-4 / node.tau
+            if np.any((node.v_threshold / gain <= 0) & (beta != 0)):
+                snn.append(f"{where}: threshold <= 0 with a leak: snnTorch's reset bookkeeping then doubles the "
+                           "membrane after a spike")
+        if k == "IF":
+            if not np.allclose(np.asarray(node.r) * dt, 1, rtol=1e-12, atol=0):
+                nor.append(f"{where}: r*dt != 1 (Norse's IF adds its input unscaled)")
+            if not np.allclose(node.v_reset, 0):
+                nor.append(f"{where}: v_reset != 0 (Norse resets to 0)")
+        if k == "CubaLIF":
+            nor.append(f"{where}: Norse applies v_leak to the synapse and ignores v_reset; not checked here")
+    for name, node in graph.nodes.items():
+        if isinstance(node, nir.NIRGraph):
+            for lst in (snn, nor):
+                lst.append(f"node {name!r}: a nested graph (recurrence) is not checked here")
+    if any(s == d or _reaches(graph, d, s) for s, d in graph.edges):
+        for lst in (snn, nor):
+            lst.append("the graph has a cycle (feedback edge)")
+    return out
+
+
+def _reaches(graph, start, goal) -> bool:
+    seen, todo = set(), [start]
+    while todo:
+        n = todo.pop()
+        if n == goal:
+            return True
+        if n in seen:
+            continue
+        seen.add(n)
+        todo += [d for s, d in graph.edges if s == n]
+    return False
+
+
+@contextlib.contextmanager
+def _quiet():
+    """snnTorch prints a warning per scaled LIF; nirtorch and Norse warn and log: keep the console clean."""
+    level = logging.getLogger().level
+    logging.getLogger().setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.getLogger().setLevel(level)
+
+
+def _import(consumer: str, path, dt: float):
+    graph = nir.read(path)
+    if consumer == "snntorch":
+        from snntorch.import_nir import import_from_nir
+        return import_from_nir(graph)
+    from norse.torch import from_nir
+    return from_nir(graph, dt=dt)
+
+
+def _reset(module):
+    for m in module.modules():  # snnTorch's init_hidden neurons keep their state on the module
+        if hasattr(m, "reset_mem") and hasattr(m, "init_hidden"):
+            m.reset_mem()
+
+
+def _hook_names(graph: nir.NIRGraph) -> dict[str, str]:
+    """Sanitized module name -> NIR name, for the spiking nodes (nirtorch replaces '.' by '_')."""
+    return {n.replace(".", "_"): n for n, v in graph.nodes.items() if _kind(v) in ("LIF", "IF", "CubaLIF")}
+
+
+def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape) -> tuple[np.ndarray, dict]:
+    """Import ``path`` with ``consumer`` and run it on ``inputs [T, B, ...]``.
+
+    Returns the graph output ``[T, B, *out_shape]`` and the spikes of every hooked neuron ``[T, B, ...]``.
+    """
+    graph = nir.read(path)
+    wanted = _hook_names(graph)
+    with _quiet():
+        module = _import(consumer, path, dt)
+        seen: dict[str, list] = {}
+        hooks = []
+        for name, m in module.named_modules():
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf in wanted and name.count(".") == 0:
+                hooks.append(m.register_forward_hook(
+                    lambda mod, i, o, n=wanted[leaf]: seen.setdefault(n, []).append(
+                        (o[0] if isinstance(o, tuple) else o).detach().double().clone())))
+        T, B = inputs.shape[:2]
+        outs = np.zeros((T, B, *out_shape))
+        spikes: dict[str, list] = {}
+        try:
+            with torch.no_grad():
+                for b in range(B):
+                    _reset(module)
+                    state = None
+                    for k in seen:
+                        seen[k] = []
+                    for t in range(T):
+                        x = torch.as_tensor(inputs[t, b], dtype=torch.float32)
+                        y, state = module(x, state)  # both return (output, state)
+                        outs[t, b] = y.detach().double().numpy().reshape(out_shape)
+                    for k, v in seen.items():
+                        spikes.setdefault(k, []).append(torch.stack(v).numpy())
+        finally:
+            for h in hooks:
+                h.remove()
+    return outs, {k: np.stack(v, axis=1) for k, v in spikes.items()}
+
+
+def available(consumer: str) -> str | None:
+    """None when the consumer imports; else why not."""
+    try:
+        with _quiet():
+            if consumer == "snntorch":
+                import snntorch.import_nir  # noqa: F401
+            else:
+                import norse.torch  # noqa: F401
+    except Exception as e:  # ImportError, or a broken install
+        return f"{consumer} cannot be imported: {type(e).__name__}: {e}"
+    return None

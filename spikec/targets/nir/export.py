@@ -1,0 +1,427 @@
+"""IR -> NIR (nir 1.0.8): an exact export, or a refusal naming the node.
+
+NIR is continuous time. The file fixes a time step ``dt`` (default ``1e-4``, the value snnTorch's
+importer hard-codes) and is written so that forward Euler at that ``dt`` reproduces the source's
+discrete dynamics (semantics.md 1.1). Both discretizations of the importers are covered
+(targets.md, "NIR"): snnTorch's ``beta = 1 - dt/tau``, ``v <- beta v + I``, fire ``v > v_th/(r dt/tau)``,
+and Norse's literal Euler ``v <- v + dt/tau (v_leak - v + I)`` (``r`` ignored).
+
+Neuron mappings (``U = beta H + alpha X + bias``, ``S = [U >= theta]``; per-neuron arrays of the
+per-step shape, channel values broadcast):
+
+* hard reset, ``0 <= beta < 1`` -> ``LIF`` with ``tau = dt/(1 - beta)``, ``r = alpha``, ``v_leak = bias``,
+  ``v_threshold ~ (1 - beta) theta``, ``v_reset = (1 - beta) v_reset``. The NIR state is ``(1 - beta) U``
+  (snnTorch's scaled state is ``U / alpha``). ``r = 1, v_leak = 0`` whenever ``alpha = 1, bias = 0``: then
+  both importers agree. ``tau`` and ``v_threshold`` are searched ulp by ulp so that the importer's own
+  float64 arithmetic gives back ``1 - dt/tau == beta`` and ``v_threshold/(r dt/tau) == nextafter(theta, -inf)``
+  exactly: ``U > nextafter(theta, -inf)`` is ``U >= theta`` for every float.
+* hard reset, ``beta = 1`` (IF) -> ``IF`` with ``r = alpha/dt`` (``dt r I = alpha X``), ``v_threshold =
+  nextafter(theta, -inf)``; bias must be 0 (IF has no leak term).
+* subtract reset, ``0 < beta < 1`` -> ``LI`` (``tau = dt/(1 - beta)``, ``r = alpha/(1 - beta)``,
+  ``v_leak = bias/(1 - beta)``: the LI state is ``U`` itself) + ``Threshold(nextafter(theta, -inf))`` + a
+  feedback ``-beta theta / alpha`` per neuron (diagonal ``Affine`` or depthwise 1x1 ``Conv2d``) from the
+  Threshold back into the LI: a feedback edge is read one step late, so the LI sees
+  ``X_t - (beta theta/alpha) S_{t-1}``. ``beta = 1`` uses ``I`` (``r = alpha/dt``) instead of ``LI``.
+  ``beta = 0`` has no memory: its reset is irrelevant and it is exported as a hard-reset ``LIF``.
+* a membrane read-out (``output="membrane"``) of a subtract-reset neuron is the LI/I node's output.
+
+Other ops: conv2d -> ``Conv2d``; linear -> ``Affine`` (zero bias when absent); avgpool2d -> ``AvgPool2d``;
+flatten -> ``Flatten`` in NIR's batch-free dims; delay -> ``Delay(steps*dt)``; add -> no node (NIR sums the
+edges into a node); scale / leftover batchnorm -> depthwise 1x1 ``Conv2d`` (or diagonal ``Affine``):
+``a x + b`` with one multiply and one add, as the source; windowsum -> depthwise all-ones ``Conv2d``;
+tdm -> depthwise convs of ``x`` and ``Delay(x)``; maxpool2d over *binary* spikes -> depthwise all-ones
+``Conv2d`` + ``LIF`` (``beta = 0``, fires on a window sum ``> 0.5``: the OR).
+
+Refused (``UnsupportedOp`` naming the node): integer spikes, sub-step graphs, per-step BNTT and bias
+schedules, dynamic products, hard-reset membrane read-outs, relu, dense host ops, and every other op.
+"""
+from dataclasses import dataclass, field
+
+import nir
+import numpy as np
+
+from spikec.compiler.errors import UnsupportedOp
+from spikec.compiler.ir import Graph, Node
+
+DT = 1e-4  # snnTorch's import_from_nir hard-codes it
+SCHEME = "snntorch"
+FORMAT = "spikec-nir"
+VERSION = 1
+FIRING = "strict: spike when v > v_threshold; the source's U >= theta is written as nextafter(theta, -inf)"
+DISCRETIZATION = ("forward Euler at dt; scheme 'snntorch': beta = 1 - dt/tau, v <- beta*v + I + v_leak/r, "
+                  "spike v > v_threshold/(r*dt/tau), reset to v_reset/(r*dt/tau); scheme 'norse': "
+                  "v <- v + dt*(1/tau)*(r*I + v_leak - v), spike v > v_threshold, reset to v_reset; "
+                  "state starts at 0; an edge that closes a cycle is read one step late")
+
+REASONS = {
+    "intfire": "integer spikes (multi-spike payloads) have no NIR node: NIR neurons emit binary events",
+    "intfire_unrolled": "virtual sub-steps have no NIR form: NIR has one time base",
+    "substep_sum": "virtual sub-steps have no NIR form: NIR has one time base",
+    "mul": "a dynamic product of two tensors has no NIR node (NIR edges only sum)",
+    "bntt": "per-time-step BN (BNTT) scales each step differently; NIR parameters are static",
+    "step_bias": "a per-time-step bias schedule has no static NIR form",
+    "relu": "NIR has no ReLU node",
+    "dsmpa": "dense attention (DS-MPA) runs on a host and has no NIR node",
+    "silif": "SiLIF is not exported (no NIR neuron with its reset-before-decay form is implemented here)",
+    "csilif": "CSiLIF has a complex state; NIR has no resonate-and-fire neuron",
+    "lif_snntorch": "snnTorch's delayed-reset Leaky is not exported; use reset_delay=False or a spikec.nn.LIF",
+    "lif_sj": "SpikingJelly's LIF form is not exported; use a spikec.nn.LIF",
+}
+REMEDY = "keep this model on another target (--target none/onnx), or replace the node with an exportable op"
+
+
+@dataclass
+class Exported:
+    """The NIR graph, and where each IR node's value lives in it (the NIR nodes whose outputs sum to it)."""
+    graph: nir.NIRGraph
+    sources: dict[str, list[str]]
+    carriers: dict[str, str]            # IR node -> the single NIR node computing exactly its value
+    outputs: dict[str, str]             # NIR Output node -> IR output node
+    notes: list[str] = field(default_factory=list)
+    bit_exact_params: bool = True       # importer arithmetic gives back beta and theta to the last bit
+
+
+def _refuse(node: Node, why: str, remedy: str = REMEDY):
+    raise UnsupportedOp(f"cannot be exported to NIR exactly: {why}",
+                        where=f"node {node.name!r} ({node.op}{', module ' + repr(node.scope) if node.scope else ''})",
+                        remedy=remedy)
+
+
+def _ulps(x: np.ndarray, k: int) -> np.ndarray:
+    direction = np.inf if k > 0 else -np.inf
+    for _ in range(abs(k)):
+        x = np.nextafter(x, direction)
+    return x
+
+
+def _search(start: np.ndarray, ok, reach: int = 8) -> tuple[np.ndarray, bool]:
+    """Per element, the float nearest ``start`` (within ``reach`` ulps) for which ``ok`` holds."""
+    best, found = start.copy(), ok(start)
+    for k in [s * i for i in range(1, reach + 1) for s in (1, -1)]:
+        cand = _ulps(start, k)
+        hit = ok(cand) & ~found
+        best[hit], found = cand[hit], found | hit
+    return best, bool(found.all())
+
+
+def tau_for(beta: np.ndarray, dt: float) -> tuple[np.ndarray, bool]:
+    """``tau`` with ``1 - dt/tau == beta`` in float64 (as snnTorch's importer computes it), where one exists."""
+    with np.errstate(divide="ignore"):
+        return _search(dt / (1.0 - beta), lambda t: 1.0 - dt / t == beta)
+
+
+def threshold_for(target: np.ndarray, gain: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``v`` with ``v / gain == target`` in float64 (snnTorch: ``v_threshold / (r*dt/tau)``)."""
+    return _search(target * gain, lambda v: v / gain == target)
+
+
+class _Exporter:
+    def __init__(self, graph: Graph, dt: float):
+        self.graph, self.dt = graph, dt
+        self.nodes: dict[str, nir.NIRNode] = {}
+        self.edges: list[tuple[str, str]] = []
+        self.sources: dict[str, list[str]] = {}
+        self.carriers: dict[str, str] = {}
+        self.names: set[str] = set()
+        self.notes: list[str] = []
+        self.exact_params = True
+        self.neurons: dict[tuple, dict] = {}  # dynamics key -> {"spikes": nir name, "membrane": nir name}
+
+    # -- names and wiring -----------------------------------------------------------------
+    def name(self, base: str) -> str:
+        """A deterministic NIR name: '.' -> '_' (nirtorch turns '.' into '_'), no leading digit, unique."""
+        base = base.replace(".", "_") or "node"
+        if base[0].isdigit():
+            base = "n" + base
+        name, k = base, 2
+        while name in self.names:
+            name, k = f"{base}_{k}", k + 1
+        self.names.add(name)
+        return name
+
+    def add(self, base: str, node: nir.NIRNode, inputs=()) -> str:
+        name = self.name(base)
+        self.nodes[name] = node
+        for src in inputs:
+            self.connect(src, name)
+        return name
+
+    def connect(self, src_ir: str, dst: str):
+        """Edges from every NIR source of IR value ``src_ir`` into NIR node ``dst``."""
+        for s in self.sources[src_ir]:
+            self.edges.append((s, dst))
+
+    def single(self, node: Node, name: str):
+        self.sources[node.name] = [name]
+        self.carriers[node.name] = name
+
+    # -- helpers ----------------------------------------------------------------------------
+    def per_neuron(self, node: Node, value) -> np.ndarray:
+        """A scalar or per-channel parameter as a float64 array of the per-step shape."""
+        shape = node.type.shape
+        v = np.asarray(value, dtype=np.float64)
+        if v.ndim == 1:
+            v = v.reshape((-1,) + (1,) * (len(shape) - 1))
+        return np.ascontiguousarray(np.broadcast_to(v, shape), dtype=np.float64)
+
+    def conv(self, node: Node, base: str, inputs, in_shape, weight, bias, stride, padding, dilation, groups) -> str:
+        """A NIR Conv2d. nir 1.0.8 types a grouped conv by ``weight.shape[1]`` (C_in/groups) and a non-square
+        kernel by its height, so ``nir.read`` would reject both: a grouped kernel is written as the equivalent
+        dense one (zeros off the groups) and a non-square kernel is padded with zeros to a square (the
+        padding grows by as much), which adds exact zeros to each sum and keeps every window in place."""
+        weight = np.asarray(weight, dtype=np.float64)
+        c_out, c_in_g, kh, kw = weight.shape
+        stride, padding, dilation = (tuple(int(v) for v in np.broadcast_to(np.asarray(a), (2,)))
+                                     for a in (stride, padding, dilation))
+        if groups != 1:
+            c_in, per_out = c_in_g * groups, c_out // groups
+            dense = np.zeros((c_out, c_in, kh, kw))
+            for g in range(groups):
+                dense[g * per_out:(g + 1) * per_out, g * c_in_g:(g + 1) * c_in_g] = weight[g * per_out:(g + 1) * per_out]
+            weight = dense
+        if kh != kw:
+            if (kh - kw) % 2:
+                _refuse(node, f"a {kh}x{kw} kernel: nir 1.0.8 types a conv by its kernel height, and an odd "
+                        "difference cannot be padded to a square symmetrically")
+            grow_h, grow_w = (max(kh, kw) - kh) // 2, (max(kh, kw) - kw) // 2
+            weight = np.pad(weight, ((0, 0), (0, 0), (grow_h, grow_h), (grow_w, grow_w)))
+            padding = (padding[0] + grow_h * dilation[0], padding[1] + grow_w * dilation[1])
+        conv = nir.Conv2d(input_shape=tuple(in_shape[1:]), weight=weight, stride=stride, padding=padding,
+                          dilation=dilation, groups=1, bias=np.asarray(bias, dtype=np.float64))
+        return self.add(base, conv, inputs)
+
+    def channel_affine(self, node: Node, base: str, inputs, a, b, shape) -> str:
+        """``a*x + b`` per channel (a, b scalars or (C,)) as a depthwise 1x1 Conv2d or a diagonal Affine."""
+        c = shape[0]
+        a = np.broadcast_to(np.asarray(a, dtype=np.float64), (c,)).copy()
+        b = np.broadcast_to(np.asarray(b, dtype=np.float64), (c,)).copy()
+        if len(shape) == 3:
+            return self.conv(node, base, inputs, shape, np.diag(a).reshape(c, c, 1, 1), b, 1, 0, 1, 1)
+        if len(shape) == 1:
+            return self.add(base, nir.Affine(weight=np.diag(a), bias=b), inputs)
+        _refuse(node, f"a per-channel affine on a rank-{len(shape)} tensor {shape} has no NIR node "
+                "(Conv2d needs (C, H, W), Affine needs (N,))")
+
+    # -- ops ---------------------------------------------------------------------------------
+    def run(self) -> Exported:
+        g = self.graph
+        out_names = ["output" if i == 0 else f"output_{i}" for i in range(len(g.outputs))]
+        self.names.update(out_names)  # reserved: an IR node named "output" becomes "output_2"
+        for node in g.nodes:
+            if node.type.substeps != 1:
+                _refuse(node, REASONS["substep_sum"])
+            handler = getattr(self, f"op_{node.op}", None)
+            if handler is None:
+                _refuse(node, REASONS.get(node.op, f"op {node.op!r} has no NIR mapping"))
+            handler(node)
+        outputs = {}
+        for name, o in zip(out_names, g.outputs):
+            self.nodes[name] = nir.Output(output_type=np.array(g.node(o).type.shape))
+            self.connect(o, name)
+            outputs[name] = o
+        dupes = {e for e in self.edges if self.edges.count(e) > 1}
+        if dupes:  # x + x: NIR forbids duplicate edges (handled in op_add; this is a safety net)
+            raise UnsupportedOp(f"duplicate NIR edges {sorted(dupes)}", where="NIR export")
+        graph = nir.NIRGraph(nodes=self.nodes, edges=self.edges, metadata={}, type_check=True)
+        return Exported(graph, self.sources, self.carriers, outputs, self.notes, self.exact_params)
+
+    def op_input(self, node: Node):
+        self.single(node, self.add(node.name, nir.Input(input_type=np.array(node.type.shape))))
+
+    def op_conv2d(self, node: Node):
+        x = self.graph.node(node.inputs[0]).type
+        w = np.asarray(node.params["weight"], dtype=np.float64)
+        b = np.asarray(node.params["bias"], dtype=np.float64) if "bias" in node.params else np.zeros(w.shape[0])
+        a = node.attrs
+        self.single(node, self.conv(node, node.name, node.inputs, x.shape, w, b, a["stride"], a["padding"],
+                                    a["dilation"], a["groups"]))
+
+    def op_linear(self, node: Node):
+        x = self.graph.node(node.inputs[0]).type
+        if len(x.shape) != 1:
+            _refuse(node, f"a linear layer on a {x.shape} tensor: NIR Affine acts on a vector (N,)",
+                    "flatten before the linear layer")
+        w = np.asarray(node.params["weight"], dtype=np.float64)
+        b = np.asarray(node.params["bias"], dtype=np.float64) if "bias" in node.params else np.zeros(w.shape[0])
+        self.single(node, self.add(node.name, nir.Affine(weight=w, bias=b), node.inputs))
+
+    def op_avgpool2d(self, node: Node):
+        a = node.attrs
+        if a.get("ceil_mode"):
+            _refuse(node, "ceil_mode=True: NIR AvgPool2d (and the importers' torch AvgPool2d) floor the output size")
+        if not a.get("count_include_pad", True) and any(a["padding"]):
+            _refuse(node, "count_include_pad=False with padding: NIR AvgPool2d divides by the full window")
+        pool = nir.AvgPool2d(kernel_size=np.array(a["kernel"]), stride=np.array(a["stride"]),
+                             padding=np.array(a["padding"]))
+        self.single(node, self.add(node.name, pool, node.inputs))
+
+    def op_maxpool2d(self, node: Node):
+        x = self.graph.node(node.inputs[0]).type
+        a = node.attrs
+        if x.kind != "binary":
+            _refuse(node, f"max-pool over {x.kind} values: only a max over binary spikes (an OR) has an exact "
+                    "NIR form")
+        if a.get("ceil_mode"):
+            _refuse(node, "ceil_mode=True has no Conv2d form")
+        c, k = x.shape[0], tuple(a["kernel"])
+        window = self.conv(node, f"{node.name}.window", node.inputs, x.shape, np.ones((c, 1) + k), np.zeros(c),
+                           a["stride"], a["padding"], a.get("dilation", (1, 1)), c)
+        shape = node.type.shape
+        lif = nir.LIF(tau=np.full(shape, self.dt), r=np.ones(shape), v_leak=np.zeros(shape),
+                      v_threshold=np.full(shape, 0.5), v_reset=np.zeros(shape))
+        name = self.add(node.name, lif)
+        self.edges.append((window, name))
+        self.single(node, name)
+        self.notes.append(f"{node.name}: max-pool over binary spikes as an all-ones window sum firing on > 0.5")
+
+    def op_windowsum(self, node: Node):
+        x = self.graph.node(node.inputs[0]).type
+        k, d = node.attrs["kernel"], node.attrs["dilation"]
+        c = x.shape[0]
+        self.single(node, self.conv(node, node.name, node.inputs, x.shape, np.ones((c, 1, k, k)), np.zeros(c), 1,
+                                    d * (k - 1) // 2, d, c))
+
+    def op_flatten(self, node: Node):
+        x = self.graph.node(node.inputs[0]).type
+        start, end = node.attrs["start"], node.attrs["end"]
+        end = end % len(x.shape)
+        flat = nir.Flatten(input_type={"input": np.array(x.shape)}, start_dim=start, end_dim=end)
+        self.single(node, self.add(node.name, flat, node.inputs))
+
+    def op_delay(self, node: Node):
+        delay = nir.Delay(delay=np.full(node.type.shape, node.attrs["steps"] * self.dt))
+        self.single(node, self.add(node.name, delay, node.inputs))
+
+    def op_add(self, node: Node):
+        a, b = (self.sources[i] for i in node.inputs)
+        shared = set(a) & set(b)
+        for s in sorted(shared):  # x + x: route one copy through an identity so no edge repeats
+            copy = self.channel_affine(node, f"{node.name}.copy", (), 1.0, 0.0, node.type.shape)
+            self.edges.append((s, copy))
+            b = [copy if t == s else t for t in b]
+        self.sources[node.name] = list(a) + list(b)
+
+    def op_scale(self, node: Node):
+        name = self.channel_affine(node, node.name, node.inputs, node.attrs["a"], node.attrs["b"], node.type.shape)
+        self.single(node, name)
+
+    def op_batchnorm(self, node: Node):
+        p = node.params
+        scale = p["gamma"] / np.sqrt(p["var"] + node.attrs["eps"])
+        shift = p["beta"] - p["mean"] * scale
+        self.single(node, self.channel_affine(node, node.name, node.inputs, scale, shift, node.type.shape))
+        self.notes.append(f"{node.name}: batch norm as a per-channel affine (equal to ~1e-16 relative)")
+
+    def op_tdm(self, node: Node):
+        lam = np.asarray(node.params["lam"], dtype=np.float64)
+        shape = node.type.shape
+        prev = self.add(f"{node.name}.prev", nir.Delay(delay=np.full(shape, self.dt)), node.inputs)
+        self.sources[f"{node.name}.prev"] = [prev]
+        now = self.channel_affine(node, f"{node.name}.now", node.inputs, 1 + lam, 0.0, shape)
+        past = self.channel_affine(node, f"{node.name}.past", (f"{node.name}.prev",), -lam, 0.0, shape)
+        self.sources[node.name] = [now, past]
+        self.notes.append(f"{node.name}: TDM as (1+lambda) x_t + (-lambda) Delay(x)_t")
+
+    # -- neurons -----------------------------------------------------------------------------
+    def op_lif(self, node: Node):
+        p = {k: np.asarray(v, dtype=np.float64) for k, v in node.params.items()}
+        beta, alpha, bias, theta, v_reset = (self.per_neuron(node, p[k]) for k in
+                                             ("beta", "alpha", "bias", "threshold", "v_reset"))
+        membrane = node.attrs.get("output", "spikes") == "membrane"
+        reset = node.attrs["reset"]
+        if ((beta < 0) | (beta > 1)).any():
+            _refuse(node, f"beta outside [0, 1] (min {beta.min():g}, max {beta.max():g}) is not a NIR leak")
+        if (alpha == 0).any():
+            _refuse(node, "alpha = 0 disconnects the neuron's input; NIR's r = 0 cannot carry the reset form")
+        if reset == "subtract" and (beta == 0).all():
+            reset = "zero"  # no memory: the reset never reaches the next step (and v_reset is unused)
+            v_reset = np.zeros_like(v_reset)
+        key = ("lif", node.inputs, tuple(sorted((k, v.tobytes()) for k, v in p.items())), node.attrs["reset"])
+        known = self.neurons.setdefault(key, {})
+        if reset == "zero":
+            if membrane:
+                _refuse(node, "the membrane of a hard-reset neuron is not an output of a NIR neuron",
+                        "read the membrane of a subtract-reset neuron, or read spikes")
+            if "spikes" in known:
+                return self.single(node, known["spikes"])
+            name = self._hard_reset(node, beta, alpha, bias, theta, v_reset)
+            known["spikes"] = name
+            return self.single(node, name)
+        if "membrane" not in known:
+            known["membrane"], known["spikes"] = self._subtract_reset(node, beta, alpha, bias, theta)
+        self.single(node, known["membrane" if membrane else "spikes"])
+
+    def _hard_reset(self, node, beta, alpha, bias, theta, v_reset) -> str:
+        below = np.nextafter(theta, -np.inf)
+        if (beta == 1).all():
+            if (bias != 0).any():
+                _refuse(node, "a non-leaky (beta = 1) neuron with a bias: NIR IF has no constant input term")
+            r = alpha / self.dt
+            lif = nir.IF(r=r, v_threshold=below, v_reset=v_reset.copy())
+            self.notes.append(f"{node.name}: hard-reset IF (beta = 1) as NIR IF with r = alpha/dt")
+            return self.add(node.name, lif, node.inputs)
+        if (beta == 1).any():
+            _refuse(node, "beta = 1 on some channels and < 1 on others: neither NIR LIF nor IF covers both")
+        tau, ok_tau = tau_for(beta, self.dt)
+        r = alpha.copy()
+        gain = (r * self.dt) / tau  # as snnTorch computes w_scale = r * dt / tau
+        target = below if (alpha == 1).all() else np.nextafter(theta / alpha, -np.inf)
+        v_th, ok_th = threshold_for(target, gain)
+        self.exact_params &= ok_tau and ok_th
+        lif = nir.LIF(tau=tau, r=r, v_leak=bias.copy(), v_threshold=v_th, v_reset=v_reset * (1.0 - beta))
+        return self.add(node.name, lif, node.inputs)
+
+    def _subtract_reset(self, node, beta, alpha, bias, theta) -> tuple[str, str]:
+        shape = node.type.shape
+        if (beta == 1).all():
+            if (bias != 0).any():
+                _refuse(node, "a non-leaky (beta = 1) subtract-reset neuron with a bias: NIR I has no constant "
+                        "input term")
+            state = nir.I(r=alpha / self.dt)
+            fb = -theta / alpha
+        elif (beta == 1).any():
+            _refuse(node, "beta = 1 on some channels and < 1 on others: neither NIR LI nor I covers both")
+        else:
+            tau, ok = tau_for(beta, self.dt)
+            self.exact_params &= ok
+            state = nir.LI(tau=tau, r=alpha / (1.0 - beta), v_leak=bias / (1.0 - beta))
+            fb = -beta * theta / alpha
+        li = self.add(f"{node.name}.li", state, node.inputs)
+        spikes = self.add(node.name, nir.Threshold(threshold=np.nextafter(theta, -np.inf)))
+        self.edges.append((li, spikes))
+        per_channel = fb.reshape(shape[0], -1)
+        if not (per_channel == per_channel[:, :1]).all():
+            _refuse(node, "the reset feedback varies within a channel")
+        self.sources[f"{node.name}.fb_src"] = [spikes]
+        feedback = self.channel_affine(node, f"{node.name}.reset", (f"{node.name}.fb_src",), per_channel[:, 0], 0.0,
+                                       shape)
+        del self.sources[f"{node.name}.fb_src"]
+        self.edges.append((feedback, li))
+        self.notes.append(f"{node.name}: subtract reset as LI + Threshold + a feedback of -beta*theta/alpha "
+                          "(read one step late)")
+        return li, spikes
+
+
+def export(graph: Graph, dt: float = DT) -> Exported:
+    """Export ``graph`` (the IR after passes) to NIR; raises UnsupportedOp naming the first inexpressible node."""
+    if not dt > 0:
+        raise UnsupportedOp(f"dt must be positive, got {dt}", where="NIR export")
+    return _Exporter(graph, dt).run()
+
+
+def metadata(graph: Graph, ex: Exported, dt: float) -> dict:
+    """What a reader needs to run the file as the source ran: dt, discretization, firing convention, names."""
+    import json
+    mapping = {"carriers": ex.carriers, "sources": {k: v for k, v in ex.sources.items()}, "outputs": ex.outputs,
+               "output_shapes": {o: list(graph.node(o).type.shape) for o in graph.outputs},
+               "notes": ex.notes, "bit_exact_params": ex.bit_exact_params}
+    return {"format": FORMAT, "version": VERSION, "dt": float(dt), "time_unit": "s", "scheme": SCHEME,
+            "discretization": DISCRETIZATION, "firing": FIRING, "initial_state": "all neuron states start at 0",
+            "source": str(graph.meta.get("source", "")), "spikec": json.dumps(mapping, sort_keys=True)}
+
+
+def export_graph(graph: Graph, dt: float = DT) -> Exported:
+    """``export`` with the graph's metadata filled in (what the NIR target writes)."""
+    ex = export(graph, dt)
+    ex.graph.metadata = metadata(graph, ex, dt)
+    return ex

@@ -1,0 +1,196 @@
+"""ONNX target (``--target onnx``): the deployed IR as ``OUTDIR/model.onnx``, checked in onnxruntime.
+
+Form: **multi-step, one fused graph over a fixed T.** The model takes every IR input as
+``[T, B, *shape]`` (T fixed at export to the verification inputs' T, B symbolic) and returns every
+IR output as ``[T_v, B, *shape]`` (``T_v = T * substeps`` for outputs on virtual sub-steps). Stateless
+ops (convolution, linear, pooling, BN, DS-MPA, ...) run once over all steps and samples; each
+neuron's recurrence is unrolled over the T steps (Split along time, the update written out step
+by step, Concat back), so there are no state inputs/outputs and no Loop/Scan subgraphs. Why: the
+deployed graphs already depend on T (BNTT statistics and bias schedules are per step), unrolling
+keeps every ONNX node a plain tensor op that onnx.checker can type and onnxruntime can optimize,
+and the synaptic work runs as one batched op over ``T * B`` instead of T small ones.
+
+Arithmetic: float64 (ONNX DOUBLE), opset 21. Element-wise arithmetic mirrors the reference
+interpreter's kernels operation by operation, so neuron updates are bit-identical given the same
+inputs; convolutions / matmuls (which onnxruntime has no float64 Conv for, see ``emitters.py``)
+are im2col + MatMul, whose summation order differs from torch's by a few ulp. Verification runs
+the written file and compares every IR node exposed as an ONNX value (each tensor is named
+after its IR node): spikes must be identical, real values within 1e-9 relative (checker.py), and
+the model as written (graph outputs only) must give the same outputs. The report states the
+smallest firing margin ``|U - threshold|`` seen, i.e. how far the ulp-level differences were from
+deciding a spike. A float32 variant (``export(..., dtype="float32")``, native Conv) exists for
+speed; it is not claimed exact.
+
+Every IR op needs an emitter (``emitters.py``, one function per op); a graph with an op that has
+none is refused with ``UnsupportedOp`` naming the node.
+"""
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from spikec.compiler.checker import Comparison
+from spikec.compiler.errors import BadInput, UnsupportedOp
+from spikec.compiler.interpreter import Trace
+from spikec.compiler.ir import Graph
+from spikec.compiler.verify import verify
+from spikec.targets import TargetResult, register_target
+from spikec.targets.onnx.builder import BATCH, DTYPES, IR_VERSION, OPSET, Builder, where
+from spikec.targets.onnx.emitters import EMITTERS, register_emitter
+
+__all__ = ["export", "run_model", "check_model_against", "register_emitter", "FILE", "FORM", "OPSET"]
+
+FILE = "model.onnx"
+FORM = "multi-step"
+FORM_DETAIL = ("one graph over [T, B, ...] with T fixed at export and B symbolic; neuron recurrences unrolled "
+               "over T (no state inputs/outputs); stateless ops batched over T*B")
+NEURONS = ("lif", "intfire", "intfire_unrolled", "silif", "csilif")
+
+
+def export(graph: Graph, steps: int, dtype: str = "float64") -> onnx.ModelProto:
+    """The ONNX model of ``graph`` for ``steps`` physical time steps; passes ``onnx.checker`` (full check)."""
+    verify(graph, "before ONNX export")
+    for node in graph.nodes:
+        if node.op != "input" and node.op not in EMITTERS:
+            raise UnsupportedOp(f"op {node.op!r} has no ONNX form in spikec", where=where(node),
+                                remedy="compile without --target onnx, or add an emitter for it "
+                                       "(spikec/targets/onnx/emitters.py, register_emitter)")
+    b = Builder(graph, steps, dtype)
+    for node in graph.nodes:
+        if node.op == "input":
+            continue
+        out = EMITTERS[node.op](b, node, *node.inputs)
+        if out != node.name:
+            b.op("Identity", [out], out=node.name)
+    for o in graph.outputs:
+        if graph.node(o).op == "input":
+            raise UnsupportedOp("a graph output that is a graph input has no ONNX form here", where=f"output {o!r}")
+    meta = {"spikec.form": FORM, "spikec.steps": steps, "spikec.dtype": dtype,
+            "spikec.time_axis": "inputs [T, B, ...]; an output on D virtual sub-steps is [T*D, B, ...]"}
+    model = b.model(f"spikec {FORM} export, T={steps}, {dtype}: {FORM_DETAIL}", meta)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _feeds(graph: Graph, inputs, np_dtype) -> dict[str, np.ndarray]:
+    names = [n.name for n in graph.inputs]
+    if not isinstance(inputs, dict):
+        if len(names) != 1:
+            raise BadInput(f"the graph has {len(names)} inputs {names}; pass a dict name -> array")
+        inputs = {names[0]: inputs}
+    return {n: np.ascontiguousarray(np.asarray(inputs[n]), dtype=np_dtype) for n in names}
+
+
+def _steps(graph: Graph, feeds: dict) -> int:
+    n = graph.inputs[0]
+    return feeds[n.name].shape[0] // n.type.substeps
+
+
+def with_probes(model: onnx.ModelProto, graph: Graph, names) -> onnx.ModelProto:
+    """A copy of ``model`` that also outputs the IR values ``names`` (each ONNX tensor is named after its node)."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    elem = model.graph.input[0].type.tensor_type.elem_type
+    steps = model.graph.input[0].type.tensor_type.shape.dim[0].dim_value // graph.inputs[0].type.substeps
+    present = {o.name for o in probe.graph.output}
+    for name in names:
+        if name not in present:
+            t = graph.node(name).type
+            probe.graph.output.append(helper.make_tensor_value_info(name, elem, [steps * t.substeps, BATCH, *t.shape]))
+    return probe
+
+
+def run_model(model: onnx.ModelProto | bytes, feeds: dict, threads: int | None = None) -> dict[str, np.ndarray]:
+    """Run ``model`` in onnxruntime (CPU): every graph output by name."""
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    if threads:
+        opts.intra_op_num_threads = threads
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, feeds)))
+
+
+def check_model_against(model: onnx.ModelProto, graph: Graph, inputs, reference: Trace) -> dict:
+    """Run ``model`` as written and with every IR value exposed; compare with the interpreter's ``reference``.
+
+    Returns the checker summary (``equivalent``, ``spikes_compared``, ...) plus the target's own fields.
+    """
+    np_dtype = {v[1]: v[0] for v in DTYPES.values()}[model.graph.input[0].type.tensor_type.elem_type]
+    feeds = _feeds(graph, inputs, np_dtype)
+    fixed = model.graph.input[0].type.tensor_type.shape.dim[0].dim_value
+    given = next(iter(feeds.values())).shape[0]
+    if fixed != given:
+        raise BadInput(f"{FILE} is exported for T={fixed} steps; the inputs have T={given}",
+                       remedy=f"verify with inputs of T={fixed}, or recompile with these inputs")
+    plain = run_model(model, feeds)
+    nodes = [n for n in graph.nodes if n.op != "input"]
+    probed = run_model(with_probes(model, graph, [n.name for n in nodes]), feeds)
+
+    cmp = Comparison()
+    for n in nodes:
+        cmp.add(n.name, reference.values[n.name], probed[n.name], n.type.is_spike, reference.margins.get(n.name))
+    outputs = Comparison()
+    for o in graph.outputs:
+        outputs.add(o, reference.values[o], plain[o], graph.node(o).type.is_spike, reference.margins.get(o))
+    same = all(np.array_equal(plain[o], probed[o]) for o in graph.outputs)
+    margins = [reference.margins[n.name] for n in nodes if n.name in reference.margins
+               and reference.margins[n.name].size]
+    summary = cmp.summary()
+    summary.update({
+        "equivalent": cmp.equivalent and outputs.equivalent,
+        "spike_exact": cmp.spike_mismatches == 0 and outputs.spike_mismatches == 0,
+        "outputs_compared": list(graph.outputs),
+        "outputs": outputs.summary(),
+        "neurons_compared": sum(1 for n in nodes if n.op in NEURONS),
+        "probe_outputs_match_plain": same,
+        "min_firing_margin": min((float(m.min()) for m in margins), default=None),
+    })
+    summary["equivalent"] = summary["equivalent"] and same
+    return summary
+
+
+def onnx_target(graph: Graph, inputs, reference: Trace, options: dict) -> TargetResult:
+    start = time.perf_counter()
+    dtype = (options or {}).get("onnx_dtype", "float64")
+    steps = _steps(graph, _feeds(graph, inputs, np.float64))
+    model = export(graph, steps, dtype)
+    data = model.SerializeToString()
+    result = check_model_against(model, graph, inputs, reference)
+    import onnxruntime as ort
+    report = {
+        "name": "onnx", "file": FILE, "form": FORM, "form_detail": FORM_DETAIL, "opset": OPSET,
+        "ir_version": IR_VERSION, "dtype": dtype, "steps": steps, "batch": BATCH + " (symbolic)",
+        "onnx_nodes": len(model.graph.node), "initializers": len(model.graph.initializer), "bytes": len(data),
+        "checker": "onnx.checker.check_model(full_check=True) passed",
+        "runtime": f"onnxruntime {ort.__version__} CPUExecutionProvider",
+        **{k: result[k] for k in ("spike_exact", "equivalent", "outputs_compared", "nodes_compared",
+                                  "neurons_compared", "spikes_compared", "values_compared", "spike_mismatches",
+                                  "real_mismatches", "max_rel_diff", "min_firing_margin",
+                                  "probe_outputs_match_plain", "first_mismatches")},
+        "outputs": result["outputs"],
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+    return TargetResult(report, bool(result["equivalent"]), {FILE: lambda path: Path(path).write_bytes(data)})
+
+
+def verify_outdir(outdir, graph: Graph, inputs, reference: Trace) -> dict:
+    """``spikec verify``: re-run ``OUTDIR/model.onnx`` as written; a file that fails to load or run fails."""
+    path = Path(outdir) / FILE
+    try:
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as e:  # missing, truncated or invalid file: not equivalent, with the reason
+        return {"equivalent": False, "error": f"{path} does not load or fails onnx.checker: {type(e).__name__}: {e}"}
+    try:
+        return check_model_against(model, graph, inputs, reference)
+    except BadInput:
+        raise
+    except Exception as e:
+        return {"equivalent": False, "error": f"onnxruntime could not run {path}: {type(e).__name__}: {e}"}
+
+
+register_target("onnx", onnx_target, verify=verify_outdir)

@@ -1,0 +1,446 @@
+"""One ONNX emitter per IR op: ``fn(builder, node, *input_names) -> name of the node's value``.
+
+Each emitter repeats the arithmetic of its reference-interpreter kernel in the same order, one ONNX
+node per torch operation (``beta * h + alpha * x + bias`` is Mul, Mul, Add, Add), so element-wise
+results are bit-identical in float64. Reductions (conv, linear, matmul) cannot fix their summation
+order in ONNX: they agree to a few ulp, which the verification measures.
+
+onnxruntime (CPU) has no float64 Conv, AveragePool or Elu: in float64, a convolution is lowered to
+im2col (strided Slices + Concat) and one MatMul, an average pool to a sum of strided Slices in
+torch's window order divided by torch's divisor, ELU to ``Where(z <= 0, Exp(z) - 1, z)``. In the
+float32 variant (fast, not exact) the native ONNX ops are used.
+
+Add an op with ``@emitter("op")`` (or ``register_emitter``) next to its interpreter kernel's meaning.
+"""
+from typing import Callable
+
+import numpy as np
+
+from spikec.compiler.errors import BadInput
+from spikec.compiler.ir import Node
+from spikec.targets.onnx.builder import Builder, where
+
+EMITTERS: dict[str, Callable] = {}
+
+
+def register_emitter(op: str, fn: Callable) -> None:
+    """Give IR op ``op`` its ONNX form: ``fn(builder, node, *input_names) -> output name``."""
+    EMITTERS[op] = fn
+
+
+def emitter(op: str):
+    def deco(fn):
+        register_emitter(op, fn)
+        return fn
+    return deco
+
+
+def _param(b: Builder, node: Node, key: str, shape=None) -> str:
+    """A neuron / affine parameter as a broadcastable constant (scalar or per channel)."""
+    return b.per_channel(node.params[key], shape or node.type.shape, f"{node.name}.{key}")
+
+
+def _steps_must_match(b: Builder, node: Node, rows: int, what: str) -> None:
+    if rows != b.steps:
+        raise BadInput(f"{what} holds T={rows} steps; the ONNX model is exported for T={b.steps}",
+                       where=where(node), remedy=f"compile with --steps {rows}")
+
+
+def delayed(b: Builder, x: str, k: int, length: int, hint: str) -> str:
+    """``y_t = x_{t-k}``, zero for ``t < k``, over a time axis of ``length`` (the interpreter's delay)."""
+    k = min(k, length)
+    if k == 0:
+        return b.op("Identity", [x], hint=hint)
+    if k == length:
+        return b.op("ConstantOfShape", [b.op("Shape", [x], hint=f"{hint}/shape")], hint=hint,
+                    value=np_tensor(np.zeros(1, dtype=b.np_dtype)))
+    head = b.op("Slice", [x, b.ints([0]), b.ints([length - k]), b.ints([0])], hint=f"{hint}/head")
+    return b.op("Pad", [head, b.ints([k, 0]), b.const(0.0, "zero"), b.ints([0])], hint=hint)
+
+
+def np_tensor(a):
+    from onnx import numpy_helper
+    return numpy_helper.from_array(a)
+
+
+# -- synaptic ---------------------------------------------------------------------------
+def _windows(b: Builder, x: str, kernel, stride, dilation, out_hw, pads, pad_value: float, hint: str) -> list[str]:
+    """Strided slices of ``x`` [T, B, C, H, W] (padded by ``pads`` = (top, left, bottom, right)), one per
+    kernel offset in row-major order; each is ``[T, B, C, Ho, Wo]``: slice ``(i, j)`` holds
+    ``x[.., oh * sh + i * dh - top, ow * sw + j * dw - left]``."""
+    (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, stride, dilation, out_hw
+    if any(pads):
+        top, left, bottom, right = pads
+        x = b.op("Pad", [x, b.ints([top, left, bottom, right]), b.const(pad_value, f"pad{pad_value}"),
+                         b.ints([3, 4])], hint=f"{hint}/pad")
+    if (kh, kw, sh, sw) == (1, 1, 1, 1):
+        return [x]
+    out = []
+    for i in range(kh):
+        for j in range(kw):
+            starts = [i * dh, j * dw]
+            ends = [i * dh + sh * (ho - 1) + 1, j * dw + sw * (wo - 1) + 1]
+            out.append(b.op("Slice", [x, b.ints(starts), b.ints(ends), b.ints([3, 4]), b.ints([sh, sw])],
+                            hint=f"{hint}/win{i}_{j}"))
+    return out
+
+
+def _sum_chain(b: Builder, terms: list[str], hint: str) -> str:
+    """``((t0 + t1) + t2) + ..``: a sequential sum, the order torch's window loops use."""
+    acc = terms[0]
+    for k, t in enumerate(terms[1:], start=1):
+        acc = b.op("Add", [acc, t], hint=f"{hint}/acc{k}")
+    return acc
+
+
+@emitter("conv2d")
+def conv2d(b: Builder, node: Node, x: str) -> str:
+    a, w = node.attrs, node.params["weight"]
+    bias = node.params.get("bias")
+    co, cg, kh, kw = w.shape
+    groups = a["groups"]
+    (ph, pw), (ho, wo) = a["padding"], node.type.shape[1:]
+    t, (c, h, wd) = b.time_len(x), b.shape(x)
+    if b.dtype == "float32":  # native Conv (onnxruntime has it for float32 only)
+        flat = b.reshape(x, [-1, c, h, wd], hint=f"{node.name}/flat")
+        ins = [flat, b.const(w, f"{node.name}.weight")] + ([b.const(bias, f"{node.name}.bias")] if bias is not None
+                                                             else [])
+        y = b.op("Conv", ins, hint=f"{node.name}/conv", strides=list(a["stride"]), pads=[ph, pw, ph, pw],
+                 dilations=list(a["dilation"]), group=groups, kernel_shape=[kh, kw])
+        return b.reshape(y, [t, -1, co, ho, wo], out=node.name)
+    # float64: im2col [T, B, C, kh*kw, Ho, Wo] -> [T, B, G, Cg*k, L], one MatMul with the (G, Co/G, Cg*k) weight
+    wins = _windows(b, x, (kh, kw), a["stride"], a["dilation"], (ho, wo), (ph, pw, ph, pw), 0.0, node.name)
+    if len(wins) > 1:
+        cols = b.op("Concat", [b.op("Unsqueeze", [s, b.ints([3])], hint=f"{s}/u") for s in wins],
+                    hint=f"{node.name}/cols", axis=3)
+    else:
+        cols = wins[0]
+    k = cg * kh * kw
+    if groups == 1:
+        cols = b.reshape(cols, [t, -1, k, ho * wo], hint=f"{node.name}/im2col")
+        wmat = b.const(w.reshape(co, k), f"{node.name}.weight")
+    else:
+        cols = b.reshape(cols, [t, -1, groups, k, ho * wo], hint=f"{node.name}/im2col")
+        wmat = b.const(w.reshape(groups, co // groups, k), f"{node.name}.weight")
+    y = b.op("MatMul", [wmat, cols], hint=f"{node.name}/matmul")
+    if bias is not None:
+        if groups != 1:
+            y = b.reshape(y, [t, -1, co, ho * wo], hint=f"{node.name}/rows")
+        y = b.op("Add", [y, b.const(bias.reshape(co, 1), f"{node.name}.bias")], hint=f"{node.name}/bias")
+    return b.reshape(y, [t, -1, co, ho, wo], out=node.name)
+
+
+@emitter("linear")
+def linear(b: Builder, node: Node, x: str) -> str:
+    w, bias = node.params["weight"], node.params.get("bias")
+    y = b.op("MatMul", [x, b.const(np.ascontiguousarray(w.T), f"{node.name}.weight_t")],
+             out=None if bias is not None else node.name, hint=f"{node.name}/matmul")
+    if bias is None:
+        return y
+    return b.op("Add", [y, b.const(bias, f"{node.name}.bias")], out=node.name)
+
+
+@emitter("windowsum")
+def windowsum(b: Builder, node: Node, x: str) -> str:
+    k, d = node.attrs["kernel"], node.attrs["dilation"]
+    p = d * (k - 1) // 2
+    wins = _windows(b, x, (k, k), (1, 1), (d, d), node.type.shape[1:], (p, p, p, p), 0.0, node.name)
+    return b.op("Identity", [_sum_chain(b, wins, node.name)], out=node.name)
+
+
+# -- normalization, affine, pooling, structure -----------------------------------------
+@emitter("batchnorm")
+def batchnorm(b: Builder, node: Node, x: str) -> str:
+    """torch's inference BN: ``alpha = (1 / sqrt(var + eps)) * gamma``, ``x * alpha + (beta - mean * alpha)``."""
+    p = node.params
+    alpha = (1.0 / np.sqrt(p["var"] + node.attrs["eps"])) * p["gamma"]
+    shift = p["beta"] - p["mean"] * alpha
+    shape = node.type.shape
+    y = b.op("Mul", [x, b.per_channel(alpha, shape, f"{node.name}.alpha")], hint=f"{node.name}/scaled")
+    return b.op("Add", [y, b.per_channel(shift, shape, f"{node.name}.shift")], out=node.name)
+
+
+@emitter("bntt")
+def bntt(b: Builder, node: Node, x: str) -> str:
+    p = node.params
+    _steps_must_match(b, node, p["gamma"].shape[0], "the BNTT statistics")
+    scale = p["gamma"] / np.sqrt(p["var"] + node.attrs["eps"])
+    shift = p["beta"] - p["mean"] * scale
+    shape = node.type.shape
+    y = b.op("Mul", [x, b.per_step(scale, shape, f"{node.name}.scale")], hint=f"{node.name}/scaled")
+    return b.op("Add", [y, b.per_step(shift, shape, f"{node.name}.shift")], out=node.name)
+
+
+@emitter("step_bias")
+def step_bias(b: Builder, node: Node, x: str) -> str:
+    _steps_must_match(b, node, node.params["bias"].shape[0], "the bias schedule")
+    return b.op("Add", [x, b.per_step(node.params["bias"], node.type.shape, f"{node.name}.bias")], out=node.name)
+
+
+@emitter("tdm")
+def tdm(b: Builder, node: Node, x: str) -> str:
+    lam = node.params["lam"]
+    prev = delayed(b, x, 1, b.time_len(x), f"{node.name}/prev")
+    now = b.op("Mul", [b.per_channel(1 + lam, node.type.shape, f"{node.name}.one_plus_lam"), x],
+               hint=f"{node.name}/now")
+    past = b.op("Mul", [_param(b, node, "lam"), prev], hint=f"{node.name}/past")
+    return b.op("Sub", [now, past], out=node.name)
+
+
+@emitter("scale")
+def scale(b: Builder, node: Node, x: str) -> str:
+    y = b.op("Mul", [x, b.const(node.attrs["a"], "a")], hint=f"{node.name}/mul")
+    return b.op("Add", [y, b.const(node.attrs["b"], "b")], out=node.name)
+
+
+@emitter("avgpool2d")
+def avgpool2d(b: Builder, node: Node, x: str) -> str:
+    a = node.attrs
+    (kh, kw), (sh, sw), (ph, pw) = a["kernel"], a["stride"], a["padding"]
+    t, (c, h, w), (_, ho, wo) = b.time_len(x), b.shape(x), node.type.shape
+    if b.dtype == "float32":
+        flat = b.reshape(x, [-1, c, h, w], hint=f"{node.name}/flat")
+        y = b.op("AveragePool", [flat], hint=f"{node.name}/pool", kernel_shape=[kh, kw], strides=[sh, sw],
+                 pads=[ph, pw, ph, pw], ceil_mode=int(a["ceil_mode"]), count_include_pad=int(a["count_include_pad"]))
+        return b.reshape(y, [t, -1, c, ho, wo], out=node.name)
+    # torch (cpu_avg_pool2d): sum the window's in-bounds elements in row-major order, divide by the divisor
+    divisor = _avgpool_divisor(h, w, (kh, kw), (sh, sw), (ph, pw), (ho, wo), a["count_include_pad"])
+    bottom, right = max(0, (ho - 1) * sh + kh - h - ph), max(0, (wo - 1) * sw + kw - w - pw)
+    wins = _windows(b, x, (kh, kw), (sh, sw), (1, 1), (ho, wo), (ph, pw, bottom, right), 0.0, node.name)
+    total = _sum_chain(b, wins, node.name)
+    return b.op("Div", [total, b.const(divisor, f"{node.name}.divisor")], out=node.name)
+
+
+def _avgpool_divisor(h, w, kernel, stride, padding, out_hw, count_include_pad) -> np.ndarray:
+    """torch's per-window divisor: the window clipped to the padded input, or to the input itself."""
+    def sizes(size, k, s, p, n):
+        full, inner = [], []
+        for o in range(n):
+            start = o * s - p
+            end = min(start + k, size + p)
+            full.append(end - start)
+            inner.append(min(end, size) - max(start, 0))
+        return np.array(full), np.array(inner)
+    fh, ih = sizes(h, kernel[0], stride[0], padding[0], out_hw[0])
+    fw, iw = sizes(w, kernel[1], stride[1], padding[1], out_hw[1])
+    return (np.outer(fh, fw) if count_include_pad else np.outer(ih, iw)).astype(np.float64)
+
+
+@emitter("maxpool2d")
+def maxpool2d(b: Builder, node: Node, x: str) -> str:
+    a = node.attrs
+    t, (c, h, w), (_, ho, wo) = b.time_len(x), b.shape(x), node.type.shape
+    (ph, pw) = a["padding"]
+    flat = b.reshape(x, [-1, c, h, w], hint=f"{node.name}/flat")
+    y = b.op("MaxPool", [flat], hint=f"{node.name}/pool", kernel_shape=list(a["kernel"]), strides=list(a["stride"]),
+             pads=[ph, pw, ph, pw], dilations=list(a.get("dilation", (1, 1))), ceil_mode=int(a.get("ceil_mode", False)))
+    return b.reshape(y, [t, -1, c, ho, wo], out=node.name)
+
+
+@emitter("flatten")
+def flatten(b: Builder, node: Node, x: str) -> str:
+    return b.reshape(x, [0, 0, *node.type.shape], out=node.name)
+
+
+@emitter("relu")
+def relu(b: Builder, node: Node, x: str) -> str:
+    return b.op("Relu", [x], out=node.name)
+
+
+@emitter("add")
+def add(b: Builder, node: Node, x: str, y: str) -> str:
+    return b.op("Add", [x, y], out=node.name)
+
+
+@emitter("mul")
+def mul(b: Builder, node: Node, x: str, y: str) -> str:
+    return b.op("Mul", [x, y], out=node.name)
+
+
+@emitter("delay")
+def delay(b: Builder, node: Node, x: str) -> str:
+    y = delayed(b, x, node.attrs["steps"] * node.type.substeps, b.time_len(x), f"{node.name}/delayed")
+    return b.op("Identity", [y], out=node.name)
+
+
+@emitter("substep_sum")
+def substep_sum(b: Builder, node: Node, x: str) -> str:
+    """Sum the D sub-steps of each physical step (``x[t*D + d]``, d = 0..D-1, in order), then add the bias."""
+    d, n = b.graph.node(x).type.substeps, b.time_len(x)
+    parts = [b.op("Slice", [x, b.ints([k]), b.ints([n]), b.ints([0]), b.ints([d])], hint=f"{node.name}/sub{k}")
+             for k in range(d)]
+    total = _sum_chain(b, parts, node.name)
+    if "bias" in node.params:
+        total = b.op("Add", [total, _param(b, node, "bias")], hint=f"{node.name}/bias")
+    return b.op("Identity", [total], out=node.name)
+
+
+# -- dense host op -----------------------------------------------------------------------
+def _phi(b: Builder, z: str, hint: str) -> str:
+    """``F.elu(z) + 1`` = ``Where(z <= 0, exp(z) - 1, z) + 1`` (onnxruntime has no float64 Elu)."""
+    one = b.const(1.0, "one")
+    neg = b.op("Sub", [b.op("Exp", [z], hint=f"{hint}/exp"), one], hint=f"{hint}/expm1")
+    le = b.op("LessOrEqual", [z, b.const(0.0, "zero")], hint=f"{hint}/le0")
+    return b.op("Add", [b.op("Where", [le, neg, z], hint=f"{hint}/elu"), one], hint=hint)
+
+
+@emitter("dsmpa")
+def dsmpa(b: Builder, node: Node, u: str, s: str, x: str) -> str:
+    """``spikec.nn.attention.ds_mpa`` per step over the H*W tokens, T and B merged."""
+    p, (c, h, w) = node.params, node.type.shape
+    flat = lambda v, tag: b.reshape(v, [-1, c, h * w], hint=f"{node.name}/{tag}")
+    uu, ss, xx = flat(u, "u"), flat(s, "s"), flat(x, "x")
+    mm = lambda w_, v, tag: b.op("MatMul", [b.const(p[w_], f"{node.name}.{w_}"), v], hint=f"{node.name}/{tag}")
+    q = _phi(b, mm("wq", uu, "wq_u"), f"{node.name}/q")
+    k = _phi(b, mm("wk", uu, "wk_u"), f"{node.name}/k")
+    v = mm("wv", ss, "v")
+    tr = lambda z, tag: b.op("Transpose", [z], hint=f"{node.name}/{tag}", perm=[0, 2, 1])
+    kv = b.op("MatMul", [k, tr(v, "vt")], hint=f"{node.name}/kv")
+    num = b.op("MatMul", [tr(kv, "kvt"), q], hint=f"{node.name}/num")
+    ksum = b.op("ReduceSum", [k, b.ints([2])], hint=f"{node.name}/ksum", keepdims=1)
+    den = b.op("MatMul", [tr(ksum, "ksumt"), q], hint=f"{node.name}/den")
+    den = b.op("Add", [den, b.const(node.attrs["eps"], f"{node.name}.eps")], hint=f"{node.name}/den_eps")
+    attn = b.op("Div", [num, den], hint=f"{node.name}/attn")
+    gated = b.op("Mul", [b.const(p["gamma"].reshape(1, -1, 1), f"{node.name}.gamma"),
+                         b.op("Mul", [attn, xx], hint=f"{node.name}/ax")], hint=f"{node.name}/gated")
+    out = b.op("Add", [xx, gated], hint=f"{node.name}/out")
+    return b.reshape(out, [b.time_len(x), -1, c, h, w], out=node.name)
+
+
+# -- neurons ----------------------------------------------------------------------------
+# A neuron is unrolled over the fixed T: its input is split into steps, the recurrence is written out
+# step by step, and the per-step spikes (or membranes) are concatenated back along time. A neuron and
+# its membrane read-out (same dynamics) share one unrolled recurrence.
+def _dynamics_key(node: Node) -> tuple:
+    attrs = tuple(sorted((k, v) for k, v in node.attrs.items() if k != "output"))
+    params = tuple(sorted((k, v.tobytes()) for k, v in node.params.items()))
+    return node.op, node.inputs, attrs, params
+
+
+def _neuron(b: Builder, node: Node, x: str, dynamics) -> str:
+    key = ("neuron", _dynamics_key(node))
+    if key not in b.cache:
+        steps = b.split_steps(x, b.time_len(x), f"{node.name}/x")
+        b.cache[key] = dynamics(b, node, steps)   # (per-step spikes, per-step membranes)
+    spikes, membrane = b.cache[key]
+    return b.stack_steps(membrane if node.attrs.get("output") == "membrane" else spikes, out=node.name)
+
+
+def _fire(b: Builder, u: str, theta: str, hint: str) -> str:
+    """``S = [U - theta >= 0]`` as 0/1."""
+    diff = b.op("Sub", [u, theta], hint=f"{hint}/diff")
+    return b.spike(b.op("GreaterOrEqual", [diff, b.const(0.0, "zero")], hint=f"{hint}/ge"), f"{hint}/s")
+
+
+@emitter("lif")
+def lif(b: Builder, node: Node, x: str) -> str:
+    def dynamics(b, node, steps):
+        beta, alpha, bias, theta, v_reset = (_param(b, node, k) for k in
+                                             ("beta", "alpha", "bias", "threshold", "v_reset"))
+        one, h, spikes, membrane = b.const(1.0, "one"), b.const(0.0, "zero"), [], []
+        for t, xt in enumerate(steps):
+            at = f"{node.name}/t{t}"
+            u = b.op("Add", [b.op("Mul", [beta, h], hint=f"{at}/bh"), b.op("Mul", [alpha, xt], hint=f"{at}/ax")],
+                     hint=f"{at}/charge")
+            u = b.op("Add", [u, bias], hint=f"{at}/u")
+            s = _fire(b, u, theta, at)
+            if t + 1 < len(steps):  # the last step's reset is never read
+                if node.attrs["reset"] == "subtract":
+                    h = b.op("Sub", [u, b.op("Mul", [theta, s], hint=f"{at}/ts")], hint=f"{at}/h")
+                else:
+                    keep = b.op("Mul", [u, b.op("Sub", [one, s], hint=f"{at}/ns")], hint=f"{at}/keep")
+                    h = b.op("Add", [keep, b.op("Mul", [v_reset, s], hint=f"{at}/vs")], hint=f"{at}/h")
+            spikes.append(s)
+            membrane.append(u)
+        return spikes, membrane
+    return _neuron(b, node, x, dynamics)
+
+
+@emitter("intfire")
+def intfire(b: Builder, node: Node, x: str) -> str:
+    def dynamics(b, node, steps):
+        beta, alpha, theta = (_param(b, node, k) for k in ("beta", "alpha", "threshold"))
+        lo, hi = b.const(0.0, "zero"), b.const(float(node.attrs["max_spikes"]), f"{node.name}.max_spikes")
+        h, spikes, membrane = b.const(0.0, "zero"), [], []
+        for t, xt in enumerate(steps):
+            at = f"{node.name}/t{t}"
+            u = b.op("Add", [b.op("Mul", [beta, h], hint=f"{at}/bh"), b.op("Mul", [alpha, xt], hint=f"{at}/ax")],
+                     hint=f"{at}/u")
+            z = b.op("Div", [u, theta], hint=f"{at}/z")
+            if node.attrs["rounding"] == "round":
+                z = b.op("Add", [z, b.const(0.5, "half")], hint=f"{at}/zh")
+            q = b.op("Clip", [b.op("Floor", [z], hint=f"{at}/floor"), lo, hi], hint=f"{at}/q")
+            if t + 1 < len(steps):
+                h = b.op("Sub", [u, b.op("Mul", [theta, q], hint=f"{at}/tq")], hint=f"{at}/h")
+            spikes.append(q)
+            membrane.append(u)
+        return spikes, membrane
+    return _neuron(b, node, x, dynamics)
+
+
+@emitter("intfire_unrolled")
+def intfire_unrolled(b: Builder, node: Node, x: str) -> str:
+    """Physical-step update, then D binary sub-steps: ``s_d = [v - theta >= 0]``, ``v -= theta * s_d``."""
+    beta, alpha, theta = (_param(b, node, k) for k in ("beta", "alpha", "threshold"))
+    d_max = node.attrs["max_spikes"]
+    rounding = node.attrs["rounding"] == "round"
+    offset = b.per_channel(node.params["threshold"] / 2, node.type.shape, f"{node.name}.half_threshold") \
+        if rounding else b.const(0.0, "zero")
+    steps = b.split_steps(x, b.time_len(x), f"{node.name}/x")
+    h, spikes = b.const(0.0, "zero"), []
+    for t, xt in enumerate(steps):
+        at = f"{node.name}/t{t}"
+        v = b.op("Add", [b.op("Mul", [beta, h], hint=f"{at}/bh"), b.op("Mul", [alpha, xt], hint=f"{at}/ax")],
+                 hint=f"{at}/u")
+        v = b.op("Add", [v, offset], hint=f"{at}/v")
+        for d in range(d_max):
+            s = _fire(b, v, theta, f"{at}/d{d}")
+            spikes.append(s)
+            if d + 1 < d_max or t + 1 < len(steps):
+                v = b.op("Sub", [v, b.op("Mul", [theta, s], hint=f"{at}/d{d}/ts")], hint=f"{at}/d{d}/v")
+        if t + 1 < len(steps):
+            h = b.op("Sub", [v, offset], hint=f"{at}/h")
+    return b.stack_steps(spikes, out=node.name)
+
+
+@emitter("silif")
+def silif(b: Builder, node: Node, x: str) -> str:
+    def dynamics(b, node, steps):
+        a, bb, v_th = (_param(b, node, k) for k in ("decay", "b", "v_th"))
+        kappa = b.const(node.attrs["kappa"], f"{node.name}.kappa")
+        u = s = b.const(0.0, "zero")
+        spikes, membrane = [], []
+        for t, xt in enumerate(steps):
+            at = f"{node.name}/t{t}"
+            z = b.op("Sub", [u, b.op("Mul", [kappa, s], hint=f"{at}/ks")], hint=f"{at}/z")
+            u = b.op("Add", [b.op("Mul", [a, z], hint=f"{at}/az"), b.op("Mul", [bb, xt], hint=f"{at}/bx")],
+                     hint=f"{at}/u")
+            s = _fire(b, u, v_th, at)
+            spikes.append(s)
+            membrane.append(u)
+        return spikes, membrane
+    return _neuron(b, node, x, dynamics)
+
+
+@emitter("csilif")
+def csilif(b: Builder, node: Node, x: str) -> str:
+    def dynamics(b, node, steps):
+        a_re, a_im, bb, v_th = (_param(b, node, k) for k in ("a_re", "a_im", "b", "v_th"))
+        kappa, two = b.const(node.attrs["kappa"], f"{node.name}.kappa"), b.const(2.0, "two")
+        m_re = m_im = s = b.const(0.0, "zero")
+        spikes, membrane = [], []
+        for t, xt in enumerate(steps):
+            at = f"{node.name}/t{t}"
+            z_re = b.op("Sub", [m_re, b.op("Mul", [kappa, s], hint=f"{at}/ks")], hint=f"{at}/z_re")
+            re = b.op("Sub", [b.op("Mul", [a_re, z_re], hint=f"{at}/ar_z"), b.op("Mul", [a_im, m_im], hint=f"{at}/ai_m")],
+                      hint=f"{at}/rot_re")
+            re = b.op("Add", [re, b.op("Mul", [bb, xt], hint=f"{at}/bx")], hint=f"{at}/m_re")
+            im = b.op("Add", [b.op("Mul", [a_re, m_im], hint=f"{at}/ar_m"), b.op("Mul", [a_im, z_re], hint=f"{at}/ai_z")],
+                      hint=f"{at}/m_im")
+            m_re, m_im = re, im
+            u = b.op("Mul", [two, m_re], hint=f"{at}/u")
+            s = _fire(b, u, v_th, at)
+            spikes.append(s)
+            membrane.append(u)
+        return spikes, membrane
+    return _neuron(b, node, x, dynamics)
