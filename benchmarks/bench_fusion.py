@@ -29,8 +29,23 @@ import sys
 import time
 from collections import defaultdict
 
-import torch
-from torch import nn
+
+def _omp_wait_policy(argv) -> str:
+    """Apply ``--omp-wait`` before torch (and with it libgomp, which reads OMP_WAIT_POLICY once) is loaded."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--omp-wait", choices=("passive", "active", "env"), default="passive")
+    choice = pre.parse_known_args(argv)[0].omp_wait
+    if choice != "env":
+        if "torch" in sys.modules and os.environ.get("OMP_WAIT_POLICY", "").lower() != choice:
+            return f"{os.environ.get('OMP_WAIT_POLICY', 'unset')} (torch was imported before --omp-wait could apply)"
+        os.environ["OMP_WAIT_POLICY"] = choice.upper()
+    return os.environ.get("OMP_WAIT_POLICY", "unset (libgomp default: spin, then sleep)")
+
+
+OMP_WAIT = _omp_wait_policy(sys.argv[1:])
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -279,6 +294,9 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--density", type=float, default=0.1, help="fraction of input events that are 1")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--omp-wait", choices=("passive", "active", "env"), default="passive",
+                   help="OMP_WAIT_POLICY for torch's OpenMP threads (default passive: robust when the cores are "
+                        "shared with other processes; 'env' leaves the environment alone)")
     args = p.parse_args(argv)
 
     if args.quick:
@@ -305,7 +323,7 @@ def main(argv=None):
     n_train = sum(p.numel() for p in train.parameters())
     n_fused = sum(p.numel() for p in fused.parameters())
     print(f"torch {torch.__version__}, {platform.machine()}, {os.cpu_count()} CPUs visible, "
-          f"torch.get_num_threads() = {torch.get_num_threads()}, load average {load()}")
+          f"torch.get_num_threads() = {torch.get_num_threads()}, OMP_WAIT_POLICY {OMP_WAIT}, load average {load()}")
     print(f"model: RIPE backbone, published widths (32, 64, 128), DS-MPA on; T = {steps}, batch {batch}, "
           f"{hw}x{hw}, input [{steps}, {batch}, 2, {hw}, {hw}] binary events (density {args.density})")
     print(f"parameters: training graph {n_train:,}, fused graph {n_fused:,}; "

@@ -21,7 +21,7 @@ What is compared is the whole forward pass (input spikes to logits) of each: PyT
 line — and PyTorch float32 vs ONNX float32 (same precision). The last line prints both speed-ups.
 
     .venv/bin/python benchmarks/bench_onnx.py            # T=10, batch 8, 128x128 (~2-4 min on 2 cores)
-    .venv/bin/python benchmarks/bench_onnx.py --quick    # T=2, 3 rounds (under a minute)
+    .venv/bin/python benchmarks/bench_onnx.py --quick    # T=2, 3 rounds (about a minute)
 """
 import argparse
 import os
@@ -54,14 +54,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=10, help="T of the published model (default 10)")
     ap.add_argument("--batch", type=int, default=8, help="timed batch (default 8)")
-    ap.add_argument("--verify-batch", type=int, default=2, help="batch of the spikec verification inputs")
+    ap.add_argument("--verify-batch", type=int, default=1, help="batch of the spikec verification inputs")
     ap.add_argument("--rounds", type=int, default=5, help="alternating timed rounds")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads for both runtimes")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="T=2, verification batch 1, 3 rounds (a smoke run)")
+    ap.add_argument("--quick", action="store_true", help="T=2, 3 rounds (a smoke run)")
     args = ap.parse_args()
     if args.quick:
-        args.steps, args.verify_batch, args.rounds = 2, 1, 3
+        args.steps, args.rounds = 2, 3
     os.environ[STEPS_ENV] = str(args.steps)
 
     import onnxruntime as ort
@@ -69,9 +69,9 @@ def main():
     from spikec.compiler.interpreter import run
     from spikec.targets.onnx import check_model_against, export
 
-    torch.set_num_threads(args.threads)
     print(f"RIPE published: widths 32/64/128, 128x128, T={args.steps}, DS-MPA on; untrained, seed {args.seed}; "
-          f"torch {torch.__version__}, onnxruntime {ort.__version__}, {args.threads} threads")
+          f"torch {torch.__version__}, onnxruntime {ort.__version__}, {args.threads} thread(s); "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (timings need an otherwise idle machine)")
 
     # the model: seeded weights, saved so the compiled and the timed PyTorch model are the same
     torch.manual_seed(args.seed)
@@ -80,6 +80,7 @@ def main():
     torch.save(model.state_dict(), work / "weights.pt")
 
     # 1. compile through spikec -> model.onnx (float64), verified spike-exact on the small batch
+    torch.set_num_threads(1)  # the float64 reference interpreter: one thread avoids OpenMP spin contention
     start = time.perf_counter()
     compiled = compile_model(CompileOptions(f"{Path(__file__).resolve()}:published_model",
                                             weights=str(work / "weights.pt"), batch=args.verify_batch,
@@ -93,7 +94,6 @@ def main():
           f"{t['nodes_compared']} nodes, max rel diff {t['max_rel_diff']:.2g}, min firing margin "
           f"{t['min_firing_margin']:.2g})")
     graph, x_verify = compiled.graph, compiled.io["input"]
-    rates = {n.name: float(compiled.io["input"].mean()) for n in graph.nodes[:1]}
     ref = run(graph, x_verify, record="all")
     rates = [f"{n.name} {ref.values[n.name].mean():.3f}" for n in graph.nodes
              if n.op in ("csilif", "silif") and n.attrs.get("output", "spikes") == "spikes"]
@@ -108,6 +108,7 @@ def main():
     del ref
 
     # 3. time the three on one batch
+    torch.set_num_threads(args.threads)
     rng = np.random.default_rng(args.seed + 1)
     x = (rng.random((args.steps, args.batch, *model.input_shape)) < 0.3)
     xt = torch.as_tensor(x, dtype=torch.float32)
@@ -115,8 +116,8 @@ def main():
     so.intra_op_num_threads = args.threads
     s64 = ort.InferenceSession(str(out / "model.onnx"), so, providers=["CPUExecutionProvider"])
     s32 = ort.InferenceSession(f32.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    feeds64 = {"input": x.astype(np.float64)}
-    feeds32 = {"input": x.astype(np.float32)}
+    feeds64 = {s64.get_inputs()[0].name: x.astype(np.float64)}
+    feeds32 = {s32.get_inputs()[0].name: x.astype(np.float32)}
 
     def torch_run():
         with torch.no_grad():
@@ -139,7 +140,7 @@ def main():
     print(f"  onnxruntime float64, fused model.onnx (spike-exact):           {med['onnx64']:9.1f} ms")
     print(f"  onnxruntime float32, fused variant (not exact):                {med['onnx32']:9.1f} ms")
     print(f"speed-up of the fused ONNX model over unfused PyTorch float32 (batch {args.batch}, T={args.steps}, "
-          f"{args.threads} threads): float64 model.onnx {med['torch'] / med['onnx64']:.2f}x, "
+          f"{args.threads} thread(s)): float64 model.onnx {med['torch'] / med['onnx64']:.2f}x, "
           f"float32 variant {med['torch'] / med['onnx32']:.2f}x")
 
 

@@ -22,9 +22,9 @@ Memory runs alternate Linear/Pairwise; the median is reported.
 
 Throughput. One process per k; Linear and Pairwise forwards alternate (A B A B ..., after one warm-up
 each) and the median time per forward is taken; throughput = samples (B) per wall-clock second. The
-ratio of median process CPU times is printed beside it: on a shared machine it is the steadier number. One intra-op
-thread by default: on a shared 2-core machine, OpenMP's synchronisation between two threads made small
-ops unstable; ``--threads 2`` to use both cores.
+ratio of median process CPU times is printed beside it (on a shared machine it is often the steadier
+number). One intra-op thread by default: on a shared 2-core machine, OpenMP's synchronisation between
+two threads made small ops unstable; ``--threads 2`` to use both cores.
 
 Published numbers are GPU measurements of the authors' implementation (1.57x memory and 1.25x
 throughput at k = 3; 4.14x and 2.96x at k = 7); this is a CPU PyTorch reference implementation that
@@ -194,7 +194,7 @@ def main():
                                           args.threads)))
         return
 
-    mem_reps, time_reps = (1, 3) if args.quick else (3, 7)
+    mem_reps, time_reps = (1, 3) if args.quick else (3, 5)
     t, b, c, h, w = SHAPE
     print(f"SDNA forward, CPU PyTorch {'(quick) ' if args.quick else ''}[T, B, C, H, W] = {list(SHAPE)} float32, "
           f"dilation 1, gate BN, eval + no_grad, {args.threads} thread(s)")

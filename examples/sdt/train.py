@@ -5,7 +5,8 @@ input is ``[T, B, 1, 8, 8]`` real-valued and the first conv is the only MAC laye
 cross-entropy on the logits averaged over T. Writes ``checkpoint.pt`` (a state_dict) and ``inputs.npz``
 (``input``: the first 16 test images repeated over T, float32 ``[4, 16, 1, 8, 8]``; ``label``).
 
-Run from anywhere: ``.venv/bin/python examples/sdt/train.py [--epochs N] [--out DIR] [--threads K]``.
+Run from anywhere: ``.venv/bin/python examples/sdt/train.py [--epochs N] [--out DIR] [--threads K]``;
+``--model FILE:FACTORY`` trains another factory (e.g. a variant of model.py) with the same recipe.
 """
 import argparse
 import importlib.util
@@ -15,13 +16,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # repo root, for `spikec` without an install
-sys.path.insert(0, HERE)
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from model import small
+from spikec.compiler.loader import build_model
 
 
 def _digits_module():
@@ -59,18 +59,19 @@ def save_atomic(path, write):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--epochs", type=int, default=12)
+    ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--out", default=HERE, help="directory for checkpoint.pt and inputs.npz")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=5e-3)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 is fastest for this size)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--model", default=os.path.join(HERE, "model.py:small"), help="FILE:FACTORY to train")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     x_tr, y_tr, x_te, y_te = load_split()
-    model = small()
+    model = build_model(args.model)
     steps = model.steps
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, args.epochs)

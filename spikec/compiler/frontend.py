@@ -219,3 +219,4 @@ def _convert_function(ctx, fx_node, env) -> str:
 # converters_extra maps snnTorch / SpikingJelly neurons when those packages import.
 import spikec.compiler.converters  # noqa: E402,F401
 import spikec.compiler.converters_extra  # noqa: E402,F401
+import spikec.compiler.converters_sdna  # noqa: E402,F401

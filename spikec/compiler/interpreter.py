@@ -201,10 +201,11 @@ class _Kernels:
         self._float_only(node)
         beta, alpha, theta = (_channel(p[k], x.dim() - 1) for k in ("beta", "alpha", "threshold"))
         offset = 0.5 if node.attrs["rounding"] == "round" else 0.0
+        bias = _channel(p["bias"], x.dim() - 1) if "bias" in p else None
         out = _NeuronOut(x)
         h = torch.zeros_like(x[0])
         for t in range(x.shape[0]):
-            u = beta * h + alpha * x[t]
+            u = beta * h + alpha * x[t] if bias is None else beta * h + alpha * x[t] + bias
             z = u / theta
             q = torch.clamp(torch.floor(z + offset), 0, node.attrs["max_spikes"])
             h = u - theta * q
@@ -253,9 +254,10 @@ class _Kernels:
         offset = 0.5 if node.attrs["rounding"] == "round" else 0.0
         spikes = torch.empty((x.shape[0] * d_max, *x.shape[1:]), dtype=x.dtype)
         margin = torch.empty_like(spikes)
+        bias = _channel(p["bias"], x.dim() - 1) if "bias" in p else None
         h = torch.zeros_like(x[0])
         for t in range(x.shape[0]):
-            u = beta * h + alpha * x[t]
+            u = beta * h + alpha * x[t] if bias is None else beta * h + alpha * x[t] + bias
             z = u / theta
             q = torch.clamp(torch.floor(z + offset), 0, d_max)
             h = u - theta * q

@@ -246,8 +246,8 @@ def _neuron(names, out):
 _LIF = ("beta", "alpha", "bias", "threshold", "v_reset")
 _INT = ("beta", "alpha", "threshold")
 define("lif", 1, _neuron(_LIF, lambda n, t: TensorType(t.shape, "binary")), _LIF, stateful=True)
-define("intfire", 1, _neuron(_INT, lambda n, t: TensorType(t.shape, "integer", n.attrs["max_spikes"])),
-       _INT, stateful=True)
+define("intfire", 1, _neuron(_INT + ("bias",), lambda n, t: TensorType(t.shape, "integer", n.attrs["max_spikes"])),
+       _INT, ("bias",), stateful=True)  # optional bias: U = beta*H + alpha*X + bias (a folded BN's shift)
 define("silif", 1, _neuron(("decay", "b", "v_th"), lambda n, t: TensorType(t.shape, "binary")),
        ("decay", "b", "v_th"), count=lambda n: 3 * n.params["b"].size, stateful=True)
 define("csilif", 1, _neuron(("a_re", "a_im", "b", "v_th"), lambda n, t: TensorType(t.shape, "binary")),
@@ -273,7 +273,7 @@ def _infer_step_bias(node, ins):
 
 def _infer_unrolled(node, ins):
     (t,) = ins
-    _per_channel(node, t, _INT)
+    _per_channel(node, t, _INT + ("bias",))
     _need(t.substeps == 1, node, "an unrolled integer neuron integrates physical steps")
     return TensorType(t.shape, "binary", None, node.attrs["max_spikes"])
 
@@ -290,7 +290,7 @@ def _infer_substep_sum(node, ins):
 
 # intfire_unrolled: the integer neuron replayed as binary spikes over D = max_spikes sub-steps per step.
 # substep_sum: sums the D sub-steps of each physical step (and adds an optional per-channel bias once).
-define("intfire_unrolled", 1, _infer_unrolled, _INT, stateful=True)
+define("intfire_unrolled", 1, _infer_unrolled, _INT, ("bias",), stateful=True)
 define("substep_sum", 1, _infer_substep_sum, (), ("bias",), count=lambda n: _sizes(n, "bias"))
 
 

@@ -8,6 +8,8 @@ from spikec.nn.neurons import LIF, IntFire, SiLIF, CSiLIF
 from spikec.nn.temporal import TDM, BNTT, Delay
 from spikec.nn.structural import RepConv, WindowSum, TimeDistributed
 from spikec.nn.attention import DSMPA
+from spikec.nn.sdna import SDNALinear, SDNAPairwise
 
 __all__ = ["LIF", "IntFire", "SiLIF", "CSiLIF", "TDM", "BNTT", "Delay",
-           "RepConv", "WindowSum", "TimeDistributed", "DSMPA"]
+           "RepConv", "WindowSum", "TimeDistributed", "DSMPA",
+           "SDNALinear", "SDNAPairwise"]

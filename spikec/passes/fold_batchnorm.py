@@ -4,7 +4,8 @@ Rules, tried in this order for every ``batchnorm`` (``s = gamma / sqrt(var + eps
 1. Conv/Linear -> BN: ``W' = W * s`` (output channels), ``b' = (b - mu) * s + beta``.
 2. BN -> Heaviside (a LIF with ``beta = 0``): a threshold on ``x``, sign-aware: ``gamma < 0`` flips the
    comparison, expressed exactly as ``>=`` on ``-x`` (input gain -1); ``gamma == 0`` is the constant
-   ``[c >= theta]``. BN -> stateful LIF: ``alpha' = alpha s``, ``bias' = alpha c + bias``.
+   ``[c >= theta]``. BN -> stateful LIF or integer-firing neuron (an SDNA gate): ``alpha' = alpha s``,
+   ``bias' = alpha c + bias`` (a negative ``gamma`` gives a negative gain: the same ``U``, no flip needed).
 3. BN -> Conv/Linear with no zero padding: ``W'[:, i] = W[:, i] s_i``, ``b' = b + sum W[:, i] c_i``.
    With zero padding BN would move the padded zeros: refused.
 BNTT (``y_t = g_t x_t + h_t``) after a Conv/Linear folds when ``g_t`` is the same for every ``t``; the
@@ -80,12 +81,13 @@ def _shared_producer(graph, bn):
 
 def _into_neuron(graph, bn):
     lif = sole_consumer(graph, bn.name)
-    if lif is None or lif.op != "lif":
+    if lif is None or lif.op not in ("lif", "intfire") or lif.attrs.get("output", "spikes") != "spikes":
         return None
     c = bn.type.shape[0]
     s, shift = bn_scale_shift(*(bn.params[k] for k in ("gamma", "beta", "mean", "var")), bn.attrs["eps"])
     p = {k: _channels(v, c) for k, v in lif.params.items()}
-    if np.all(p["beta"] == 0) and np.all(p["alpha"] == 1) and np.all(p["bias"] == 0):
+    p.setdefault("bias", np.zeros(c))
+    if lif.op == "lif" and np.all(p["beta"] == 0) and np.all(p["alpha"] == 1) and np.all(p["bias"] == 0):
         alpha, bias, theta = heaviside_threshold(s, shift, p["threshold"])
         new = {**p, "alpha": alpha, "bias": bias, "threshold": theta}
     else:

@@ -60,14 +60,20 @@ def deploy(graph, inputs, options=None):
     """Quantize and lower ``graph``: ``(quantized, network, arrays)`` (no Lava needed)."""
     options = options or {}
     q = quantize(graph, options.get("calibration", inputs), headroom_bits=options.get("headroom_bits", 1),
-                 vth_override=options.get("vth_override"))
+                 vth_override=options.get("vth_override"), bias_unit=options.get("bias_unit", 1))
     net, arrays = lower(q.graph)
     return q, net, arrays
 
 
 def compile_lava(graph, inputs, reference, options) -> TargetResult:
+    from spikec.targets.lava import netx
     start = time.perf_counter()
     q, net, arrays = deploy(graph, inputs, options)
+    netx_note = None
+    if not netx.export_info(q.graph)["exportable"] and not netx.structural_blocking(q.graph):
+        # netx can carry this graph once biases are whole weight LSBs (its bias exponent is fixed at 6)
+        q, net, arrays = deploy(graph, inputs, dict(options, bias_unit=64))
+        netx_note = "biases rounded to whole weight LSBs (multiples of 64) so that netx can carry them"
     x = _int_inputs(q.graph, inputs)
     t_ref = time.perf_counter()
     trace = run(with_readouts(q.graph), x, integer=True)
@@ -75,8 +81,11 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     lava = run_lava(net, arrays, x)
     steps = next(iter(x.values())).shape[0]
     result = compare(net, trace, lava, steps)
-    from spikec.targets.lava import netx
     netx_info = netx.export_info(q.graph)
+    if netx_note:
+        netx_info["note"] = netx_note
+    if netx_info["exportable"]:
+        netx_info["verification"] = _verify_netx(q.graph, x, options.get("netx_samples", 1))
     report = {
         "name": "lava",
         "bit_exact": result["bit_exact"],
@@ -107,10 +116,50 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
         "netx": netx_info,
         "seconds": round(time.perf_counter() - start, 3),
     }
+    report["summary"] = _summary(report)
     files = {"lava": lambda p: _write_lava_dir(p, q.graph, net, arrays)}
     if netx_info.get("exportable"):
         files["model.net"] = lambda p: netx.write(q.graph, p)
-    return TargetResult(report, result["bit_exact"], files)
+    netx_ok = not netx_info.get("exportable") or netx_info["verification"].get("bit_exact") is not False
+    return TargetResult(report, result["bit_exact"] and netx_ok, files)
+
+
+def _summary(r: dict) -> str:
+    """One line for the CLI: the verdict, what was compared, agreement with the float source, netx."""
+    agree = []
+    for name, a in r["float_vs_fixed"]["per_layer"].items():
+        if "spike_agreement" in a:
+            agree.append(f"{name} {100 * a['spike_agreement']:.1f}%")
+        elif "class_agreement" in a:
+            agree.append(f"{name} classes {100 * a['class_agreement']:.1f}%")
+    nx = r["netx"]
+    netx_text = ("model.net written, netx load " + ("bit-exact" if nx["verification"].get("bit_exact") else
+                 "NOT bit-exact" if nx["verification"].get("bit_exact") is False else "skipped")
+                 if nx["exportable"] else
+                 f"no model.net ({', '.join(sorted({b['node'] for b in nx['blocking_nodes']}))} outside netx)")
+    return (f"lava: bit_exact {str(r['bit_exact']).lower()} vs the integer reference: {r['spikes_compared']:,} spikes, "
+            f"{r['values_compared']:,} read-out values, {r['states_compared']:,} final states over "
+            f"{r['steps_compared']} steps (Lava fixed_pt sim {r['sim_seconds']:.2f} s)"
+            + ("; OVERFLOW in calibration" if r["overflow"] else "")
+            + f"\n             float vs fixed (approximate): {', '.join(agree)}"
+            + f"\n             netx: {netx_text}")
+
+
+def _verify_netx(qgraph, x, samples) -> dict:
+    """Write model.net to a scratch file, load it with netx and compare it with its integer reference."""
+    import shutil
+    import tempfile
+    from spikec.targets.lava import netx
+    scratch = Path(tempfile.mkdtemp(prefix="spikec-netx-"))
+    try:
+        netx.write(qgraph, scratch / "model.net")
+        return netx.verify(qgraph, scratch / "model.net", next(iter(x.values())), samples)
+    except ImportError as e:
+        reason = f"lava-dl netx is not importable here ({type(e).__name__}: {e})"
+        print(f"spikec lava target: netx load check skipped: {reason}")
+        return {"loaded": False, "bit_exact": None, "skipped": reason}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _write_lava_dir(path: Path, qgraph, net, arrays) -> None:
@@ -152,16 +201,25 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
 
 
 class Deployed:
-    """A compiled Lava deployment, runnable without Lava: its integer reference on new inputs."""
+    """A compiled Lava deployment, runnable without Lava: its integer reference on new inputs.
+
+    ``model(x)`` returns the integer outputs (spikes, or integer read-outs); ``dequantize=True`` divides
+    read-outs by their scale, giving values comparable with the float source's outputs. Batched: one
+    interpreter run for the whole ``[T, B, ...]`` input.
+    """
 
     def __init__(self, outdir):
         self.graph, self.network, self.arrays = load_deployed(outdir)
-        self.scales = {p["name"]: None for p in self.network["processes"]}
+        self.scales = dict(self.graph.meta.get("scales", {}))
 
-    def __call__(self, x, record: str = "outputs"):
-        """Outputs of the integer reference on spikes ``x`` ``[T, B, ...]`` (name -> array when several)."""
-        trace = run(self.graph, _int_inputs(self.graph, x), integer=True, record=record)
-        outs = [trace.values[o] for o in self.graph.outputs]
+    def __call__(self, x, *, dequantize: bool = False):
+        trace = run(self.graph, _int_inputs(self.graph, x), integer=True, record="outputs")
+        outs = []
+        for o in self.graph.outputs:
+            y = trace.values[o]
+            if dequantize and self.graph.node(o).op == "lava_readout":
+                y = y / np.asarray(self.scales[o], dtype=np.float64)
+            outs.append(y)
         return outs[0] if len(outs) == 1 else dict(zip(self.graph.outputs, outs))
 
 

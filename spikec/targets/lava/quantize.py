@@ -229,6 +229,7 @@ class Layer:
     neuron: Node | None        # float lif, or None for a read-out
     vth: int = 0               # threshold-normalized VTH (neurons with all thresholds > 0)
     gain: float = 1.0          # weight-range scaling (read-outs, zero thresholds): fraction of the full range
+    bias_unit: int = 1         # biases rounded to multiples of this (64 = whole weight LSBs, as netx needs)
     scale: np.ndarray = None   # s_c: integer weight units per float unit, per output channel
     info: dict = field(default_factory=dict)
 
@@ -313,7 +314,7 @@ def quantize_layer(layer: Layer) -> list[Node]:
                           scope=layer.name))
         info.update(scale=float(scale[0]))
         return nodes
-    bias_v = np.round(64 * scale * b)
+    bias_v = np.round(64 * scale * b / layer.bias_unit) * layer.bias_unit
     mant, exp, sat = bias_mant_exp(bias_v)
     dv_f = np.round(4096 * (1 - p["beta"]))
     dv = np.clip(dv_f, 0, DECAY_MAX).astype(np.int64)
@@ -411,7 +412,11 @@ def assemble(graph: Graph, layers: list[Layer]) -> Graph:
         elif node.op == "flatten":
             nodes.append(Node(o, "flatten", (node.inputs[0],), node.type, dict(node.attrs)))
             outputs.append(o)
-    return Graph(tuple(nodes), tuple(outputs), {"quantized_for": "lava", "source_outputs": list(graph.outputs)})
+    scales = {l.name: (float(l.scale[0]) if np.ptp(l.scale) == 0 else [float(v) for v in l.scale]) for l in layers}
+    return Graph(tuple(nodes), tuple(outputs), {
+        "quantized_for": "lava", "source_outputs": list(graph.outputs),
+        "scales": scales,   # integer units per float unit: read-out y_float ~ y_int / scale; membranes v ~ 64 scale U
+    })
 
 
 def with_readouts(qgraph: Graph, what=("v", "u", "flags")) -> Graph:
@@ -446,9 +451,14 @@ def measure(q: Graph, x) -> tuple[dict, "Trace"]:
 
 
 def quantize(graph: Graph, calib_inputs, *, headroom_bits: int = HEADROOM_BITS, max_rounds: int = 8,
-             vth_override: dict | None = None) -> Quantized:
-    """Quantize ``graph``; scales from the weights, then lowered until ``calib_inputs`` keep headroom."""
+             vth_override: dict | None = None, bias_unit: int = 1) -> Quantized:
+    """Quantize ``graph``; scales from the weights, then lowered until ``calib_inputs`` keep headroom.
+
+    ``bias_unit=64`` rounds every neuron bias to whole weight LSBs (netx fixes the bias exponent at 6).
+    """
     layers = build_layers(graph)
+    for layer in layers:
+        layer.bias_unit = bias_unit
     notes = [n for l in layers for n in l.op.notes]
     for layer in layers:
         layer.vth = _max_vth(layer) if layer.neuron is not None else 0
@@ -480,6 +490,7 @@ def quantize(graph: Graph, calib_inputs, *, headroom_bits: int = HEADROOM_BITS, 
     first = next(iter(x.values()))
     calibration = {"inputs": "the verification inputs", "samples": int(first.shape[1]), "steps": int(first.shape[0]),
                    "rounds": rounds, "headroom_bits_target": headroom_bits, "state_limit": limit,
+                   "bias_unit": bias_unit,
                    "per_layer": peaks,
                    "overflow": any(p["overflow_events"] for p in peaks.values())}
     return Quantized(q, layers, calibration, notes)

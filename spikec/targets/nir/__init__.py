@@ -7,6 +7,7 @@
 3. The real consumers, snnTorch's ``import_from_nir`` and Norse's ``from_nir``, run the same file where
    ``consumers.limits`` finds nothing they mishandle; their spikes are compared neuron by neuron.
 
+The export ``dt`` is 1e-4 (snnTorch's importer hard-codes it); ``options["nir_export_dt"]`` overrides it.
 ``report.target`` = ``{"name": "nir", "exact", "dt", "scheme", "consumers": {name: {"ran", "spike_exact",
 ...} | {"ran": false, "reason"}}, ...}``; ``ok`` = exact and every consumer that ran matched.
 The NIR frontend (``spikec compile model.nir``) is ``spikec.targets.nir.frontend``.
@@ -82,11 +83,13 @@ def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: floa
         except Exception as e:  # the consumer itself failed on a file the analysis passed: report it
             report[name] = {"ran": False, "reason": f"{name} raised {type(e).__name__}: {e}"}
             continue
-        cmp = Comparison()
+        cmp, at_margins = Comparison(), []
         for nir_name, s in sorted(spikes.items()):
             ir = by_nir.get(nir_name)
             if ir is not None:
                 cmp.add(ir, reference.values[ir], s, True, reference.margins.get(ir))
+                if ir in reference.margins and reference.values[ir].shape == s.shape:
+                    at_margins.append(reference.margins[ir][reference.values[ir] != s])
         expected = reference.values[ir_out]
         if out_node.type.is_spike:
             cmp.add(f"{ir_out} (output)", expected, y, True, reference.margins.get(ir_out))
@@ -99,6 +102,8 @@ def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: floa
                         "spike_mismatches": cmp.spike_mismatches, "spike_count": int(sum(
                             float(np.sum(s)) for s in spikes.values())),
                         "output_max_rel_diff": rel, "precision": "float32 (as the importer builds it)",
+                        "mismatches_at_exact_ties": int(sum(int((m == 0).sum()) for m in at_margins)),
+                        "max_margin_at_mismatch": max((float(m.max()) for m in at_margins if m.size), default=None),
                         "first_mismatches": [m.to_json() for m in cmp.mismatches]}
         if name == "norse":
             report[name]["call"] = f"norse.torch.from_nir(nir.read(path), dt={dt:g})"

@@ -137,9 +137,10 @@ def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape) 
 
     Returns the graph output ``[T, B, *out_shape]`` and the spikes of every hooked neuron ``[T, B, ...]``.
     """
+    from spikec.targets.nir.interpreter import one_thread
     graph = nir.read(path)
     wanted = _hook_names(graph)
-    with _quiet():
+    with _quiet(), one_thread():
         module = _import(consumer, path, dt)
         seen: dict[str, list] = {}
         hooks = []

@@ -32,6 +32,7 @@ padding as PyTorch reads it); AvgPool2d as PyTorch's default (zero padding count
 sum; Flatten over the batch-free dims (NIR's convention: ``start_dim=0`` is the first per-sample dim);
 Delay by ``round(delay/dt)`` steps (must be a whole number); Threshold ``x > threshold``.
 """
+import contextlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,10 +245,6 @@ class _Node:
         return out
 
     # neurons ----------------------------------------------------------------------------
-    def _fire(self, u, th):
-        s = u > th
-        return s
-
     def LIF(self, x):
         dt, tau, r, v_leak, v_th, v_reset = (self.dt, self.param("tau"), self.param("r"), self.param("v_leak"),
                                              self.param("v_threshold"), self.param("v_reset"))
@@ -338,7 +335,23 @@ class _Node:
         return self._cuba(x, False)
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Per-step tensors are tiny: torch's thread pool only costs time (and much more on a busy machine)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def run(source, inputs, *, dt: float, scheme: str = "snntorch", record=None) -> NIRRun:
+    with one_thread():
+        return _run(source, inputs, dt=dt, scheme=scheme, record=record)
+
+
+def _run(source, inputs, *, dt: float, scheme: str, record) -> NIRRun:
     """Run a NIR graph on ``inputs`` (an array ``[T, B, ...]`` for a one-input graph, or Input name -> array).
 
     Returns every node's output ``[T, B, ...]`` (or only the names in ``record``); Output nodes included.

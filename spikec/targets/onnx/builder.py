@@ -5,6 +5,8 @@ Every IR value is one ONNX tensor named exactly like its IR node and laid out ``
 add ONNX nodes through ``Builder.op`` and constants through ``Builder.const``; they never touch
 protobufs directly, so a new IR op costs one small function in ``emitters.py``.
 """
+from contextlib import contextmanager
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -31,6 +33,16 @@ class Builder:
         self.cache: dict = {}         # emitters' shared results (e.g. a neuron and its membrane twin)
         self._used: set[str] = {n.name for n in graph.nodes}
         self._consts: dict = {}
+        self._scope = "t"
+
+    @contextmanager
+    def scope(self, prefix: str):
+        """Name the tensors made inside ``prefix/<op>`` (readable graphs, e.g. ``lif1/t3/add``)."""
+        outer, self._scope = self._scope, prefix
+        try:
+            yield
+        finally:
+            self._scope = outer
 
     # -- names, constants and nodes ------------------------------------------------------
     def fresh(self, hint: str) -> str:
@@ -55,8 +67,10 @@ class Builder:
         """An int64 1-D initializer (shapes, axes, starts/ends, pads)."""
         return self.const(np.asarray(values, dtype=np.int64).reshape(-1), hint, np.int64)
 
-    def op(self, op_type: str, inputs, *, out: str | None = None, hint: str = "t", outputs: int = 1, **attrs):
+    def op(self, op_type: str, inputs, *, out: str | None = None, hint: str | None = None, outputs: int = 1,
+           **attrs):
         """Add one ONNX node; returns its output name (or list of names when ``outputs > 1``)."""
+        hint = hint or f"{self._scope}/{op_type.lower()}"
         if outputs == 1:
             names = [out if out is not None else self.fresh(hint)]
             if out is not None:
@@ -66,6 +80,15 @@ class Builder:
         self.nodes.append(helper.make_node(op_type, list(inputs), names, name=self.fresh(f"{names[0]}:{op_type}"),
                                            **attrs))
         return names[0] if outputs == 1 else names
+
+    def add(self, x: str, y: str, out: str | None = None) -> str:
+        return self.op("Add", [x, y], out=out)
+
+    def sub(self, x: str, y: str, out: str | None = None) -> str:
+        return self.op("Sub", [x, y], out=out)
+
+    def mul(self, x: str, y: str, out: str | None = None) -> str:
+        return self.op("Mul", [x, y], out=out)
 
     # -- IR layout helpers ----------------------------------------------------------------
     def time_len(self, name: str) -> int:
@@ -91,7 +114,7 @@ class Builder:
             return [x]
         return self.op("Split", [x], hint=hint, outputs=n, axis=0, num_outputs=n)
 
-    def stack_steps(self, pieces: list[str], out: str | None = None, hint: str = "t") -> str:
+    def stack_steps(self, pieces: list[str], out: str | None = None, hint: str | None = None) -> str:
         """The inverse of ``split_steps``: concatenate ``[1, B, ..]`` pieces along time."""
         if len(pieces) == 1:
             return self.op("Identity", pieces, out=out, hint=hint)
@@ -101,7 +124,7 @@ class Builder:
         """ONNX Reshape; ``0`` copies the input dim (keep T and B), ``-1`` infers one dim."""
         return self.op("Reshape", [x, self.ints(shape, "shape")], out=out, hint=hint)
 
-    def spike(self, cond: str, hint: str) -> str:
+    def spike(self, cond: str, hint: str | None = None) -> str:
         """A boolean tensor as 0/1 in the model dtype."""
         return self.op("Cast", [cond], hint=hint, to=self.elem)
 

@@ -15,6 +15,7 @@ Add an op with ``@emitter("op")`` (or ``register_emitter``) next to its interpre
 from typing import Callable
 
 import numpy as np
+from onnx import numpy_helper
 
 from spikec.compiler.errors import BadInput
 from spikec.compiler.ir import Node
@@ -53,14 +54,9 @@ def delayed(b: Builder, x: str, k: int, length: int, hint: str) -> str:
         return b.op("Identity", [x], hint=hint)
     if k == length:
         return b.op("ConstantOfShape", [b.op("Shape", [x], hint=f"{hint}/shape")], hint=hint,
-                    value=np_tensor(np.zeros(1, dtype=b.np_dtype)))
+                    value=numpy_helper.from_array(np.zeros(1, dtype=b.np_dtype)))
     head = b.op("Slice", [x, b.ints([0]), b.ints([length - k]), b.ints([0])], hint=f"{hint}/head")
     return b.op("Pad", [head, b.ints([k, 0]), b.const(0.0, "zero"), b.ints([0])], hint=hint)
-
-
-def np_tensor(a):
-    from onnx import numpy_helper
-    return numpy_helper.from_array(a)
 
 
 # -- synaptic ---------------------------------------------------------------------------
@@ -309,8 +305,9 @@ def dsmpa(b: Builder, node: Node, u: str, s: str, x: str) -> str:
 
 # -- neurons ----------------------------------------------------------------------------
 # A neuron is unrolled over the fixed T: its input is split into steps, the recurrence is written out
-# step by step, and the per-step spikes (or membranes) are concatenated back along time. A neuron and
-# its membrane read-out (same dynamics) share one unrolled recurrence.
+# step by step (each line below is the interpreter kernel's line, in its operation order), and the
+# per-step spikes (or membranes) are concatenated back along time. A neuron and its membrane read-out
+# (same dynamics) share one unrolled recurrence.
 def _dynamics_key(node: Node) -> tuple:
     attrs = tuple(sorted((k, v) for k, v in node.attrs.items() if k != "output"))
     params = tuple(sorted((k, v.tobytes()) for k, v in node.params.items()))
@@ -326,10 +323,9 @@ def _neuron(b: Builder, node: Node, x: str, dynamics) -> str:
     return b.stack_steps(membrane if node.attrs.get("output") == "membrane" else spikes, out=node.name)
 
 
-def _fire(b: Builder, u: str, theta: str, hint: str) -> str:
+def _fire(b: Builder, u: str, theta: str) -> str:
     """``S = [U - theta >= 0]`` as 0/1."""
-    diff = b.op("Sub", [u, theta], hint=f"{hint}/diff")
-    return b.spike(b.op("GreaterOrEqual", [diff, b.const(0.0, "zero")], hint=f"{hint}/ge"), f"{hint}/s")
+    return b.spike(b.op("GreaterOrEqual", [b.sub(u, theta), b.const(0.0, "zero")]))
 
 
 @emitter("lif")
@@ -339,17 +335,14 @@ def lif(b: Builder, node: Node, x: str) -> str:
                                              ("beta", "alpha", "bias", "threshold", "v_reset"))
         one, h, spikes, membrane = b.const(1.0, "one"), b.const(0.0, "zero"), [], []
         for t, xt in enumerate(steps):
-            at = f"{node.name}/t{t}"
-            u = b.op("Add", [b.op("Mul", [beta, h], hint=f"{at}/bh"), b.op("Mul", [alpha, xt], hint=f"{at}/ax")],
-                     hint=f"{at}/charge")
-            u = b.op("Add", [u, bias], hint=f"{at}/u")
-            s = _fire(b, u, theta, at)
-            if t + 1 < len(steps):  # the last step's reset is never read
-                if node.attrs["reset"] == "subtract":
-                    h = b.op("Sub", [u, b.op("Mul", [theta, s], hint=f"{at}/ts")], hint=f"{at}/h")
-                else:
-                    keep = b.op("Mul", [u, b.op("Sub", [one, s], hint=f"{at}/ns")], hint=f"{at}/keep")
-                    h = b.op("Add", [keep, b.op("Mul", [v_reset, s], hint=f"{at}/vs")], hint=f"{at}/h")
+            with b.scope(f"{node.name}/t{t}"):
+                u = b.add(b.add(b.mul(beta, h), b.mul(alpha, xt)), bias)         # beta * h + alpha * x + bias
+                s = _fire(b, u, theta)
+                if t + 1 < len(steps):  # the last step's reset is never read
+                    if node.attrs["reset"] == "subtract":
+                        h = b.sub(u, b.mul(theta, s))                              # u - theta * s
+                    else:
+                        h = b.add(b.mul(u, b.sub(one, s)), b.mul(v_reset, s))      # u * (1 - s) + v_reset * s
             spikes.append(s)
             membrane.append(u)
         return spikes, membrane
@@ -363,15 +356,14 @@ def intfire(b: Builder, node: Node, x: str) -> str:
         lo, hi = b.const(0.0, "zero"), b.const(float(node.attrs["max_spikes"]), f"{node.name}.max_spikes")
         h, spikes, membrane = b.const(0.0, "zero"), [], []
         for t, xt in enumerate(steps):
-            at = f"{node.name}/t{t}"
-            u = b.op("Add", [b.op("Mul", [beta, h], hint=f"{at}/bh"), b.op("Mul", [alpha, xt], hint=f"{at}/ax")],
-                     hint=f"{at}/u")
-            z = b.op("Div", [u, theta], hint=f"{at}/z")
-            if node.attrs["rounding"] == "round":
-                z = b.op("Add", [z, b.const(0.5, "half")], hint=f"{at}/zh")
-            q = b.op("Clip", [b.op("Floor", [z], hint=f"{at}/floor"), lo, hi], hint=f"{at}/q")
-            if t + 1 < len(steps):
-                h = b.op("Sub", [u, b.op("Mul", [theta, q], hint=f"{at}/tq")], hint=f"{at}/h")
+            with b.scope(f"{node.name}/t{t}"):
+                u = b.add(b.mul(beta, h), b.mul(alpha, xt))                        # beta * h + alpha * x
+                z = b.op("Div", [u, theta])                                        # u / theta
+                if node.attrs["rounding"] == "round":
+                    z = b.add(z, b.const(0.5, "half"))                             # z + 0.5
+                q = b.op("Clip", [b.op("Floor", [z]), lo, hi])                     # clamp(floor(.), 0, D)
+                if t + 1 < len(steps):
+                    h = b.sub(u, b.mul(theta, q))                                  # u - theta * q
             spikes.append(q)
             membrane.append(u)
         return spikes, membrane
@@ -383,23 +375,22 @@ def intfire_unrolled(b: Builder, node: Node, x: str) -> str:
     """Physical-step update, then D binary sub-steps: ``s_d = [v - theta >= 0]``, ``v -= theta * s_d``."""
     beta, alpha, theta = (_param(b, node, k) for k in ("beta", "alpha", "threshold"))
     d_max = node.attrs["max_spikes"]
-    rounding = node.attrs["rounding"] == "round"
     offset = b.per_channel(node.params["threshold"] / 2, node.type.shape, f"{node.name}.half_threshold") \
-        if rounding else b.const(0.0, "zero")
+        if node.attrs["rounding"] == "round" else b.const(0.0, "zero")
     steps = b.split_steps(x, b.time_len(x), f"{node.name}/x")
     h, spikes = b.const(0.0, "zero"), []
     for t, xt in enumerate(steps):
-        at = f"{node.name}/t{t}"
-        v = b.op("Add", [b.op("Mul", [beta, h], hint=f"{at}/bh"), b.op("Mul", [alpha, xt], hint=f"{at}/ax")],
-                 hint=f"{at}/u")
-        v = b.op("Add", [v, offset], hint=f"{at}/v")
+        with b.scope(f"{node.name}/t{t}"):
+            v = b.add(b.add(b.mul(beta, h), b.mul(alpha, xt)), offset)             # beta * h + alpha * x + offset
         for d in range(d_max):
-            s = _fire(b, v, theta, f"{at}/d{d}")
-            spikes.append(s)
-            if d + 1 < d_max or t + 1 < len(steps):
-                v = b.op("Sub", [v, b.op("Mul", [theta, s], hint=f"{at}/d{d}/ts")], hint=f"{at}/d{d}/v")
+            with b.scope(f"{node.name}/t{t}/d{d}"):
+                s = _fire(b, v, theta)
+                spikes.append(s)
+                if d + 1 < d_max or t + 1 < len(steps):
+                    v = b.sub(v, b.mul(theta, s))                                  # v - theta * s
         if t + 1 < len(steps):
-            h = b.op("Sub", [v, offset], hint=f"{at}/h")
+            with b.scope(f"{node.name}/t{t}"):
+                h = b.sub(v, offset)                                               # v - offset
     return b.stack_steps(spikes, out=node.name)
 
 
@@ -411,11 +402,9 @@ def silif(b: Builder, node: Node, x: str) -> str:
         u = s = b.const(0.0, "zero")
         spikes, membrane = [], []
         for t, xt in enumerate(steps):
-            at = f"{node.name}/t{t}"
-            z = b.op("Sub", [u, b.op("Mul", [kappa, s], hint=f"{at}/ks")], hint=f"{at}/z")
-            u = b.op("Add", [b.op("Mul", [a, z], hint=f"{at}/az"), b.op("Mul", [bb, xt], hint=f"{at}/bx")],
-                     hint=f"{at}/u")
-            s = _fire(b, u, v_th, at)
+            with b.scope(f"{node.name}/t{t}"):
+                u = b.add(b.mul(a, b.sub(u, b.mul(kappa, s))), b.mul(bb, xt))      # a * (u - kappa * s) + b * x
+                s = _fire(b, u, v_th)
             spikes.append(s)
             membrane.append(u)
         return spikes, membrane
@@ -430,16 +419,12 @@ def csilif(b: Builder, node: Node, x: str) -> str:
         m_re = m_im = s = b.const(0.0, "zero")
         spikes, membrane = [], []
         for t, xt in enumerate(steps):
-            at = f"{node.name}/t{t}"
-            z_re = b.op("Sub", [m_re, b.op("Mul", [kappa, s], hint=f"{at}/ks")], hint=f"{at}/z_re")
-            re = b.op("Sub", [b.op("Mul", [a_re, z_re], hint=f"{at}/ar_z"), b.op("Mul", [a_im, m_im], hint=f"{at}/ai_m")],
-                      hint=f"{at}/rot_re")
-            re = b.op("Add", [re, b.op("Mul", [bb, xt], hint=f"{at}/bx")], hint=f"{at}/m_re")
-            im = b.op("Add", [b.op("Mul", [a_re, m_im], hint=f"{at}/ar_m"), b.op("Mul", [a_im, z_re], hint=f"{at}/ai_z")],
-                      hint=f"{at}/m_im")
-            m_re, m_im = re, im
-            u = b.op("Mul", [two, m_re], hint=f"{at}/u")
-            s = _fire(b, u, v_th, at)
+            with b.scope(f"{node.name}/t{t}"):
+                z_re = b.sub(m_re, b.mul(kappa, s))                                # m_re - kappa * s
+                m_re, m_im = (b.add(b.sub(b.mul(a_re, z_re), b.mul(a_im, m_im)), b.mul(bb, xt)),
+                              b.add(b.mul(a_re, m_im), b.mul(a_im, z_re)))         # a * z + b * x, complex
+                u = b.mul(two, m_re)                                               # 2 * m_re
+                s = _fire(b, u, v_th)
             spikes.append(s)
             membrane.append(u)
         return spikes, membrane

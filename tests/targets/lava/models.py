@@ -89,3 +89,12 @@ def with_maxpool():
     return Seq(TD(nn.Conv2d(1, 2, 3, padding=1)), _lif(2, 1, "zero"), TD(nn.MaxPool2d(2), nn.Flatten(),
                                                                            nn.Linear(2 * 2 * 2, 3)),
                input_shape=(1, 4, 4), steps=4)
+
+
+def conv_hard():
+    """netx's vocabulary: conv and dense layers of hard-reset LIFs with scalar leak, spike output."""
+    m = Seq(TD(nn.Conv2d(2, 4, 3, padding=1)), _lif(4, 10, "zero", per_channel=False),
+            TD(nn.Conv2d(4, 6, (3, 2), stride=(2, 1))), _lif(6, 11, "zero", per_channel=False),
+            TD(nn.Flatten(), nn.Linear(6 * 2 * 4, 5)), _lif(5, 12, "zero", per_channel=False),
+            input_shape=(2, 6, 5), steps=10)
+    return _init(m, 15, gain=1.5)

@@ -86,3 +86,40 @@ def hard_dense():
 
 def soft_conv():
     return _seeded(SoftConv(), 3, gain=0.7)
+
+
+# -- NIR files as models --------------------------------------------------------------------
+GOLDEN = __import__("pathlib").Path(__file__).resolve().parent / "golden"
+
+
+def snntorch_network():
+    """A seeded snnTorch network (per-neuron parameter tensors: 0-d ones break nir's type inference)."""
+    import snntorch
+    g = torch.Generator().manual_seed(5)
+    net = nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1),
+        snntorch.Leaky(beta=torch.full((4, 6, 6), 0.8), threshold=torch.full((4, 6, 6), 0.5), init_hidden=True,
+                       reset_mechanism="zero"),
+        nn.Flatten(),
+        nn.Linear(4 * 6 * 6, 5),
+        snntorch.Leaky(beta=torch.full((5,), 0.9), threshold=torch.full((5,), 0.7), init_hidden=True,
+                       reset_mechanism="zero", output=True))
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_((torch.rand(p.shape, generator=g) * 2 - 1) * 0.8)
+    return net.eval()
+
+
+def write_snntorch_file(path):
+    """``path`` written by snnTorch's own exporter (``snntorch.export_nir.export_to_nir``)."""
+    import nir
+    from snntorch.export_nir import export_to_nir
+    graph = export_to_nir(snntorch_network(), torch.zeros(1, 1, 6, 6), ignore_dims=[0])
+    nir.write(path, graph)
+    return path
+
+
+def snntorch_file():
+    """The checked-in snnTorch-written NIR file as a model (the NIR frontend's module)."""
+    from spikec.targets.nir.frontend import nir_model
+    return nir_model(GOLDEN / "snntorch_conv.nir")

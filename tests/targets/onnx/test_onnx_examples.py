@@ -50,12 +50,23 @@ def assert_target_exact(report: dict, graph):
         * report["input"]["batch"]
 
 
-@pytest.fixture(scope="module", params=["digits", "ripe"])
-def compiled(request, tmp_path_factory):
-    model, weights, inputs = EXAMPLES[request.param]
-    c = compile_model(CompileOptions(model, weights=str(weights), inputs=str(inputs), target="onnx"))
-    out = write_outdir(tmp_path_factory.mktemp(request.param) / "out", c)
-    return request.param, c, out
+@pytest.fixture(scope="module")
+def compile_example(tmp_path_factory):
+    """``name -> (name, Compiled, OUTDIR)``: each example compiled with --target onnx once per module."""
+    done = {}
+
+    def get(name):
+        if name not in done:
+            model, weights, inputs = EXAMPLES[name]
+            c = compile_model(CompileOptions(model, weights=str(weights), inputs=str(inputs), target="onnx"))
+            done[name] = name, c, write_outdir(tmp_path_factory.mktemp(name) / "out", c)
+        return done[name]
+    return get
+
+
+@pytest.fixture(params=["digits", "ripe"])
+def compiled(request, compile_example):
+    return compile_example(request.param)
 
 
 def test_compile_model_is_spike_exact(compiled):
@@ -97,11 +108,9 @@ def test_cli_compile_and_verify(name, tmp_path):
     assert " ok" in line and "FAILED" not in v.output
 
 
-def test_verify_fails_on_a_corrupted_weight(compiled, tmp_path):
+def test_verify_fails_on_a_corrupted_weight(compile_example, tmp_path):
     """Mutation: change one weight of one initializer in model.onnx -> ``spikec verify`` exits 1, target FAILED."""
-    name, c, out = compiled
-    if name != "digits":
-        pytest.skip("one example suffices")
+    name, c, out = compile_example("digits")
     bad = tmp_path / "bad"
     shutil.copytree(out, bad)
     model = onnx.load(str(bad / "model.onnx"))
@@ -118,10 +127,8 @@ def test_verify_fails_on_a_corrupted_weight(compiled, tmp_path):
     assert next(l for l in r.output.splitlines() if l.startswith("source_vs_deployed")).split()[1].rstrip(":") == "ok"
 
 
-def test_verify_fails_on_a_truncated_file(compiled, tmp_path):
-    name, c, out = compiled
-    if name != "digits":
-        pytest.skip("one example suffices")
+def test_verify_fails_on_a_truncated_file(compile_example, tmp_path):
+    name, c, out = compile_example("digits")
     bad = tmp_path / "bad"
     shutil.copytree(out, bad)
     data = (bad / "model.onnx").read_bytes()

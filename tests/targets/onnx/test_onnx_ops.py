@@ -15,7 +15,7 @@ from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.ops import OPS, define, infer_type
 from spikec.compiler.verify import verify
 from spikec.passes.unroll_virtual_steps import unroll_virtual_steps
-from spikec.targets.onnx import check_model_against, export, run_model, with_probes
+from spikec.targets.onnx import check_model_against, export, run_model
 
 
 def build(in_type: TensorType, specs, outputs=None) -> Graph:
@@ -197,6 +197,30 @@ def test_conv2d(stride, padding, dilation, groups, kernel):
     ], outputs=["lif", "conv"])
     result = check(g, spikes(r, (4, 3, c_in, 7, 6)))
     assert result["max_rel_diff"] < 1e-12
+
+
+def test_integer_graph_is_bit_exact_through_every_synapse():
+    """All-int64 parameters: the interpreter runs in exact integers; sums below 2**53 are exact in float64 in
+    any order, so the im2col conv, the linear and the window sum must match bit for bit."""
+    r = rng(9)
+    g = build(TensorType((3, 7, 7), "binary"), [
+        ("conv", "conv2d", ("x",), {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 1},
+         {"weight": r.integers(-3, 4, (4, 3, 3, 3)), "bias": r.integers(-2, 3, 4)}),
+        ("gconv", "conv2d", ("conv",), {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 2},
+         {"weight": r.integers(-3, 4, (6, 2, 3, 3))}),
+        ("pool", "maxpool2d", ("gconv",), {"kernel": (2, 2), "stride": (1, 1), "padding": (0, 0),
+                                           "dilation": (1, 1), "ceil_mode": False}, {}),
+        ("act", "relu", ("pool",), {}, {}),
+        ("ws", "windowsum", ("act",), {"kernel": 3, "dilation": 1}, {}),
+        ("flat", "flatten", ("ws",), {"start": 0, "end": -1}, {}),
+        ("fc", "linear", ("flat",), {}, {"weight": r.integers(-5, 6, (3, 6 * 3 * 6)), "bias": r.integers(-4, 5, 3)}),
+        ("aff", "scale", ("fc",), {"a": 3, "b": -2}, {}),
+        ("late", "delay", ("aff",), {"steps": 1}, {}),
+        ("sq", "mul", ("late", "fc"), {}, {}),
+    ])
+    x = spikes(r, (4, 3, 3, 7, 7))
+    assert run(g, x).values["sq"].dtype == np.int64
+    check(g, x, bit_exact=True)
 
 
 def test_linear_and_windowsum():
