@@ -20,6 +20,9 @@ $(STAMP): pyproject.toml Makefile
 	# spikingjelly (optional frontend extra): its declared torchvision/torchaudio do not import
 	# beside torch 2.13; its neuron module needs only loguru.
 	$(BIN)/pip install --quiet --no-deps spikingjelly==2.0.0 "loguru>=0.7,<1"
+	# NIR consumers (nir target conformance). norse declares torchvision, which does not import beside
+	# torch 2.13 and which norse.torch does not use; nirtorch is what snntorch.import_nir and norse need.
+	$(BIN)/pip install --quiet --no-deps norse==1.1.0 nirtorch==2.6
 	touch $(STAMP)
 
 demo: $(STAMP)

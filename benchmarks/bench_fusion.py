@@ -15,7 +15,13 @@ speed-up is the median of the per-pair ratios. Then a per-category breakdown (mo
 the conv-only speed-up (the RepConv units vs the fused convs on the same recorded activations),
 with the Amdahl prediction for the whole model. The last line printed is the whole-model ratio.
 
-    .venv/bin/python benchmarks/bench_fusion.py            # T=16, batch 8, 128x128 (~4-5 min on 2 cores)
+Wall time, CPU time (user + sys of all threads), sys time and minor page faults are recorded for
+every timed call. ``--omp-wait passive`` (the default) sets OMP_WAIT_POLICY=PASSIVE before torch is
+imported: with libgomp's default spin-waiting, 2-thread timings collapse when the cores are shared
+with other processes. ``--thp`` sets THP_MEM_ALLOC_ENABLE=1 (huge pages for torch's large CPU
+allocations). See benchmarks/README.md for measured figures and their explanation.
+
+    .venv/bin/python benchmarks/bench_fusion.py            # T=16, batch 8, 128x128 (~3 min on 2 idle cores)
     .venv/bin/python benchmarks/bench_fusion.py --quick    # T=4, batch 2, 64x64 (seconds)
 """
 import argparse
@@ -30,11 +36,15 @@ import time
 from collections import defaultdict
 
 
-def _omp_wait_policy(argv) -> str:
-    """Apply ``--omp-wait`` before torch (and with it libgomp, which reads OMP_WAIT_POLICY once) is loaded."""
+def _pre_import_env(argv) -> str:
+    """Apply ``--omp-wait`` and ``--thp`` before torch is loaded (libgomp and c10 read these variables once)."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--omp-wait", choices=("passive", "active", "env"), default="passive")
-    choice = pre.parse_known_args(argv)[0].omp_wait
+    pre.add_argument("--thp", action="store_true")
+    known = pre.parse_known_args(argv)[0]
+    if known.thp:
+        os.environ["THP_MEM_ALLOC_ENABLE"] = "1"
+    choice = known.omp_wait
     if choice != "env":
         if "torch" in sys.modules and os.environ.get("OMP_WAIT_POLICY", "").lower() != choice:
             return f"{os.environ.get('OMP_WAIT_POLICY', 'unset')} (torch was imported before --omp-wait could apply)"
@@ -42,7 +52,7 @@ def _omp_wait_policy(argv) -> str:
     return os.environ.get("OMP_WAIT_POLICY", "unset (libgomp default: spin, then sleep)")
 
 
-OMP_WAIT = _omp_wait_policy(sys.argv[1:])
+OMP_WAIT = _pre_import_env(sys.argv[1:])
 
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
@@ -186,14 +196,14 @@ def conv_macs(rep: snn.RepConv, h: int, w: int, n: int) -> tuple[int, int]:
 
 
 # -- timing -----------------------------------------------------------------------------
-def clock() -> tuple[float, float, float]:
-    """(wall, CPU = user + sys of all threads of this process, sys) in seconds."""
+def clock() -> tuple[float, float, float, int]:
+    """(wall s, CPU s = user + sys of all threads of this process, sys s, minor page faults)."""
     r = resource.getrusage(resource.RUSAGE_SELF)   # microsecond resolution (os.times() ticks at 10 ms)
-    return time.perf_counter(), r.ru_utime + r.ru_stime, r.ru_stime
+    return time.perf_counter(), r.ru_utime + r.ru_stime, r.ru_stime, r.ru_minflt
 
 
-def timed(fn) -> tuple[float, float, float]:
-    """(wall, CPU, sys) seconds spent in ``fn()``."""
+def timed(fn) -> tuple:
+    """(wall s, CPU s, sys s, minor page faults) spent in ``fn()``."""
     a = clock()
     fn()
     b = clock()
@@ -201,7 +211,7 @@ def timed(fn) -> tuple[float, float, float]:
 
 
 def alternate(fa, fb, warmup: int, runs: int):
-    """Warm up, then A B A B ...; returns the (wall, CPU, sys) samples of A and of B, in run order."""
+    """Warm up, then A B A B ...; returns the (wall, CPU, sys, faults) samples of A and of B, in run order."""
     for _ in range(warmup):
         fa()
         fb()
@@ -297,6 +307,9 @@ def main(argv=None):
     p.add_argument("--omp-wait", choices=("passive", "active", "env"), default="passive",
                    help="OMP_WAIT_POLICY for torch's OpenMP threads (default passive: robust when the cores are "
                         "shared with other processes; 'env' leaves the environment alone)")
+    p.add_argument("--thp", action="store_true",
+                   help="set THP_MEM_ALLOC_ENABLE=1: torch's CPU allocator asks for transparent huge pages, which "
+                        "cuts the page faults of the large fresh activations ~10x")
     args = p.parse_args(argv)
 
     if args.quick:
@@ -323,7 +336,8 @@ def main(argv=None):
     n_train = sum(p.numel() for p in train.parameters())
     n_fused = sum(p.numel() for p in fused.parameters())
     print(f"torch {torch.__version__}, {platform.machine()}, {os.cpu_count()} CPUs visible, "
-          f"torch.get_num_threads() = {torch.get_num_threads()}, OMP_WAIT_POLICY {OMP_WAIT}, load average {load()}")
+          f"torch.get_num_threads() = {torch.get_num_threads()}, OMP_WAIT_POLICY {OMP_WAIT}, "
+          f"THP_MEM_ALLOC_ENABLE {os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}, load average {load()}")
     print(f"model: RIPE backbone, published widths (32, 64, 128), DS-MPA on; T = {steps}, batch {batch}, "
           f"{hw}x{hw}, input [{steps}, {batch}, 2, {hw}, {hw}] binary events (density {args.density})")
     print(f"parameters: training graph {n_train:,}, fused graph {n_fused:,}; "
@@ -363,7 +377,7 @@ def main(argv=None):
         for label, ss in (("training graph", sa), ("fused graph", sb)):
             print(f"  {label:15s} wall median {med(ss):7.3f} s (min {min(s[0] for s in ss):.3f}, "
                   f"max {max(s[0] for s in ss):.3f});  CPU median {med(ss, 1):7.3f} s, of which sys {med(ss, 2):.3f}; "
-                  f"CPU/wall {med(ss, 1) / med(ss):.2f}")
+                  f"CPU/wall {med(ss, 1) / med(ss):.2f}; {med(ss, 3) / 1e3:,.0f} k minor page faults")
         wall_ratios = sorted(a[0] / b[0] for a, b in zip(sa, sb))
         ratio = pair_ratio(sa, sb)
         print(f"  per-pair ratios training/fused, wall: median {ratio:.2f}x (range {wall_ratios[0]:.2f}"
@@ -425,7 +439,8 @@ def main(argv=None):
                   f"{pair_ratio(ua, ub, 1):8.2f}x {ma / mb:9.2f}x")
         conv_r, conv_r_cpu = pair_ratio(ca, cb), pair_ratio(ca, cb, 1)
         print(f"  all units: training {med(ca):.3f} s, fused {med(cb):.3f} s: conv-only speed-up {conv_r:.2f}x "
-              f"(CPU time {conv_r_cpu:.2f}x; sys {med(ca, 2):.2f} s vs {med(cb, 2):.2f} s); "
+              f"(CPU time {conv_r_cpu:.2f}x; sys {med(ca, 2):.2f} s vs {med(cb, 2):.2f} s; "
+              f"{med(ca, 3) / 1e3:,.0f} k vs {med(cb, 3) / 1e3:,.0f} k page faults); "
               f"conv MACs {macs_a / 1e9:.1f} G -> {macs_b / 1e9:.1f} G ({macs_a / macs_b:.2f}x)")
         share = bd_a["RepConv units"][0] / tot_a[0]
         amdahl = 1 / ((1 - share) + share / conv_r)

@@ -1,7 +1,8 @@
 """Spike-driven Transformer (models.md section 3) on 8x8 scikit-learn digits, T = 4 (static input repeated).
 
-Patch splitting: conv -> BN -> spike, max-pool to downsample (no strided convs). Blocks with membrane
-shortcuts: the residual stream is real-valued and every branch starts with a spike of it,
+Patch splitting: conv -> BN -> spike, max-pool to downsample (no strided convs), then a 3x3 conv -> BN
+embedding (the published relative position embedding) that makes the residual stream real-valued.
+Blocks with membrane shortcuts: every branch starts with a spike of the real stream,
 ``x <- x + SDSA(SN(x))``, ``x <- x + MLP(SN(x))``. SDSA: per head ``Q, K, V = SN(BN(Linear(.)))``,
 ``out = scale * (Q K^T) V`` written in the pairwise order (as the published code does; the compiler
 reassociates it), no softmax, then Linear -> BN. MLP: Linear -> BN -> SN -> Linear -> BN -> SN.
@@ -74,16 +75,17 @@ class SpikeDrivenTransformer(nn.Module):
         self.patch = snn.TimeDistributed(nn.Conv2d(1, dim, 3, padding=1, bias=False), nn.BatchNorm2d(dim))
         self.patch_spike = spike()
         self.pool = snn.TimeDistributed(nn.MaxPool2d(2))
+        self.embed = snn.TimeDistributed(nn.Conv2d(dim, dim, 3, padding=1, bias=False), nn.BatchNorm2d(dim))
         self.blocks = nn.Sequential(*[Block(dim, heads, hw) for _ in range(depth)])
         self.head_spike = spike()
         self.head = snn.TimeDistributed(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(dim, classes))
 
     def forward(self, x):
-        x = self.pool(self.patch_spike(self.patch(x)))
+        x = self.embed(self.pool(self.patch_spike(self.patch(x))))
         x = self.blocks(x)
         return self.head(self.head_spike(x))
 
 
 def small() -> SpikeDrivenTransformer:
-    """What is trained and shipped: dim 16, 2 heads (head_dim 8 < 16 tokens), one block, T = 4."""
-    return SpikeDrivenTransformer()
+    """What is trained and shipped: dim 32, 4 heads (head_dim 8 < 16 tokens), one block, T = 4."""
+    return SpikeDrivenTransformer(dim=32, heads=4)

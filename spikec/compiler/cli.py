@@ -53,6 +53,10 @@ model_options = [
     click.option("--input-shape", callback=_shape, help="per-step input shape, e.g. 1,8,8."),
     click.option("--steps", type=click.IntRange(min=1), help="time steps T of the verification inputs."),
     click.option("--trust-pickle", is_flag=True, help="allow a pickled checkpoint (runs its code)."),
+    click.option("--dt", "nir_dt", type=float, default=1e-4, show_default=True,
+                 help="time step a .nir MODEL is discretized at."),
+    click.option("--nir-scheme", type=click.Choice(["snntorch", "norse"]), default="snntorch", show_default=True,
+                 help="discretization of a .nir MODEL."),
 ]
 
 
@@ -68,13 +72,14 @@ def _with(options):
 @_with(model_options)
 @click.option("--json", "as_json", is_flag=True, help="print the IR as JSON.")
 @_guard
-def inspect_cmd(model, weights, input_shape, steps, trust_pickle, as_json):
+def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_scheme, as_json):
     """Trace MODEL (path/file.py:factory or pkg.module:factory) and print its IR."""
     from spikec.compiler.driver import CompileOptions, load_source, make_inputs
     from spikec.compiler.frontend import trace
     from spikec.compiler.ops import deployed_params
     from spikec.compiler.serialize import graph_to_json
-    opts = CompileOptions(model, weights, input_shape, steps, batch=1, trust_pickle=trust_pickle)
+    opts = CompileOptions(model, weights, input_shape, steps, batch=1, trust_pickle=trust_pickle, nir_dt=nir_dt,
+                          nir_scheme=nir_scheme)
     source = load_source(opts)
     _, shape, _ = make_inputs(source, opts)
     graph = trace(source, shape)
@@ -97,11 +102,13 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, as_json):
 @click.option("--target", default="none", show_default=True, help="none | lava | nir | onnx")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the random verification inputs.")
 @_guard
-def compile_cmd(model, weights, input_shape, steps, trust_pickle, outdir, batch, inputs, passes, target, seed):
+def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_scheme, outdir, batch, inputs, passes,
+                target, seed):
     """Compile MODEL into OUTDIR: IR, report.json, io.npz, target artifacts."""
     from spikec.compiler.driver import CompileOptions, compile_model, write_outdir
     from spikec.compiler.report import summary_text
-    opts = CompileOptions(model, weights, input_shape, steps, batch, inputs, passes, target, seed, trust_pickle)
+    opts = CompileOptions(model, weights, input_shape, steps, batch, inputs, passes, target, seed, trust_pickle,
+                          nir_dt, nir_scheme)
     compiled = compile_model(opts)
     out = write_outdir(outdir, compiled)
     click.echo(summary_text(compiled.report))

@@ -36,6 +36,8 @@ class CompileOptions:
     target: str = "none"
     seed: int = 0
     trust_pickle: bool = False
+    nir_dt: float = 1e-4
+    nir_scheme: str = "snntorch"
 
 
 @dataclass
@@ -47,7 +49,9 @@ class Compiled:
 
 
 def load_source(opts: CompileOptions) -> torch.nn.Module:
-    model = loader.build_model(opts.model)
+    if opts.model.endswith(".nir") and opts.weights:
+        raise BadInput("a .nir MODEL carries its own weights", remedy="drop --weights")
+    model = loader.build_model(opts.model, nir_dt=opts.nir_dt, nir_scheme=opts.nir_scheme)
     if opts.weights:
         search = str(Path(opts.model.rpartition(":")[0]).parent) if opts.model.rpartition(":")[0].endswith(".py") \
             else None  # a pickled module may import the model file's siblings, as its training script did

@@ -50,7 +50,11 @@ def _module_from_file(path: Path):
     return module
 
 
-def build_model(spec: str) -> nn.Module:
+def build_model(spec: str, *, nir_dt: float = 1e-4, nir_scheme: str = "snntorch") -> nn.Module:
+    """The source model: a factory's module, or a ``.nir`` file run at ``nir_dt`` in ``nir_scheme``."""
+    if spec.endswith(".nir"):
+        from spikec.targets.nir.frontend import nir_model
+        return nir_model(spec, dt=nir_dt, scheme=nir_scheme)
     factory = load_factory(spec)
     try:
         model = factory()

@@ -106,7 +106,7 @@ def summary_text(report: dict) -> str:
         lines.append(f"  host       {len(host)} dense node(s) on a host partition ({', '.join(host)}); "
                      f"{report['partitions']['values_per_step']:,} values cross per step per sample")
     lines.append(f"  deployed   {_verdict(report['final'])}")
-    lines.append(f"  target     {report['target']['name'] if report['target'] else 'none'}")
+    lines.append(f"  target     {target_text(report['target'])}")
     lines.append(f"  equivalent {str(report['equivalent']).lower()}")
     return "\n".join(lines)
 
@@ -115,3 +115,14 @@ def _verdict(c: dict) -> str:
     return (f"{'equivalent' if c['equivalent'] else 'NOT equivalent'} to the PyTorch source: "
             f"{c['spikes_compared']:,} spikes and {c['values_compared']:,} values compared, "
             f"{c['spike_mismatches']} spike mismatches, max rel diff {c['max_rel_diff']:.2g}")
+
+
+def target_text(target: dict | None) -> str:
+    """One line: the target and each verdict it reports (exact / bit_exact / spike_exact, consumers)."""
+    if not target:
+        return "none"
+    verdicts = [f"{k} {str(target[k]).lower()}" for k in ("exact", "bit_exact", "spike_exact") if k in target]
+    for name, c in (target.get("consumers") or {}).items():
+        verdicts.append(f"{name}: " + (f"spike_exact {str(c.get('spike_exact')).lower()}" if c.get("ran")
+                                       else f"not run ({c.get('reason', 'unknown')[:80]})"))
+    return f"{target['name']}: " + "; ".join(verdicts) if verdicts else target["name"]

@@ -110,10 +110,8 @@ def test_products_run_on_the_host_partition(compiled):
 
 
 # -- the model itself ----------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="BUG in examples/sdt/model.py: the residual stream starts as max-pooled "
-                   "binary spikes, so attn_spike = [x >= 0] is always 1 and Q, K, V (hence the whole attention "
-                   "branch) do not depend on the input; the forward pass in training is constant (chance accuracy)")
 def test_attention_depends_on_the_input(compiled):
+    """Guards the fixed model bug: a binary residual stream made [x >= 0] always fire (constant attention)."""
     with np.load(INPUTS, allow_pickle=False) as z:
         x = z["input"].astype(np.float64)
     values = run(compiled.graph, x).values
@@ -122,8 +120,6 @@ def test_attention_depends_on_the_input(compiled):
         assert not np.all(out == out[:, :1]), f"{entry['node']} is the same for every sample"
 
 
-@pytest.mark.xfail(strict=True, reason="the shipped checkpoint is at chance: see test_attention_depends_on_the_input "
-                   "(model.py bug); retrain with examples/sdt/train.py after the fix")
 def test_checkpoint_accuracy_on_the_test_split(source):
     import importlib.util
     spec = importlib.util.spec_from_file_location("spikec_test_sdt_train", SDT / "train.py")

@@ -191,7 +191,17 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     trace = run(with_readouts(q), x, integer=True)
     lava = run_lava(net, arrays, x)
     result = compare(net, trace, lava, next(iter(x.values())).shape[0])
-    return {"equivalent": result["bit_exact"] and not lowered, "bit_exact": result["bit_exact"],
+    netx_check = None
+    if (Path(outdir) / "model.net").exists():
+        from spikec.targets.lava import netx
+        try:
+            netx_check = netx.verify(q, Path(outdir) / "model.net", next(iter(x.values())), samples=1)
+            netx_check.pop("netx_table", None)
+        except ImportError as e:
+            netx_check = {"loaded": False, "bit_exact": None, "skipped": f"{type(e).__name__}: {e}"}
+    netx_ok = netx_check is None or netx_check.get("bit_exact") is not False
+    return {"equivalent": result["bit_exact"] and not lowered and netx_ok, "bit_exact": result["bit_exact"],
+            "netx": netx_check,
             "spikes_compared": result["spikes_compared"], "values_compared": result["values_compared"],
             "states_compared": result["states_compared"], "max_rel_diff": 0.0,
             "arrays_differing_from_lowering": lowered,

@@ -381,13 +381,9 @@ def build_layers(graph: Graph) -> list[Layer]:
     for n in graph.nodes:   # everything else must be a spike source, a folded node or a spike output
         if n.op in ("input", "lif") or n.name in used:
             continue
-        if n.op == "flatten" and graph.node(n.inputs[0]).op == "lif" and all(
-                c.name in used for c in graph.consumers(n.name)) and True:
-            continue
         if n.op == "flatten" and n.name in outputs and graph.node(n.inputs[0]).op == "lif":
-            continue
-        raise refuse(n, "no Loihi mapping" + (" (dense op: would need a host partition, not implemented)"
-                                             if n.op in ("dsmpa", "bntt", "tdm", "mul") else ""))
+            continue   # a flattened spike output: the population's spikes, reshaped
+        raise refuse(n, "it is neither part of a synapse feeding a neuron or a read-out, nor a spike output")
     for n in graph.nodes:
         if n.name in used and n.name in outputs and not any(l.name == n.name for l in layers):
             raise refuse(n, "an intermediate of a folded synapse cannot be a graph output")

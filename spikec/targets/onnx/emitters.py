@@ -349,21 +349,31 @@ def lif(b: Builder, node: Node, x: str) -> str:
     return _neuron(b, node, x, dynamics)
 
 
+def _intfire_steps(b: Builder, node: Node, steps: list[str]):
+    """The integer neuron's update per physical step: yields ``(t, U, q)`` (as ``intfire`` computes them)."""
+    beta, alpha, theta = (_param(b, node, k) for k in ("beta", "alpha", "threshold"))
+    bias = _param(b, node, "bias") if "bias" in node.params else None
+    lo, hi = b.const(0.0, "zero"), b.const(float(node.attrs["max_spikes"]), f"{node.name}.max_spikes")
+    h = b.const(0.0, "zero")
+    for t, xt in enumerate(steps):
+        with b.scope(f"{node.name}/t{t}"):
+            u = b.add(b.mul(beta, h), b.mul(alpha, xt))                            # beta * h + alpha * x
+            if bias is not None:
+                u = b.add(u, bias)                                                 # (+ bias)
+            z = b.op("Div", [u, theta])                                            # u / theta
+            if node.attrs["rounding"] == "round":
+                z = b.add(z, b.const(0.5, "half"))                                 # z + 0.5
+            q = b.op("Clip", [b.op("Floor", [z]), lo, hi])                         # clamp(floor(.), 0, D)
+            if t + 1 < len(steps):
+                h = b.sub(u, b.mul(theta, q))                                      # u - theta * q
+        yield t, u, q
+
+
 @emitter("intfire")
 def intfire(b: Builder, node: Node, x: str) -> str:
     def dynamics(b, node, steps):
-        beta, alpha, theta = (_param(b, node, k) for k in ("beta", "alpha", "threshold"))
-        lo, hi = b.const(0.0, "zero"), b.const(float(node.attrs["max_spikes"]), f"{node.name}.max_spikes")
-        h, spikes, membrane = b.const(0.0, "zero"), [], []
-        for t, xt in enumerate(steps):
-            with b.scope(f"{node.name}/t{t}"):
-                u = b.add(b.mul(beta, h), b.mul(alpha, xt))                        # beta * h + alpha * x
-                z = b.op("Div", [u, theta])                                        # u / theta
-                if node.attrs["rounding"] == "round":
-                    z = b.add(z, b.const(0.5, "half"))                             # z + 0.5
-                q = b.op("Clip", [b.op("Floor", [z]), lo, hi])                     # clamp(floor(.), 0, D)
-                if t + 1 < len(steps):
-                    h = b.sub(u, b.mul(theta, q))                                  # u - theta * q
+        spikes, membrane = [], []
+        for _, u, q in _intfire_steps(b, node, steps):
             spikes.append(q)
             membrane.append(u)
         return spikes, membrane
@@ -372,25 +382,12 @@ def intfire(b: Builder, node: Node, x: str) -> str:
 
 @emitter("intfire_unrolled")
 def intfire_unrolled(b: Builder, node: Node, x: str) -> str:
-    """Physical-step update, then D binary sub-steps: ``s_d = [v - theta >= 0]``, ``v -= theta * s_d``."""
-    beta, alpha, theta = (_param(b, node, k) for k in ("beta", "alpha", "threshold"))
-    d_max = node.attrs["max_spikes"]
-    offset = b.per_channel(node.params["threshold"] / 2, node.type.shape, f"{node.name}.half_threshold") \
-        if node.attrs["rounding"] == "round" else b.const(0.0, "zero")
-    steps = b.split_steps(x, b.time_len(x), f"{node.name}/x")
-    h, spikes = b.const(0.0, "zero"), []
-    for t, xt in enumerate(steps):
-        with b.scope(f"{node.name}/t{t}"):
-            v = b.add(b.add(b.mul(beta, h), b.mul(alpha, xt)), offset)             # beta * h + alpha * x + offset
-        for d in range(d_max):
+    """The count ``q`` of ``intfire`` replayed as the thermometer code ``s_d = [q > d]``, d = 0..D-1."""
+    spikes = []
+    for t, _, q in _intfire_steps(b, node, b.split_steps(x, b.time_len(x), f"{node.name}/x")):
+        for d in range(node.attrs["max_spikes"]):
             with b.scope(f"{node.name}/t{t}/d{d}"):
-                s = _fire(b, v, theta)
-                spikes.append(s)
-                if d + 1 < d_max or t + 1 < len(steps):
-                    v = b.sub(v, b.mul(theta, s))                                  # v - theta * s
-        if t + 1 < len(steps):
-            with b.scope(f"{node.name}/t{t}"):
-                h = b.sub(v, offset)                                               # v - offset
+                spikes.append(b.spike(b.op("Greater", [q, b.const(float(d), f"d{d}")])))
     return b.stack_steps(spikes, out=node.name)
 
 

@@ -83,7 +83,8 @@ def test_lif(T, reset, per_channel):
 @pytest.mark.parametrize("rounding", ["round", "floor"])
 @pytest.mark.parametrize("per_channel", [False, True], ids=["scalar", "per_channel"])
 def test_intfire(T, rounding, per_channel):
-    params = dict(beta=np.array([1.0, 0.5]), alpha=np.array([1.0, 0.75]), threshold=np.array([0.5, 1.0])) \
+    params = dict(beta=np.array([1.0, 0.5]), alpha=np.array([1.0, 0.75]), threshold=np.array([0.5, 1.0]),
+                  bias=np.array([0.0, 0.25])) \
         if per_channel else dict(beta=np.array(0.875), alpha=np.array(1.0), threshold=np.array(0.5))
     g = build(TensorType((2, 6)), [("q", "intfire", ("x",), {"max_spikes": 3, "rounding": rounding}, params),
                                    ("q.membrane", "intfire", ("x",),
@@ -95,14 +96,16 @@ def test_intfire(T, rounding, per_channel):
     assert set(np.unique(q)) >= {0.0, 1.0} and q.max() <= 3
 
 
+@pytest.mark.parametrize("dyadic_inputs", [True, False], ids=["ties", "real"])
 @pytest.mark.parametrize("rounding", ["round", "floor"])
-@pytest.mark.parametrize("D", [2, 4])
-def test_intfire_unrolled_with_synapse(rounding, D):
+@pytest.mark.parametrize("D", [1, 2, 4])
+def test_intfire_unrolled_with_synapse(rounding, D, dyadic_inputs):
     """intfire -> conv -> lif, then unroll_virtual_steps: sub-step spikes, a conv on sub-steps, substep_sum."""
     r = rng(D)
     g = build(TensorType((2, 5, 5)), [
         ("q", "intfire", ("x",), {"max_spikes": D, "rounding": rounding},
-         dict(beta=np.array([1.0, 0.75]), alpha=np.array(1.0), threshold=np.array([0.5, 1.0]))),
+         dict(beta=np.array([1.0, 0.75]), alpha=np.array(1.0), threshold=np.array([0.5, 1.0]),
+              bias=np.array([0.25, -0.125]))),
         ("pool", "maxpool2d", ("q",), {"kernel": (2, 2), "stride": (1, 1), "padding": (0, 0), "dilation": (1, 1),
                                        "ceil_mode": False}, {}),
         ("conv", "conv2d", ("pool",), {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1},
@@ -112,7 +115,7 @@ def test_intfire_unrolled_with_synapse(rounding, D):
     ], outputs=["lif", "q", "late"])
     deployed = verify(unroll_virtual_steps(g).graph)
     assert "intfire_unrolled" in {n.op for n in deployed.nodes} and "substep_sum" in {n.op for n in deployed.nodes}
-    x = dyadic(r, (5, 2, 2, 5, 5), scale=4)
+    x = dyadic(r, (5, 2, 2, 5, 5), scale=4) if dyadic_inputs else r.normal(0.7, 1.0, (5, 2, 2, 5, 5))
     result = check(deployed, x)
     assert result["spikes_compared"] > 0
 
