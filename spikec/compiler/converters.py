@@ -234,6 +234,11 @@ def _binary(op, scalar_attrs):
             raise UnsupportedOp(f"{op} with arguments {args} {kwargs} is not supported", where=f"fx node {name!r}",
                                 remedy="use a plain two-operand expression")
         a, b = args
+        if isinstance(a, LeadDim) or isinstance(b, LeadDim):
+            raise UnsupportedOp("arithmetic on the T or B dimension would merge it with other dims",
+                                where=f"fx node {name!r}", remedy="keep [T, B] leading and reshape per-step dims")
+        if not isinstance(a, str) and not isinstance(b, str):  # static shape arithmetic, e.g. H * W
+            return _PY_OPS[op](a, b)
         tensors = [v for v in (a, b) if isinstance(v, str)]
         if len(tensors) == 2:
             return ctx.emit(name, op, [a, b], scope=scope)
@@ -245,6 +250,7 @@ def _binary(op, scalar_attrs):
     return convert
 
 
+_PY_OPS = {"add": operator.add, "mul": operator.mul}
 _add = _binary("add", lambda c: {"a": 1.0, "b": c})
 _mul = _binary("mul", lambda c: {"a": c, "b": 0.0})
 
@@ -307,10 +313,17 @@ def _lead_dims(name, dims, what):
     return dims[2:]
 
 
+def _dims_arg(args, kwargs, key):
+    dims = args[1:] or (kwargs.get(key),)
+    return tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else tuple(dims)
+
+
 def _reshape(ctx, name, args, kwargs, scope=""):
-    x, dims = args[0], args[1:]
-    dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else tuple(dims)
+    x, dims = args[0], _dims_arg(args, kwargs, "shape")
     shape = list(_lead_dims(name, dims, "reshape"))
+    if any(not isinstance(d, int) for d in shape):
+        raise UnsupportedOp(f"reshape to per-step dims {shape}: T and B cannot be per-step dims",
+                            where=f"fx node {name!r}", remedy="reshape only the per-step dims")
     if shape.count(-1) == 1:
         known = int(abs(__import__("numpy").prod([d for d in shape if d != -1])))
         shape[shape.index(-1)] = ctx.type(x).size // max(known, 1)
@@ -318,8 +331,7 @@ def _reshape(ctx, name, args, kwargs, scope=""):
 
 
 def _permute(ctx, name, args, kwargs, scope=""):
-    x, dims = args[0], args[1:]
-    dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else tuple(dims)
+    x, dims = args[0], _dims_arg(args, kwargs, "dims")
     ndim = 2 + len(ctx.type(x).shape)
     dims = tuple(d % ndim for d in dims)
     if dims[:2] != (0, 1):
@@ -329,7 +341,7 @@ def _permute(ctx, name, args, kwargs, scope=""):
 
 
 def _transpose(ctx, name, args, kwargs, scope=""):
-    x, a, b = args
+    x, a, b = (list(args) + [kwargs.get("dim0"), kwargs.get("dim1")])[:3] if len(args) < 3 else args
     ndim = 2 + len(ctx.type(x).shape)
     a, b = a % ndim, b % ndim
     perm = list(range(ndim))
@@ -358,9 +370,23 @@ def _tril(ctx, name, args, kwargs, scope=""):
     diagonal = args[1] if len(args) > 1 else kwargs.get("diagonal", 0)
     if diagonal != 0:
         raise UnsupportedOp(f"tril(diagonal={diagonal}) is not supported", where=f"fx node {name!r}")
+    if len(ctx.type(args[0]).shape) < 2:
+        raise UnsupportedOp("tril of a tensor with a 1-D per-step shape would mask with the batch index",
+                            where=f"fx node {name!r}", remedy="apply the causal mask to [T, B, ..., N, N] scores")
     return ctx.emit(name, "causal_mask", [args[0]], scope=scope)
 
 
+def _int_arith(fn):
+    def convert(ctx, name, args, kwargs, scope=""):
+        if any(not isinstance(a, int) or isinstance(a, bool) for a in args):
+            raise UnsupportedOp(f"{fn.__name__} is supported on static shape numbers only, got {args}",
+                                where=f"fx node {name!r}", remedy="compute tensor arithmetic with modules")
+        return fn(*args)
+    return convert
+
+
+register_function(operator.floordiv, _int_arith(operator.floordiv))
+register_function(operator.sub, _int_arith(operator.sub))
 register_function(getattr, _getattr)
 register_function("size", _shape_of)
 for _t in (torch.reshape, "reshape", "view"):

@@ -183,6 +183,23 @@ def _tensor_args(fx_node, env) -> list[str]:
     return xs
 
 
+class _Value:
+    """Wraps an env value while torch.fx maps arguments (map_arg only maps fx Nodes, and returns what fn gives)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _unwrap(v):
+    if isinstance(v, _Value):
+        return v.value
+    if isinstance(v, (tuple, list)):
+        return type(v)(_unwrap(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _unwrap(x) for k, x in v.items()}
+    return v
+
+
 def _describe(fx_node) -> str:
     t = fx_node.target
     return f"method {t}" if isinstance(t, str) else f"function {getattr(t, '__module__', '')}.{getattr(t, '__name__', t)}"
@@ -209,8 +226,9 @@ def _convert_function(ctx, fx_node, env) -> str:
                             where=f"fx node {fx_node.name!r}" + (f" in module {_scope(fx_node)!r}" if _scope(fx_node) else ""),
                             remedy="express it with supported modules, or register a converter with "
                                    "spikec.compiler.frontend.register_function(target, fn)")
-    args = [env[a.name] if isinstance(a, torch.fx.Node) else a for a in fx_node.args]
-    kwargs = {k: env[v.name] if isinstance(v, torch.fx.Node) else v for k, v in fx_node.kwargs.items()}
+    lookup = lambda a: _Value(env[a.name])  # nested args too, e.g. reshape(x, (x.shape[0], ...))
+    args = _unwrap(torch.fx.node.map_arg(fx_node.args, lookup))
+    kwargs = _unwrap(torch.fx.node.map_arg(fx_node.kwargs, lookup))
     scope = _scope(fx_node)  # named inside its module, so names read like the model's structure
     return fn(ctx, f"{scope}.{fx_node.name}" if scope else fx_node.name, args, kwargs, scope=scope)
 

@@ -121,6 +121,8 @@ def target_text(target: dict | None) -> str:
     """One line: the target and each verdict it reports (exact / bit_exact / spike_exact, consumers)."""
     if not target:
         return "none"
+    if isinstance(target.get("summary"), str):  # a target's own account, already formatted
+        return target["summary"]
     verdicts = [f"{k} {str(target[k]).lower()}" for k in ("exact", "bit_exact", "spike_exact") if k in target]
     for name, c in (target.get("consumers") or {}).items():
         verdicts.append(f"{name}: " + (f"spike_exact {str(c.get('spike_exact')).lower()}" if c.get("ran")

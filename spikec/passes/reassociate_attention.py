@@ -1,8 +1,8 @@
 """Reassociate softmax-free attention (passes.md, "Softmax-free attention reassociation").
 
 ``(Q K^T) V == Q (K^T V)`` exactly when nothing sits between the products (integer arithmetic on spike
-tensors). Per head the pairwise order costs ``N^2 (d + d_v)`` multiply-accumulates and the linear
-order ``2 N d d_v``: the pass picks the cheaper (linear when ``d < N``). It refuses under a causal mask
+tensors). Per head the pairwise order costs ``N_q N_k (d + d_v)`` multiply-accumulates and the linear
+order ``(N_q + N_k) d d_v``: the pass picks the cheaper (linear when ``d < N`` for self-attention). It refuses under a causal mask
 (``K^T V`` would mix future tokens) and when a softmax or any other op sits between the products.
 ``K^T V`` is a dynamic weight: either order stays a host computation on static-synapse targets.
 """
@@ -16,9 +16,9 @@ BETWEEN = {"causal_mask": "a causal mask sits between the products: K^T V would 
            "softmax": "a softmax sits between the products: (Q K^T) V is not Q (K^T V) under it"}
 
 
-def costs(n: int, d: int, dv: int, heads: int) -> dict:
-    """Multiply-accumulates per step and sample of both orders."""
-    return {"pairwise": heads * n * n * (d + dv), "linear": heads * 2 * n * d * dv}
+def costs(nq: int, nk: int, d: int, dv: int, heads: int) -> dict:
+    """Multiply-accumulates per step and sample of both orders (``nq`` queries, ``nk`` keys)."""
+    return {"pairwise": heads * nq * nk * (d + dv), "linear": heads * (nq + nk) * d * dv}
 
 
 def _attention(graph: Graph, outer: Node):
@@ -32,10 +32,12 @@ def _attention(graph: Graph, outer: Node):
 
 
 def _refusal(graph: Graph, outer: Node):
+    """A Skip when an op sits between this product and an earlier one (a mask, a softmax, a scale...)."""
     for i in outer.inputs:
         node = graph.node(i)
-        if node.op in BETWEEN and graph.node(node.inputs[0]).op == "matmul":
-            return Skip(outer.name, f"{BETWEEN[node.op]} (node {node.name!r})",
+        if node.op != "matmul" and node.inputs and graph.node(node.inputs[0]).op == "matmul":
+            why = BETWEEN.get(node.op, f"a {node.op} sits between the products: only adjacent products reassociate")
+            return Skip(outer.name, f"{why} (node {node.name!r})",
                         "keep the pairwise order; drop --passes reassociate_attention")
     return None
 
@@ -52,9 +54,10 @@ def reassociate_attention(graph: Graph) -> PassResult:
             continue
         q, kt, v, order, inner = found
         (*lead, n, d), dv = graph.node(q).type.shape, graph.node(v).type.shape[-1]
-        cost = costs(n, d, dv, int(np.prod(lead)) if lead else 1)
+        nk = graph.node(kt).type.shape[-1]
+        cost = costs(n, nk, d, dv, int(np.prod(lead)) if lead else 1)
         best = "linear" if cost["linear"] < cost["pairwise"] else "pairwise"
-        decisions.append({"node": outer.name, "tokens": n, "head_dim": d, "source_order": order,
+        decisions.append({"node": outer.name, "tokens": n, "keys": nk, "head_dim": d, "source_order": order,
                           "chosen_order": best, "macs": cost})
         notes.append(f"{outer.name}: {order} order -> {best} (MACs per step: pairwise {cost['pairwise']:,}, "
                      f"linear {cost['linear']:,}; N={n}, d={d})")

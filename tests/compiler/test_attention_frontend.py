@@ -159,9 +159,6 @@ def test_matmul_with_a_constant_operand_is_refused():
         trace(Fn(lambda x: x @ torch.ones(6, 6)), (5, 6))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (converters.py _tril / ops.py causal_mask): tril of a tensor whose "
-                   "per-step shape is 1-D masks with the batch index (torch.tril on [T, B, N] uses dims B, N), "
-                   "so a sample's output depends on its position in the batch; it should be refused")
 def test_tril_of_a_one_dimensional_per_step_tensor_is_refused():
     model = Fn(lambda x: torch.tril(x))
     x = np.ones((1, 3, 4))
@@ -172,23 +169,16 @@ def test_tril_of_a_one_dimensional_per_step_tensor_is_refused():
         trace(model, (4,))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (converters.py _transpose/_permute/_reshape): keyword dims "
-                   "(dim0=, dim1= / dims= / shape=) crash with a bare ValueError instead of converting")
 def test_transpose_with_keyword_dims_converts():
     assert_exact(Fn(lambda x: x.transpose(dim0=-1, dim1=-2)), (5, 6), X4)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (converters.py _reshape): x.shape[0] used as a per-step dim leaks a "
-                   "LeadDim into the node's attrs: IRError 'not JSON-representable' without the fx node")
 def test_reshape_with_t_as_a_per_step_dim_is_refused_naming_the_node():
     with pytest.raises(UnsupportedOp) as info:
         trace(Fn(lambda x: x.reshape(x.shape[0], x.shape[1], x.shape[0], 8)), (4, 2, 3))
     assert "fx node 'reshape'" in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (converters.py _binary): arithmetic on static shape entries "
-                   "(x.shape[3] * x.shape[4]) reaches the tensor 'mul' converter with two ints and crashes with "
-                   "IndexError; operator.floordiv (C // heads) has no converter at all")
 @pytest.mark.parametrize("fn", [lambda x: x.reshape(x.shape[0], x.shape[1], x.shape[2], x.shape[3] * x.shape[4]),
                                 lambda x: x.reshape(x.shape[0], x.shape[1], 2, x.shape[2] // 2, 6)],
                          ids=["mul", "floordiv"])
@@ -196,9 +186,6 @@ def test_arithmetic_on_static_shape_entries_converts(fn):
     assert_exact(Fn(fn), (4, 2, 3), X5)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (frontend.py _convert_function): only top-level fx-node arguments are "
-                   "mapped, so a shape tuple holding x.shape[0] (torch.reshape(x, (x.shape[0], ...))) reaches the "
-                   "converter as raw torch.fx.Node objects and is refused; map nested args with torch.fx.node.map_arg")
 @pytest.mark.parametrize("fn", [lambda x: torch.reshape(x, (x.shape[0], x.shape[1], -1, 6)),
                                 lambda x: x.reshape((x.shape[0], x.shape[1], 24))], ids=["torch.reshape", "tuple"])
 def test_reshape_with_a_shape_tuple_converts(fn):

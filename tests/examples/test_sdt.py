@@ -84,7 +84,7 @@ def test_attention_is_reported_in_the_linear_order_with_both_mac_counts(compiled
         assert d < n                                           # small(): head_dim 8 < 16 tokens
         assert (entry["tokens"], entry["head_dim"]) == (n, d)
         assert entry["source_order"] == "pairwise" and entry["chosen_order"] == "linear"
-        assert entry["macs"] == costs(n, d, d, attn.heads)
+        assert entry["macs"] == costs(n, n, d, d, attn.heads)
         assert entry["macs"] == {"pairwise": attn.heads * n * n * 2 * d, "linear": attn.heads * 2 * n * d * d}
         assert entry["macs"]["linear"] < entry["macs"]["pairwise"]
         outer = compiled.graph.node(entry["node"])

@@ -132,8 +132,10 @@ class Builder:
         return helper.make_tensor_value_info(name, self.elem, [self.time_len(name), BATCH, *self.shape(name)])
 
     def model(self, doc: str, metadata: dict) -> onnx.ModelProto:
+        used = {i for n in self.nodes for i in n.input}
+        inits = [i for i in self.initializers if i.name in used]   # constants an emitter made but did not use
         graph = helper.make_graph(self.nodes, "spikec", [self.value_info(n.name) for n in self.graph.inputs],
-                                  [self.value_info(o) for o in self.graph.outputs], self.initializers, doc_string=doc)
+                                  [self.value_info(o) for o in self.graph.outputs], inits, doc_string=doc)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                                   producer_name="spikec", producer_version="0.1.0", ir_version=IR_VERSION)
         helper.set_model_props(model, {k: str(v) for k, v in metadata.items()})

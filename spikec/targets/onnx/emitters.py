@@ -426,3 +426,64 @@ def csilif(b: Builder, node: Node, x: str) -> str:
             membrane.append(u)
         return spikes, membrane
     return _neuron(b, node, x, dynamics)
+
+
+# -- frontend-specific neurons (spikec/compiler/converters_extra.py) ---------------------------------
+@emitter("lif_snntorch")
+def lif_snntorch(b: Builder, node: Node, x: str) -> str:
+    """snnTorch ``Leaky`` as ``lif_snntorch_kernel`` runs it: strict ``>``, the previous spike's reset.
+
+    snnTorch's spikes are float32, so ``reset * theta`` with a 0-dim ``theta`` is computed in float32 (a
+    product with 0/1: the value is ``theta`` rounded to float32); a per-channel ``theta`` stays float64."""
+    theta_p = node.params["threshold"]
+    beta, theta = _param(b, node, "beta"), _param(b, node, "threshold")
+    theta_r = b.per_channel(np.float64(np.float32(theta_p)) if theta_p.ndim == 0 else theta_p, node.type.shape,
+                            f"{node.name}.threshold_reset")
+    kind, delay = node.attrs["reset"], node.attrs["reset_delay"]
+    zero, one = b.const(0.0, "zero"), b.const(1.0, "one")
+    mem, spikes = zero, []
+    for t, xt in enumerate(b.split_steps(x, b.time_len(x), f"{node.name}/x")):
+        with b.scope(f"{node.name}/t{t}"):
+            reset = b.spike(b.op("Greater", [b.sub(mem, theta), zero]))          # (mem - theta > 0)
+            if kind == "zero":
+                mem = b.mul(b.sub(one, reset), mem)                                # (1 - reset) * mem
+            mem = b.add(b.mul(beta, mem), xt)                                      # beta * mem + x
+            if kind == "subtract":
+                mem = b.sub(mem, b.mul(reset, theta_r))                            # mem - reset * theta
+            spk = b.spike(b.op("Greater", [b.sub(mem, theta), zero]))            # (mem - theta > 0)
+            if not delay:
+                do_reset = b.sub(spk, reset)
+                if kind == "subtract":
+                    mem = b.sub(mem, b.mul(do_reset, theta_r))                     # mem - do_reset * theta
+                elif kind == "zero":
+                    mem = b.sub(mem, b.mul(do_reset, mem))                         # mem - do_reset * mem
+        spikes.append(spk)
+    return b.stack_steps(spikes, out=node.name)
+
+
+@emitter("lif_sj")
+def lif_sj(b: Builder, node: Node, x: str) -> str:
+    """SpikingJelly ``LIFNode`` / ``IFNode`` as ``lif_sj_kernel`` runs it (Python-float parameters)."""
+    p = node.params
+    theta = b.const(float(p["threshold"]), f"{node.name}.threshold")
+    tau = b.const(float(p["tau"]), f"{node.name}.tau") if "tau" in p else None
+    v_reset = float(p["v_reset"]) if "v_reset" in p else None
+    rest = b.const(0.0 if v_reset is None else v_reset, f"{node.name}.rest")
+    one = b.const(1.0, "one")
+    v, spikes = rest, []
+    for t, xt in enumerate(b.split_steps(x, b.time_len(x), f"{node.name}/x")):
+        with b.scope(f"{node.name}/t{t}"):
+            if tau is None:
+                h = b.add(v, xt)                                                   # v + x
+            elif node.attrs["decay_input"]:
+                h = b.add(v, b.op("Div", [b.sub(xt, b.sub(v, rest)), tau]))      # v + (x - (v - rest)) / tau
+            else:
+                h = b.add(b.sub(v, b.op("Div", [b.sub(v, rest), tau])), xt)      # v - (v - rest) / tau + x
+            s = _fire(b, h, theta)
+            if t + 1 < b.time_len(x):
+                if v_reset is None:
+                    v = b.sub(h, b.mul(s, theta))                                  # h - s * theta
+                else:                                                              # s * v_reset + (1 - s) * h
+                    v = b.add(b.mul(s, b.const(v_reset, f"{node.name}.v_reset")), b.mul(b.sub(one, s), h))
+        spikes.append(s)
+    return b.stack_steps(spikes, out=node.name)
