@@ -25,6 +25,7 @@ line — and PyTorch float32 vs ONNX float32 (same precision). The last line pri
 """
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -65,9 +66,6 @@ def main():
     os.environ[STEPS_ENV] = str(args.steps)
 
     import onnxruntime as ort
-    from spikec.compiler.driver import CompileOptions, compile_model, write_outdir
-    from spikec.compiler.interpreter import run
-    from spikec.targets.onnx import check_model_against, export
 
     print(f"RIPE published: widths 32/64/128, 128x128, T={args.steps}, DS-MPA on; untrained, seed {args.seed}; "
           f"torch {torch.__version__}, onnxruntime {ort.__version__}, {args.threads} thread(s); "
@@ -77,6 +75,18 @@ def main():
     torch.manual_seed(args.seed)
     model = published_model().eval()
     work = Path(tempfile.mkdtemp(prefix="bench_onnx_"))
+    try:
+        run_benchmark(args, model, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_benchmark(args, model, work: Path):
+    import onnxruntime as ort
+    from spikec.compiler.driver import CompileOptions, compile_model, write_outdir
+    from spikec.compiler.interpreter import run
+    from spikec.targets.onnx import check_model_against, export
+
     torch.save(model.state_dict(), work / "weights.pt")
 
     # 1. compile through spikec -> model.onnx (float64), verified spike-exact on the small batch

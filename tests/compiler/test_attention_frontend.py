@@ -14,15 +14,6 @@ from spikec.compiler.frontend import trace
 from spikec.compiler.interpreter import run
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one intra-op thread avoids OpenMP spin contention on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 class Fn(nn.Module):
     """A model whose forward is ``fn(x)``: torch.fx traces the function's tensor calls."""
 

@@ -24,16 +24,6 @@ SDNA = Path(__file__).resolve().parents[2] / "examples" / "sdna"
 C, H, W = 3, 5, 6
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors: with two intra-op threads on a busy 2-core machine OpenMP's synchronisation made these
-    tests 5-50x slower (measured). Restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 class Attn(nn.Module):
     """Integer spikes Q, K, V from a real input, then the window op."""
 

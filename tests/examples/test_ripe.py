@@ -34,15 +34,6 @@ def published_32x32():
     return model
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread avoids OpenMP spin contention on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 # -- parameter formulas (passes.md "Parameter accounting", models.md section 1) -------------------------
 def repconv_training(c_in, c, square):
     """Branch weights (3x3, 1x1, 1x3, 3x1, 1x1 -> 3x3) plus gamma, beta per BN; identity and avg-pool BNs when square."""

@@ -19,15 +19,6 @@ MODEL, CKPT, INPUTS = SDT / "model.py", SDT / "checkpoint.pt", SDT / "inputs.npz
 ATTENTION_OPS = ("reshape", "transpose", "matmul")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread avoids OpenMP spin contention on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def options(**kw):
     return CompileOptions(model=f"{MODEL}:small", weights=str(CKPT), inputs=str(INPUTS), passes="default", **kw)
 

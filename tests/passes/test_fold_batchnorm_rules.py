@@ -19,15 +19,6 @@ from spikec.compiler.verify import verify
 from spikec.passes.fold_batchnorm import FOLD_BATCHNORM, fold_batchnorm, fold_bn_into_next, heaviside_threshold
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one intra-op thread avoids OpenMP spin contention on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 T64 = lambda a: torch.tensor(np.array(a, dtype=np.float64))
 
 

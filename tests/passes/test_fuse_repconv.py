@@ -22,15 +22,6 @@ from spikec.passes.fuse_repconv import (FUSE_REPCONV, avgpool_kernel, bn_affine,
 
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one intra-op thread avoids OpenMP spin contention on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 T64 = lambda a: torch.tensor(np.array(a, dtype=np.float64))
 
 

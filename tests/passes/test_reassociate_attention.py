@@ -23,15 +23,6 @@ from spikec.compiler.verify import verify
 from spikec.passes.reassociate_attention import REASSOCIATE_ATTENTION, costs, reassociate_attention
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one intra-op thread avoids OpenMP spin contention on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def layout(graph):
     return [(n.name, n.op, n.inputs) for n in graph.nodes]
 

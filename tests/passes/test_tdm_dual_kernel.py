@@ -18,15 +18,6 @@ from spikec.compiler.verify import verify
 from spikec.passes.tdm_dual_kernel import TDM_DUAL_KERNEL, dual_kernels, tdm_dual_kernel
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one intra-op thread avoids OpenMP spin contention on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 T64 = lambda a: torch.tensor(np.array(a, dtype=np.float64))
 
 

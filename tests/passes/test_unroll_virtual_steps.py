@@ -28,15 +28,6 @@ SYNAPSES = ("conv2d", "linear", "windowsum", "avgpool2d")
 ROUTING = ("maxpool2d", "flatten")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one intra-op thread avoids OpenMP spin contention on a busy machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 # -- helpers ---------------------------------------------------------------------------------------
 def unroll(model, shape, x):
     """Trace, run the pass through the pass manager (verify + checker); return (before, after, record)."""
