@@ -76,3 +76,30 @@ def partition_report(graph: Graph) -> dict:
                 if (n.name in host) != (i in host)]
     return {"host": sorted(host), "crossing": crossing,
             "values_per_step": sum(c["values_per_step"] for c in crossing)}
+
+
+def sdna_report(graph: Graph, cost: dict, schedule: dict | None) -> list[dict]:
+    """Per SDNA block: gate evaluations and attention state of its window op, its integer products, its
+    synaptic operations split AC/MAC, and (after unrolling) the sub-step at which its output is ready.
+
+    Pairwise gates every (query, key) pair: ``N k^2 C`` neurons; Linear gates the window sums: ``N C``.
+    """
+    blocks = []
+    for n in graph.nodes:
+        if n.op == "sdna_pairwise":
+            variant, name, k = "pairwise", n.name, n.attrs["kernel"]
+        elif n.op == "windowsum" and n.name.endswith(".window") and f"{n.name[:-7]}.gate" in graph:
+            variant, name, k = "linear", n.name[:-7], n.attrs["kernel"]
+        else:
+            continue
+        c, tokens = n.type.shape[0], int(np.prod(n.type.shape[1:]))
+        gates = tokens * c * (k * k if variant == "pairwise" else 1)
+        mine = [l for l in cost["layers"] if l["name"] == name or l["name"].startswith(name + ".")]
+        start = (schedule or {}).get("start_substep", {})
+        blocks.append({"block": name, "variant": variant, "tokens": tokens, "channels": c, "window": k,
+                       "gate_evaluations_per_step": gates, "attention_state_values": gates,
+                       "ac_ops": sum(l["ac_ops"] for l in mine), "mac_ops": sum(l["mac_ops"] for l in mine),
+                       "integer_products_per_step": 2 * gates,  # Q*K (or K*V) and the gated read-out
+                       "products": "integer spike products: not spike-driven",
+                       "output_substep": start.get(name)})
+    return blocks

@@ -12,7 +12,7 @@ import torch
 
 from spikec.compiler import loader
 from spikec.compiler.checker import Comparison, compare_graphs, compare_with_torch, run_torch
-from spikec.compiler.cost import cost_report, partition_report
+from spikec.compiler.cost import cost_report, partition_report, sdna_report
 from spikec.compiler.interpreter import run
 from spikec.compiler.errors import BadInput
 from spikec.compiler.frontend import trace
@@ -120,6 +120,7 @@ def compile_model(opts: CompileOptions) -> Compiled:
         "partitions": partition_report(deployed),
         "schedule": thaw(deployed.meta.get("schedule")),
         "attention": thaw(deployed.meta.get("attention")),
+        "sdna": sdna_report(deployed, cost, thaw(deployed.meta.get("schedule"))),
         "target": emitted.report if emitted else None,
         "checks": ["ir_verifies", "io_outputs", "source_vs_deployed", "passes_replayed"],
         "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.__dict__.items()},

@@ -34,6 +34,8 @@ def synaptic_kind(graph: Graph, node) -> str | None:
 
 def product_kind(graph: Graph, node) -> str | None:
     """How an element-wise product of spike tensors runs; nothing dense is called spike-driven."""
+    if node.op == "sdna_pairwise":
+        return "pairwise integer spike products Q_i*K_j and a_ij*V_j: not spike-driven"
     if node.op != "mul":
         return None
     types = [graph.node(i).type for i in node.inputs]
@@ -90,6 +92,11 @@ def summary_text(report: dict) -> str:
     lines.append(f"  synapses   {ac} accumulate-only (AC), {mac} multiply-accumulate (MAC)")
     lines += [f"             {l['name']:<16} {l['op']:<8} {l['product']}" for l in report["layers"] if "product" in l]
     lines += [f"  neuron     {l['name']:<16} {l['lowering']}" for l in report["layers"] if "lowering" in l]
+    for b in report.get("sdna") or []:
+        lines.append(f"  sdna       {b['block']:<16} {b['variant']:<8} {b['gate_evaluations_per_step']:,} gate evaluations "
+                     f"per step (N={b['tokens']}, C={b['channels']}, k={b['window']}), "
+                     f"{b['integer_products_per_step']:,} integer products per step (not spike-driven); "
+                     f"{b['ac_ops']:,.0f} AC + {b['mac_ops']:,.0f} MAC per inference")
     if report.get("schedule"):
         lines.append(f"  schedule   {report['schedule']['latency_substeps_per_step']} virtual sub-steps of latency "
                      "per physical step (layers start after their producers' sub-steps)")
