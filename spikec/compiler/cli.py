@@ -112,7 +112,8 @@ def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
     compiled = compile_model(opts)
     out = write_outdir(outdir, compiled)
     click.echo(summary_text(compiled.report))
-    click.echo(f"  wrote      {out}/report.json, graph.json, weights.npz, io.npz")
+    click.echo(f"  wrote      {out}/" + ", ".join(["report.json", "graph.json", "weights.npz", "io.npz",
+                                                     *compiled.files]))
     if not compiled.report["equivalent"]:
         sys.exit(1)
 

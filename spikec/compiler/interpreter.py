@@ -130,12 +130,13 @@ class _Kernels:
     def avgpool2d(self, node, p, x):
         self._float_only(node)
         a = node.attrs
-        return _per_step(lambda z: F.avg_pool2d(z, a["kernel"], a["stride"], a["padding"], a["ceil_mode"],
-                                                a["count_include_pad"]), x)
+        return _per_step(lambda z: F.avg_pool2d(z, a["kernel"], a["stride"], a["padding"], a.get("ceil_mode", False),
+                                                a.get("count_include_pad", True)), x)
 
     def maxpool2d(self, node, p, x):
         a = node.attrs
-        pool = lambda z: F.max_pool2d(z, a["kernel"], a["stride"], a["padding"], a["dilation"], a["ceil_mode"])
+        pool = lambda z: F.max_pool2d(z, a["kernel"], a["stride"], a["padding"], a.get("dilation", (1, 1)),
+                                      a.get("ceil_mode", False))
         return _per_step(pool, x.double()).to(x.dtype) if self.integer else _per_step(pool, x)
 
     def flatten(self, node, p, x):

@@ -487,3 +487,29 @@ def lif_sj(b: Builder, node: Node, x: str) -> str:
                     v = b.add(b.mul(s, b.const(v_reset, f"{node.name}.v_reset")), b.mul(b.sub(one, s), h))
         spikes.append(s)
     return b.stack_steps(spikes, out=node.name)
+
+
+# -- attention: reshapes, dynamic products ----------------------------------------------
+@emitter("reshape")
+def reshape(b: Builder, node: Node, x: str) -> str:
+    return b.reshape(x, [0, 0, *node.attrs["shape"]], out=node.name)
+
+
+@emitter("transpose")
+def transpose(b: Builder, node: Node, x: str) -> str:
+    return b.op("Transpose", [x], out=node.name, perm=[0, 1, *(2 + d for d in node.attrs["perm"])])
+
+
+@emitter("matmul")
+def matmul(b: Builder, node: Node, x: str, y: str) -> str:
+    return b.op("MatMul", [x, y], out=node.name)
+
+
+@emitter("softmax")
+def softmax(b: Builder, node: Node, x: str) -> str:
+    return b.op("Softmax", [x], out=node.name, axis=2 + node.attrs["dim"])
+
+
+@emitter("causal_mask")
+def causal_mask(b: Builder, node: Node, x: str) -> str:
+    return b.op("Trilu", [x], out=node.name, upper=0)
