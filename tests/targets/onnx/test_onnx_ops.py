@@ -409,5 +409,6 @@ def test_every_ir_op_has_an_emitter_or_is_listed_pending():
     import spikec.compiler.converters_extra  # noqa: F401  (ops defined outside ops.py register on import)
     import spikec.compiler.converters_sdna  # noqa: F401
     from spikec.targets.onnx.emitters import EMITTERS
-    missing = {op for op in OPS if op != "input" and op not in EMITTERS and not op.startswith("test_")}
+    # lava_* ops are the Lava target's own integer reference, never part of a graph handed to ONNX
+    missing = {op for op in OPS if op != "input" and op not in EMITTERS and not op.startswith(("test_", "lava_"))}
     assert missing <= PENDING, f"ops with no ONNX emitter: {sorted(missing - PENDING)}"
