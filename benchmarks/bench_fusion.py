@@ -21,7 +21,7 @@ imported: with libgomp's default spin-waiting, 2-thread timings collapse when th
 with other processes. ``--thp`` sets THP_MEM_ALLOC_ENABLE=1 (huge pages for torch's large CPU
 allocations). See benchmarks/README.md for measured figures and their explanation.
 
-    .venv/bin/python benchmarks/bench_fusion.py            # T=16, batch 8, 128x128 (~3 min on 2 idle cores)
+    .venv/bin/python benchmarks/bench_fusion.py            # T=16, batch 8, 128x128 (~2.5 min on 2 idle cores)
     .venv/bin/python benchmarks/bench_fusion.py --quick    # T=4, batch 2, 64x64 (seconds)
 """
 import argparse
@@ -292,6 +292,24 @@ def record_unit_inputs(model: nn.Module, x: torch.Tensor, names) -> dict:
     return seen
 
 
+OP_GROUPS = (("conv", "convolution"), ("batch_norm", "batch_norm"), ("add", "add"), ("avg_pool", "avg_pool"))
+
+
+def op_profile(fn) -> dict:
+    """Self CPU seconds and call counts of ``fn()`` per aten op group (torch.profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    out = defaultdict(lambda: [0.0, 0])
+    for e in prof.key_averages():
+        group = next((g for g, key in OP_GROUPS if key in e.key), "other")
+        out[group][0] += e.self_cpu_time_total / 1e6
+        if group != "other" and e.key.startswith("aten::") and e.key.endswith(("mkldnn_convolution",
+                "native_batch_norm", "add", "avg_pool2d", "_slow_conv2d_forward", "thnn_conv2d")):
+            out[group][1] += e.count
+    return dict(out)
+
+
 def load() -> str:
     return "/".join(f"{v:.1f}" for v in os.getloadavg())
 
@@ -309,7 +327,7 @@ def main(argv=None):
                         "shared with other processes; 'env' leaves the environment alone)")
     p.add_argument("--thp", action="store_true",
                    help="set THP_MEM_ALLOC_ENABLE=1: torch's CPU allocator asks for transparent huge pages, which "
-                        "cuts the page faults of the large fresh activations ~10x")
+                        "cuts the page faults of the large fresh activations by 1-2 orders of magnitude")
     args = p.parse_args(argv)
 
     if args.quick:
@@ -444,6 +462,18 @@ def main(argv=None):
               f"(CPU time {conv_r_cpu:.2f}x; sys {med(ca, 2):.2f} s vs {med(cb, 2):.2f} s; "
               f"{med(ca, 3) / 1e3:,.0f} k vs {med(cb, 3) / 1e3:,.0f} k page faults); "
               f"conv MACs {macs_a / 1e9:.1f} G -> {macs_b / 1e9:.1f} G ({macs_a / macs_b:.2f}x)")
+        prof = [op_profile(lambda which=which: [(rep if which == 0 else f)(seen[name]) for name, rep, f in units])
+                for which in (0, 1)]
+        print("  by aten op (torch.profiler, one pass over the units; self seconds, calls):")
+        for label, pr in zip(("training", "fused"), prof):
+            total = sum(v[0] for v in pr.values())
+            cells = "  ".join(f"{g} {pr[g][0]:.3f} s ({pr[g][1]})" for g, _ in OP_GROUPS if g in pr)
+            cells += f"  other {pr.get('other', [0.0])[0]:.3f} s"
+            print(f"    {label:9s} {cells}  = {total:.3f} s")
+        conv_op = prof[0]["conv"][0] / prof[1]["conv"][0]
+        print(f"  convolutions alone: {conv_op:.2f}x faster fused (MAC ratio {macs_a / macs_b:.2f}x); BN + add + "
+              f"avg-pool are {100 * (1 - prof[0]['conv'][0] / sum(v[0] for v in prof[0].values())):.0f}% of the "
+              f"training units' time")
         share = bd_a["RepConv units"][0] / tot_a[0]
         amdahl = 1 / ((1 - share) + share / conv_r)
         print(f"Amdahl: the RepConv units are {100 * share:.1f}% of the training forward (breakdown); "

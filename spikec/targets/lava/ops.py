@@ -1,12 +1,14 @@
 """Integer IR ops of the Lava target: the *integer reference* Lava's fixed-point models must match.
 
 Each kernel repeats, in exact int64 numpy arithmetic, what the corresponding Lava 0.10.0
-``fixed_pt`` ProcessModel computes for one logical step (the one-step latency of every Lava
-synapse process is *not* part of these ops: the target accounts for it when comparing, see
-``lava/emit.py``). Written independently of Lava's code, so comparing the two checks both.
+``fixed_pt`` ProcessModel computes for one logical step (the latency of every Lava synapse
+process and the sub-step schedule are *not* part of these ops: the target accounts for them when
+comparing, see ``lava/emit.py``). Written independently of Lava's code, so comparing the two
+checks both. A synapse's input may be binary spikes, graded payloads (``num_message_bits > 0``)
+or a sub-step stream (the ops are stateless and run on any time base).
 
   lava_dense    weight (N_out, N_in) int64: the values handed to ``lava.proc.dense.Dense``
-                attrs weight_exp, num_message_bits.
+                (or ``DelayDense`` when a ``delay`` node precedes it) attrs weight_exp, num_message_bits.
                 PyDenseModelBitAcc: sign mode from the weights (all >= 0 / all <= 0 / mixed);
                 clip to 8 bits (mixed [-256, 255]); drop the lowest bit when mixed
                 (``(w >> 1) << 1``); ``a = W[:, s != 0].sum(1)`` for binary input (``W @ s`` when
@@ -17,16 +19,37 @@ synapse process is *not* part of these ops: the target accounts for it when comp
                 binary input read as ``s != 0``; the sum wraps to signed 24 bits; weight_exp and
                 weight truncation do not apply.
   lava_lif      du, dv, vth, bias_mant, bias_exp: () or (C,) int64; optional v_reset (hard reset);
-                attr reset "zero" | "subtract"; attr output "spikes" | "v" | "u" | "flags".
+                attr reset "zero" | "subtract"; attr output "spikes" | "v" | "u" | "flags" | "membrane".
                 PyLifModelBitAcc, one step (input a = synaptic sum of this step):
                   u = sgn(u*(4096-(du+1))) (|.| >> 12) + (a << 6)   wrapped once into (-2^23, 2^23]
                   v = sgn(v*(4096-dv)) (|.| >> 12) + u + (bias_mant << bias_exp)  clipped to +-(2^23-1)
                   s = v > (vth << 6)                                 (strict)
                   v[s] = v_reset (zero)   |   v[s] -= vth << 6 (subtract: spikec's custom process)
-                "v"/"u" read out the state after the step; "flags" is a per-step bit mask:
-                1 = u wrapped, 2 = v saturated, 4 = ``a << 6`` left 24 bits (so overflow is reported,
-                never silent).
+                "v"/"u" read out the state after the step, "membrane" the pre-reset v; "flags" is a
+                per-step bit mask: 1 = u wrapped, 2 = v saturated, 4 = ``a << 6`` left 24 bits (so
+                overflow is reported, never silent).
+  lava_intfire  the integer-firing neuron (semantics.md 1.2) on LIF's sub-threshold arithmetic (same
+                params; vth > 0); attrs max_spikes D, rounding "round" | "floor", unrolled (bool):
+                  theta = vth << 6;  S = clip(floor((v + theta/2) / theta), 0, D)  (floor: no theta/2)
+                  v -= S * theta
+                ``unrolled=False``: the spikes are the graded payload S (integer <= D) on physical steps;
+                ``unrolled=True``: binary spikes on D sub-steps per step, the thermometer code
+                ``s_d = [d < S]`` (the unrolled form of passes.md; its sum over the D sub-steps is S).
+  lava_silif    SiLIF (semantics.md 1.3) in fixed point: decay A (12-bit fraction, 4096 = 1), kappa K
+                (the reset in v units), vth, bias_mant, bias_exp; states v and the previous spike:
+                  v = sgn((v - K s)*A) (|.| >> 12) + (a << 6) + bias, clipped;  s = v >= (vth << 6)
+  lava_csilif   CSiLIF: the complex state as two integer states v (real) and w (imaginary),
+                decays a_re, a_im (signed 12-bit fractions), kappa, vth, bias:
+                  z = v - K s;  v = dec(z, a_re) - dec(w, a_im) + (a << 6) + bias;  w = dec(w, a_re) + dec(z, a_im)
+                  s = v >= (vth << 6)            (dec(x, f) = sgn(x f) (|x f| >> 12); both clipped)
+  lava_or       max pooling over binary spikes: ``s = a > 0`` on the sum of an all-ones window (exactly
+                Lava's LIF with du = dv = 4095, vth = 0 on non-negative input; stateless, any time base).
   lava_readout  bias (N,) int64: ``y = a + bias`` (spikec's non-spiking read-out process).
+  lava_host     a dense float op on the host (attrs op, attrs, per input ``gain{i}``): chip inputs are
+                integers divided by their gain; evaluated step by step and sample by sample by
+                ``host.host_step`` (the very function the Lava host process calls); float64 out.
+  lava_quant    gain () or (C,) float, attr bits: ``round_half_up(x * gain)`` to integers (clipped to a
+                signed ``bits``-bit payload when bits > 0): what a host process sends to the chip.
 """
 import numpy as np
 import torch
@@ -40,7 +63,11 @@ STATE_BITS = 24
 M = 2 ** (STATE_BITS - 1)
 FLAG_U_WRAP, FLAG_V_SAT, FLAG_ACT = 1, 2, 4
 LIF_PARAMS = ("du", "dv", "vth", "bias_mant", "bias_exp")
-READOUTS = ("spikes", "v", "u", "flags")
+SILIF_PARAMS = ("decay", "vth", "kappa", "bias_mant", "bias_exp")
+CSILIF_PARAMS = ("a_re", "a_im", "vth", "kappa", "bias_mant", "bias_exp")
+READOUTS = ("spikes", "v", "u", "flags", "membrane")
+# the populations with state: op -> state variables compared at the end of a run (Lava Var names)
+STATES = {"lava_lif": ("v", "u"), "lava_intfire": ("v", "u"), "lava_silif": ("v",), "lava_csilif": ("v", "w")}
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -117,13 +144,25 @@ def _conv(node, p, x):
 
 
 # -- neurons ----------------------------------------------------------------------------
+def _infer_neuron(names, spikes):
+    def infer(node, ins):
+        (t,) = ins
+        _per_channel(node, t, names)
+        out = node.attrs.get("output", "spikes")
+        _need(out in READOUTS, node, f"output must be one of {READOUTS}, got {out!r}")
+        _need(t.substeps == 1, node, "a neuron population integrates physical steps")
+        return spikes(node, t) if out == "spikes" else TensorType(t.shape)
+    return infer
+
+
 def _infer_lif(node, ins):
-    (t,) = ins
-    _per_channel(node, t, LIF_PARAMS + ("v_reset",))
-    out = node.attrs.get("output", "spikes")
-    _need(out in READOUTS, node, f"output must be one of {READOUTS}, got {out!r}")
     _need(node.attrs.get("reset") in ("zero", "subtract"), node, "reset must be 'zero' or 'subtract'")
-    return TensorType(t.shape, "binary") if out == "spikes" else TensorType(t.shape)
+    return _infer_neuron(LIF_PARAMS + ("v_reset",), lambda n, t: TensorType(t.shape, "binary"))(node, ins)
+
+
+def _intfire_spikes(node, t):
+    d = node.attrs["max_spikes"]
+    return TensorType(t.shape, "binary", None, d) if node.attrs.get("unrolled") else TensorType(t.shape, "integer", d)
 
 
 def decay(x: np.ndarray, factor) -> np.ndarray:
@@ -132,47 +171,136 @@ def decay(x: np.ndarray, factor) -> np.ndarray:
     return np.sign(y) * (np.abs(y) >> 12)
 
 
-class _LifOut(interpreter._NeuronOut):
-    """Spikes, post-step states u and v, and overflow flags of one run; each read-out node picks one."""
+class _StateOut(interpreter._NeuronOut):
+    """Per-step outputs of one population run (spikes, states, flags, margin); each read-out node picks one."""
 
-    def __init__(self, shape):
-        self.spikes, self.v, self.u, self.flags, self.margin = (
-            torch.empty(shape, dtype=torch.int64) for _ in range(5))
+    def __init__(self, shape, names, spike_steps=None):
+        for name in names + ("spikes", "flags", "margin", "membrane"):
+            steps = spike_steps if name in ("spikes", "margin") and spike_steps else shape[0]
+            setattr(self, name, torch.empty((steps,) + tuple(shape[1:]), dtype=torch.int64))
 
     def output(self, node):
         return getattr(self, node.attrs.get("output", "spikes"))
+
+    def put(self, t, **values):
+        for name, val in values.items():
+            getattr(self, name)[t] = torch.as_tensor(np.asarray(val, dtype=np.int64))
+
+
+def _bias(bm, be):
+    return np.where(be >= 0, bm << np.maximum(be, 0), bm >> np.maximum(-be, 0))
+
+
+def _lif_subthreshold(u, v, xs_t, fu, fv, bias):
+    """Lava's LIF sub-threshold update of one step; returns (u, v, flags)."""
+    act = xs_t << 6
+    flags = np.where(np.abs(act) >= M, FLAG_ACT, 0)
+    pre = decay(u, fu) + act
+    u = np.where(pre > M, pre - 2 * M, pre)
+    u = np.where(u <= -M, pre + 2 * M, u)
+    flags |= np.where(u != pre, FLAG_U_WRAP, 0)
+    pre = decay(v, fv) + u + bias
+    v = np.clip(pre, -(M - 1), M - 1)
+    flags |= np.where(v != pre, FLAG_V_SAT, 0)
+    return u, v, flags
+
+
+def _lif_params(node, p, nd):
+    du, dv, vth, bm, be = (_channel(_np(p[k]), nd) for k in LIF_PARAMS)
+    fu = 4096 - ((du + 1) & 0xFFFF)   # du is a uint16 register: du = -1 gives factor 4096 (integrator)
+    return fu, 4096 - dv, vth << 6, _bias(bm, be)
 
 
 def _lif(node, p, x):
     xs = _np(x)
     nd = xs.ndim - 1
-    du, dv, vth, bm, be = (_channel(_np(p[k]), nd) for k in LIF_PARAMS)
+    fu, fv, eff_vth, bias = _lif_params(node, p, nd)
     hard = node.attrs["reset"] == "zero"
     v_reset = _channel(_np(p["v_reset"]), nd) if "v_reset" in p else np.int64(0)
-    bias = np.where(be >= 0, bm << np.maximum(be, 0), bm >> np.maximum(-be, 0))
-    eff_vth = vth << 6
-    fu = 4096 - ((du + 1) & 0xFFFF)   # du is a uint16 register: du = -1 gives factor 4096 (integrator)
-    fv = 4096 - dv
-    out = _LifOut(xs.shape)
+    out = _StateOut(xs.shape, ("v", "u"))
     u = np.zeros(xs.shape[1:], dtype=np.int64)
     v = np.zeros_like(u)
     for t in range(xs.shape[0]):
+        u, v, flags = _lif_subthreshold(u, v, xs[t], fu, fv, bias)
+        s = v > eff_vth
+        out.put(t, membrane=v, margin=np.abs(v - eff_vth))
+        v = np.where(s, v_reset if hard else v - eff_vth, v)
+        out.put(t, spikes=s, v=v, u=u, flags=flags)
+    return out
+
+
+def _intfire(node, p, x):
+    xs = _np(x)
+    nd = xs.ndim - 1
+    fu, fv, theta, bias = _lif_params(node, p, nd)
+    d_max = node.attrs["max_spikes"]
+    half = theta // 2 if node.attrs["rounding"] == "round" else 0
+    unrolled = bool(node.attrs.get("unrolled"))
+    t_steps = xs.shape[0]
+    out = _StateOut(xs.shape, ("v", "u"), t_steps * d_max if unrolled else None)
+    u = np.zeros(xs.shape[1:], dtype=np.int64)
+    v = np.zeros_like(u)
+    for t in range(t_steps):
+        u, v, flags = _lif_subthreshold(u, v, xs[t], fu, fv, bias)
+        z = v + half
+        q = np.clip(np.floor_divide(z, theta), 0, d_max)
+        r = np.mod(z, theta)
+        margin = np.minimum(r, theta - r)
+        out.put(t, membrane=v)
+        v = v - q * theta
+        out.put(t, v=v, u=u, flags=flags)
+        if unrolled:
+            for d in range(d_max):
+                out.put(t * d_max + d, spikes=q > d, margin=margin)
+        else:
+            out.put(t, spikes=q, margin=margin)
+    return out
+
+
+def _silif(node, p, x):
+    xs = _np(x)
+    nd = xs.ndim - 1
+    a, vth, k, bm, be = (_channel(_np(p[n]), nd) for n in SILIF_PARAMS)
+    bias, theta = _bias(bm, be), vth << 6
+    out = _StateOut(xs.shape, ("v",))
+    v = np.zeros(xs.shape[1:], dtype=np.int64)
+    s = np.zeros_like(v)
+    for t in range(xs.shape[0]):
         act = xs[t] << 6
         flags = np.where(np.abs(act) >= M, FLAG_ACT, 0)
-        pre = decay(u, fu) + act
-        u = np.where(pre > M, pre - 2 * M, pre)
-        u = np.where(u <= -M, pre + 2 * M, u)
-        flags |= np.where(u != pre, FLAG_U_WRAP, 0)
-        pre = decay(v, fv) + u + bias
+        pre = decay(v - k * s, a) + act + bias
         v = np.clip(pre, -(M - 1), M - 1)
         flags |= np.where(v != pre, FLAG_V_SAT, 0)
-        s = v > eff_vth
-        margin = np.abs(v - eff_vth)
-        v = np.where(s, v_reset if hard else v - eff_vth, v)
-        for name, val in (("spikes", s.astype(np.int64)), ("v", v), ("u", u), ("flags", flags),
-                          ("margin", margin)):
-            getattr(out, name)[t] = torch.as_tensor(np.asarray(val, dtype=np.int64))
+        s = (v >= theta).astype(np.int64)
+        out.put(t, spikes=s, v=v, flags=flags, membrane=v, margin=np.abs(v - theta))
     return out
+
+
+def _csilif(node, p, x):
+    xs = _np(x)
+    nd = xs.ndim - 1
+    are, aim, vth, k, bm, be = (_channel(_np(p[n]), nd) for n in CSILIF_PARAMS)
+    bias, theta = _bias(bm, be), vth << 6
+    out = _StateOut(xs.shape, ("v", "w"))
+    v = np.zeros(xs.shape[1:], dtype=np.int64)
+    w = np.zeros_like(v)
+    s = np.zeros_like(v)
+    for t in range(xs.shape[0]):
+        act = xs[t] << 6
+        flags = np.where(np.abs(act) >= M, FLAG_ACT, 0)
+        z = v - k * s
+        pre_v = decay(z, are) - decay(w, aim) + act + bias
+        pre_w = decay(w, are) + decay(z, aim)
+        v = np.clip(pre_v, -(M - 1), M - 1)
+        w = np.clip(pre_w, -(M - 1), M - 1)
+        flags |= np.where((v != pre_v) | (w != pre_w), FLAG_V_SAT, 0)
+        s = (v >= theta).astype(np.int64)
+        out.put(t, spikes=s, v=v, w=w, flags=flags, membrane=v, margin=np.abs(v - theta))
+    return out
+
+
+def _or(node, p, x):
+    return (x > 0).long()
 
 
 def _infer_readout(node, ins):
@@ -185,18 +313,86 @@ def _readout(node, p, x):
     return x + interpreter._channel(p["bias"], x.dim() - 1)
 
 
+# -- host partition ----------------------------------------------------------------------
+def _infer_host(node, ins):
+    from spikec.targets.lava import host
+    return TensorType(host.out_shape(node.attrs["op"], node, ins))
+
+
+def _host(node, p, *xs):
+    from spikec.targets.lava import host
+    ins = []
+    for i, x in enumerate(xs):
+        v = x.numpy().astype(np.float64)
+        g = p.get(f"gain{i}")
+        ins.append(v if g is None else v / interpreter._channel(g, v.ndim - 1).numpy())
+    steps = ins[0].shape[0]
+    outs = [host.host_step(node.attrs["op"], dict(node.attrs["attrs"]), host.params_of(node), t,
+                           [v[t] for v in ins]) for t in range(steps)]
+    return torch.from_numpy(np.stack(outs))
+
+
+def quantize_values(x: np.ndarray, gain, bits: int) -> np.ndarray:
+    """Round half up ``x * gain`` to int64; clipped to a signed ``bits``-bit payload when ``bits > 0``."""
+    y = np.floor(np.asarray(x, dtype=np.float64) * gain + 0.5)
+    if bits > 0:
+        lim = 2 ** (bits - 1) - 1
+        y = np.clip(y, -lim, lim)
+    return y.astype(np.int64)
+
+
+def _quant(node, p, x):
+    g = interpreter._channel(p["gain"], x.dim() - 1).numpy()
+    return torch.from_numpy(quantize_values(x.numpy(), g, node.attrs.get("bits", 0)))
+
+
+def _infer_quant(node, ins):
+    (t,) = ins
+    _per_channel(node, t, ("gain",))
+    return TensorType(t.shape)
+
+
 def register() -> None:
     if "lava_lif" in OPS:
         return
     define("lava_dense", 1, _infer_dense, ("weight",), count=lambda n: _sizes(n, "weight"), synaptic=True)
     define("lava_conv", 1, _infer_conv, ("weight",), count=lambda n: _sizes(n, "weight"), synaptic=True)
+    neuron_count = lambda *names: (lambda n: 0 if n.attrs.get("output", "spikes") != "spikes"
+                                   else _sizes(n, *names))
     define("lava_lif", 1, _infer_lif, LIF_PARAMS, ("v_reset",), stateful=True,
-           count=lambda n: 0 if n.attrs.get("output", "spikes") != "spikes" else _sizes(n, *LIF_PARAMS, "v_reset"))
+           count=neuron_count(*LIF_PARAMS, "v_reset"))
+    define("lava_intfire", 1, _infer_neuron(LIF_PARAMS, _intfire_spikes), LIF_PARAMS, stateful=True,
+           count=neuron_count(*LIF_PARAMS))
+    define("lava_silif", 1, _infer_neuron(SILIF_PARAMS, lambda n, t: TensorType(t.shape, "binary")), SILIF_PARAMS,
+           stateful=True, count=neuron_count(*SILIF_PARAMS))
+    define("lava_csilif", 1, _infer_neuron(CSILIF_PARAMS, lambda n, t: TensorType(t.shape, "binary")),
+           CSILIF_PARAMS, stateful=True, count=neuron_count(*CSILIF_PARAMS))
+    define("lava_or", 1, lambda n, i: TensorType(i[0].shape, "binary"))
     define("lava_readout", 1, _infer_readout, ("bias",), count=lambda n: _sizes(n, "bias"))
+    for arity in (1, 2, 3):
+        define(f"lava_host{arity}" if arity > 1 else "lava_host", arity, _infer_host, (),
+               tuple(f"gain{i}" for i in range(arity)) + HOST_PARAMS, dense=True, stateful=True)
+    define("lava_quant", 1, _infer_quant, ("gain",), count=lambda n: 0)
     interpreter.register_kernel("lava_dense", _dense)
     interpreter.register_kernel("lava_conv", _conv)
     interpreter.register_kernel("lava_lif", _lif)
+    interpreter.register_kernel("lava_intfire", _intfire)
+    interpreter.register_kernel("lava_silif", _silif)
+    interpreter.register_kernel("lava_csilif", _csilif)
+    interpreter.register_kernel("lava_or", _or)
     interpreter.register_kernel("lava_readout", _readout)
+    for op in ("lava_host", "lava_host2", "lava_host3"):
+        interpreter.register_kernel(op, _host)
+    interpreter.register_kernel("lava_quant", _quant)
+
+
+# parameters a wrapped host op may carry (prefixed "p_" to keep them apart from the input gains)
+HOST_PARAMS = tuple(f"p_{k}" for k in ("wq", "wk", "wv", "gamma", "beta", "mean", "var", "lam", "bias", "weight"))
+HOST_OPS = ("lava_host", "lava_host2", "lava_host3")
+
+
+def host_op(arity: int) -> str:
+    return "lava_host" if arity == 1 else f"lava_host{arity}"
 
 
 register()

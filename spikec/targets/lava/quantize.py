@@ -1,26 +1,41 @@
 """Quantize a float spikec graph to Loihi 2 fixed point: the integer reference graph.
 
-Mapping (one *layer* = a synaptic expression and the neuron or read-out it feeds):
+The float graph is cut into *populations* (a neuron layer, a read-out, a max-pool OR layer), each
+fed by one or more *synaptic streams* whose integer sums Lava adds in the population's input port:
 
-    float   U = beta*H + alpha*(A(s) + b) + bias,   S = [U >= theta]
-    fixed   v = decay(v, dv) + (a << 6) + (bias_mant << bias_exp),  S = [v > vth << 6],  a = Wq s
+    float   X = sum_i A_i(src_i delayed by k_i) + b           (conv2d / linear, pools folded)
+    fixed   a = sum_i Wq_i src_i                                (Dense, DelayDense, Conv processes)
 
-``A`` is the layer's linear operator on the incoming spikes: a conv2d or linear, with an adjacent
-2-D average pool folded in exactly (conv -> avgpool, avgpool -> conv, avgpool -> flatten -> linear;
-Lava has no pooling process). Per output channel ``c`` the integer membrane is ``v ~ 64 s_c U``
-with ``s_c = VTH / theta_c`` (threshold-normalized: one integer threshold VTH for the whole
-population, so Lava's scalar-``vth`` LIF can run per-channel thresholds exactly):
+Streams come from ``add`` nodes (residuals, TDM dual kernels ``W_a x_t - W_b x_{t-1}``), from sums of
+spike tensors before a synapse (``W (s1 + s2) = W s1 + W s2``) and from ``delay`` nodes (``x_{t-k}``:
+DelayDense, or a delay relay before a Conv). A source is the graph input (binary or integer
+spikes), a neuron's spikes (binary, or the integer-firing neuron's graded payload), the unrolled
+integer neuron's binary sub-step spikes, an OR layer, or a host value.
 
-- weights ``Wq = round(s_c alpha_c W)``: 8-bit magnitude + sign mode (mixed [-128, 127];
-  single-sign [0, 255] or [-255, 0]); VTH is the largest integer keeping ``Wq`` in range,
-  then lowered by calibration until the observed states keep ``headroom_bits`` below 24 bits;
-- ``dv = round(4096 (1 - beta))`` (12 bits; ``beta = 0`` leaves a 1/4096 residual), ``du = 4095``
-  (spikec neurons carry no synaptic current: ``u = a << 6`` each step);
-- bias ``round(64 s_c (alpha_c b + bias_c))`` as a 13-bit mantissa and a 3-bit exponent.
+Neurons (per output channel ``c``, integer membrane ``v ~ 64 s_c U`` with ``s_c = VTH / theta_c``,
+threshold-normalized so that one integer VTH serves the population):
 
-Graph outputs that are synaptic expressions (a linear head) become ``lava_readout`` nodes with
-one scale ``s`` for the whole layer (so logits stay comparable): ``y ~ s * y_float``.
-Anything else is refused with the node named (no silent partial mapping).
+- lif        ``U = beta H + alpha X + bias``: Lava's LIF (hard reset, scalar parameters) or the custom
+             SpikecLIF; ``dv = round(4096 (1 - beta))``, ``du = 4095``, bias mantissa/exponent;
+- intfire    the integer-firing neuron (semantics 1.2) with the same arithmetic: graded payload
+             ``S = clip(round(v / (VTH << 6)), 0, D)`` (custom SpikecIntFire), or, after
+             ``unroll_virtual_steps`` (``intfire_unrolled``), the same count replayed as D binary sub-steps;
+- silif      ``u = a (u - kappa s) + b x``: decay ``A = round(4096 a)`` (12-bit, *approximate*),
+             ``K = round(64 s_c kappa)``, threshold ``>=`` (custom SpikecSiLIF);
+- csilif     the complex state as two integer states (real v, imaginary w), decays
+             ``round(4096 a_re)``, ``round(4096 a_im)`` (*approximate*), threshold on ``2 Re(m)``;
+- weights ``Wq = round(s_c alpha_c W / g)`` (``g`` = the source's payload units per float unit, 1 for
+  spikes): 8-bit magnitude + sign mode per stream (mixed [-128, 127]; single-sign [0, 255] or
+  [-255, 0]); VTH is the largest integer keeping every stream's weights in range, then lowered by
+  calibration until the observed states keep ``headroom_bits`` below 24 bits.
+
+Max pooling over binary spikes is an OR layer (an all-ones depthwise Conv into ``a > 0``), exact.
+Dense float ops (``host.HOST``: DS-MPA, products of activations, softmax, per-time-step BN) go to
+*host partitions*: a host reads spikes, membranes (pre-reset ``v / 64 s_c``) or synaptic sums
+(read-outs) from the chip, computes in float64, and sends back integers: a current into a neuron's
+input port (``round(s_c alpha_c x)``) or a graded payload into a synapse (``round(g x)``, 8-bit, ``g``
+from calibration). Graph outputs that are synaptic expressions become ``lava_readout`` nodes with one
+scale ``s`` for the whole layer (``y ~ s * y_float``). Anything else is refused with the node named.
 """
 from dataclasses import dataclass, field
 
@@ -30,28 +45,28 @@ from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.ops import _window
+from spikec.targets.lava import host as hostmod
 from spikec.targets.lava import ops as lops
 
 VTH_MAX = 2 ** 17 - 1          # LIF vth: unsigned 17-bit mantissa
 BIAS_MANT = (-4096, 4095)      # 13-bit signed
 BIAS_EXP_MAX = 7               # 3-bit
 DECAY_MAX = 4095               # 12-bit
+DECAY_ONE = 4096
 HEADROOM_BITS = 1              # calibrated states stay below 2^(23 - HEADROOM_BITS)
-MAPPED = ("input", "lif", "conv2d", "linear", "flatten", "avgpool2d")
+PAYLOAD_BITS = 8               # graded payloads a host sends into a synapse (signed)
+NEURONS = ("lif", "intfire", "intfire_unrolled", "silif", "csilif")
+MAPPED = ("input", "conv2d", "linear", "flatten", "avgpool2d", "maxpool2d", "delay", "add", "substep_sum") \
+    + NEURONS + hostmod.HOST
 NO_MAPPING = {
-    "silif": "SiLIF needs a custom fixed_pt process, not implemented (no host partition either)",
-    "csilif": "CSiLIF needs a custom fixed_pt process, not implemented (no host partition either)",
-    "intfire": "the integer-firing neuron needs a graded-payload process, not implemented",
-    "intfire_unrolled": "the unrolled integer neuron needs a sub-step schedule, not implemented",
-    "dsmpa": "a dense op (DS-MPA): it would need a host partition, not implemented",
-    "bntt": "per-time-step BN has no static fixed-point form (fold it first), no host partition",
-    "batchnorm": "an unfolded BatchNorm (fold_batchnorm declined it)",
-    "maxpool2d": "max pooling has no Lava process (an OR neuron layer would add latency), not implemented",
-    "delay": "Delay nodes (DelayDense) are not implemented",
     "tdm": "TDM has no static fixed-point form here (run tdm_dual_kernel first)",
+    "windowsum": "a window sum outside an SDNA block is not mapped",
+    "mul": "a product of two activations has no static synapse (not mapped)",
+    "scale": "a scale node is not mapped (fold it into the adjacent synapse)",
 }
-SUPPORTED = "input (binary or integer spikes), lif, conv2d, linear, flatten, avgpool2d folded into an adjacent " \
-            "conv2d/linear"
+SUPPORTED = ("input (binary or integer spikes), lif, intfire (graded or unrolled), silif, csilif, conv2d, linear, "
+             "flatten, avgpool2d folded into an adjacent conv2d/linear, maxpool2d over binary spikes, delay, "
+             "add of synaptic streams, and host ops (" + ", ".join(hostmod.HOST) + ")")
 
 
 def refuse(node: Node, why: str) -> UnsupportedOp:
@@ -64,7 +79,8 @@ def refuse(node: Node, why: str) -> UnsupportedOp:
 # -- float linear operators (folding pools) ----------------------------------------------
 @dataclass
 class Operator:
-    """``A(x) + b`` on the spike source ``src`` (per-sample shape ``in_shape``), float64."""
+    """``A(x) + b`` on ``src`` (per-sample shape ``in_shape``), float64; ``src`` is the node below the pools
+    and flatten (a spike source, a delay, a sum of spikes, a max pool or a host value)."""
     kind: str                          # "conv" | "dense"
     weight: np.ndarray                 # conv (C_out, C_in/g, kH, kW) PyTorch layout; dense (N_out, N_in)
     bias: np.ndarray                   # (C_out,)
@@ -132,8 +148,6 @@ def operator_of(graph: Graph, node: Node) -> Operator:
     while src.op in ("flatten", "avgpool2d"):
         chain.insert(0, src)
         src = graph.node(src.inputs[0])
-    if src.op not in ("input", "lif") or src.attrs.get("output", "spikes") != "spikes":
-        raise refuse(src, "a synapse's input must be spikes (the graph input or a lif neuron)")
     w = np.array(syn.params["weight"], dtype=np.float64)
     b = np.array(syn.params["bias"], dtype=np.float64) if "bias" in syn.params else np.zeros(w.shape[0])
     in_shape = src.type.shape
@@ -197,7 +211,11 @@ def operator_of(graph: Graph, node: Node) -> Operator:
 
 # -- fixed point ------------------------------------------------------------------------
 def weight_range(w: np.ndarray) -> tuple[int, int, str]:
-    mode = "excitatory" if w.min() >= 0 else "inhibitory" if w.max() <= 0 else "mixed"
+    mode = "mixed"
+    if w.size == 0 or w.min() >= 0:
+        mode = "excitatory"
+    elif w.max() <= 0:
+        mode = "inhibitory"
     return {"excitatory": (0, 255, mode), "inhibitory": (-255, 0, mode), "mixed": (-128, 127, mode)}[mode]
 
 
@@ -221,123 +239,6 @@ def _scalar_or_channels(v: np.ndarray) -> np.ndarray:
     return v[:1].reshape(()) if v.size and np.all(v == v.flat[0]) else v
 
 
-@dataclass
-class Layer:
-    """One quantized layer: float operator + neuron parameters -> integer nodes."""
-    name: str                  # the neuron (or read-out) node: float and integer graph share it
-    op: Operator
-    neuron: Node | None        # float lif, or None for a read-out
-    vth: int = 0               # threshold-normalized VTH (neurons with all thresholds > 0)
-    gain: float = 1.0          # weight-range scaling (read-outs, zero thresholds): fraction of the full range
-    bias_unit: int = 1         # biases rounded to multiples of this (64 = whole weight LSBs, as netx needs)
-    scale: np.ndarray = None   # s_c: integer weight units per float unit, per output channel
-    info: dict = field(default_factory=dict)
-
-    @property
-    def synapse(self) -> str:
-        return next(n.name for n in self.op.nodes if n.op in ("conv2d", "linear"))
-
-
-def _neuron_params(node: Node, c: int) -> dict:
-    return {k: np.broadcast_to(np.array(node.params[k], dtype=np.float64), (c,)).copy()
-            for k in ("beta", "alpha", "bias", "threshold", "v_reset")}
-
-
-def _max_vth(layer: Layer) -> int:
-    """The largest VTH keeping every channel's weights in the 8-bit range."""
-    p = _neuron_params(layer.neuron, layer.op.out_shape[0])
-    w = layer.op.weight * p["alpha"].reshape(-1, *([1] * (layer.op.weight.ndim - 1)))
-    lo, hi, _ = weight_range(w)
-    per = np.abs(w).reshape(w.shape[0], -1).max(1)
-    if (p["threshold"] <= 0).any():
-        return 0
-    with np.errstate(divide="ignore"):
-        lim = np.where(per > 0, max(hi, -lo) * p["threshold"] / np.where(per > 0, per, 1), np.inf)
-    return int(max(1, min(VTH_MAX, np.floor(lim.min()) if np.isfinite(lim.min()) else VTH_MAX)))
-
-
-def quantize_layer(layer: Layer) -> list[Node]:
-    """Integer nodes (synapse [+ flatten], neuron or read-out) for ``layer`` at ``layer.vth``."""
-    op = layer.op
-    c = op.out_shape[0]
-    shape_w = (-1,) + (1,) * (op.weight.ndim - 1)
-    info = layer.info
-    info.clear()
-    if layer.neuron is not None:
-        p = _neuron_params(layer.neuron, c)
-        w = op.weight * p["alpha"].reshape(shape_w)
-        b = p["alpha"] * op.bias + p["bias"]
-        theta = p["threshold"]
-        if (theta < 0).any():
-            raise refuse(layer.neuron, "a negative threshold has no Loihi form")
-        if ((p["beta"] < 0) | (p["beta"] > 1)).any():
-            raise refuse(layer.neuron, "beta outside [0, 1] is not a 12-bit decay")
-        if (theta > 0).all():
-            scale = layer.vth / theta
-            vth = np.full(c, layer.vth, dtype=np.int64)
-            info["scaling"] = f"threshold-normalized: s_c = VTH / theta_c, VTH = {layer.vth}"
-        else:   # a zero threshold: one weight scale for the population, thresholds rounded
-            scale = np.full(c, _full_range(w) * layer.gain)
-            vth = np.round(scale * theta).astype(np.int64)
-            info["scaling"] = f"weight-range (a threshold is 0): one scale for the population, gain {layer.gain:.3g}"
-    else:
-        w, b = op.weight, op.bias
-        scale = np.full(c, _full_range(w) * layer.gain)
-        info["scaling"] = "one scale for the read-out layer: y_int ~ s * y_float"
-    layer.scale = scale
-    lo, hi, mode = weight_range(w)
-    wq_f = np.round(w * scale.reshape(shape_w))
-    wq = np.clip(wq_f, lo, hi).astype(np.int64)
-    info.update(sign_mode=mode, weight_range=[lo, hi], weights_clipped=int((wq != wq_f).sum()),
-                weight_rms_error=float(np.sqrt(np.mean((wq / scale.reshape(shape_w) - w) ** 2))) if w.size else 0.0)
-    syn_name = layer.synapse if layer.synapse != layer.name else layer.name + ".synapse"
-    nodes = []
-    src_name, src_type = op.src, None
-    if op.kind == "conv":
-        nodes.append(Node(syn_name, "lava_conv", (src_name,), TensorType(op.out_shape),
-                          dict(op.attrs, num_message_bits=0), {"weight": wq}, scope=layer.name))
-    else:
-        if op.flatten:
-            flat_name = next((n.name for n in op.nodes if n.op == "flatten"), syn_name + ".flatten")
-            nodes.append(Node(flat_name, "flatten", (src_name,), TensorType((int(np.prod(op.in_shape)),), "binary"),
-                              {"start": 0, "end": -1}))
-            src_name = flat_name
-        if mode == "mixed":   # Lava truncates the LSB of mixed-sign 8-bit weights: 2w with weight_exp -1 is exact
-            emitted, wexp = 2 * wq, -1
-        else:
-            emitted, wexp = wq, 0
-        nodes.append(Node(syn_name, "lava_dense", (src_name,), TensorType(op.out_shape),
-                          {"weight_exp": wexp, "num_message_bits": 0}, {"weight": emitted}, scope=layer.name))
-    if layer.neuron is None:
-        bq = np.round(b * scale).astype(np.int64)
-        nodes.append(Node(layer.name, "lava_readout", (syn_name,), TensorType(op.out_shape), {}, {"bias": bq},
-                          scope=layer.name))
-        info.update(scale=float(scale[0]))
-        return nodes
-    bias_v = np.round(64 * scale * b / layer.bias_unit) * layer.bias_unit
-    mant, exp, sat = bias_mant_exp(bias_v)
-    dv_f = np.round(4096 * (1 - p["beta"]))
-    dv = np.clip(dv_f, 0, DECAY_MAX).astype(np.int64)
-    hard = layer.neuron.attrs["reset"] == "zero"
-    v_reset = np.round(64 * scale * p["v_reset"]).astype(np.int64)
-    params = {"du": np.int64(4095), "dv": _scalar_or_channels(dv), "vth": _scalar_or_channels(vth),
-              "bias_mant": mant, "bias_exp": exp}
-    if hard and (v_reset != 0).any():
-        params["v_reset"] = _scalar_or_channels(v_reset)
-    lava_lif = hard and "v_reset" not in params and params["dv"].ndim == 0 and params["vth"].ndim == 0 \
-        and int(params["vth"]) <= VTH_MAX
-    nodes.append(Node(layer.name, "lava_lif", (syn_name,), TensorType(op.out_shape, "binary"),
-                      {"reset": layer.neuron.attrs["reset"], "output": "spikes",
-                       "process": "LIF" if lava_lif else "SpikecLIF"}, params, scope=layer.name))
-    info.update(process="LIF" if lava_lif else "SpikecLIF", vth=params["vth"].tolist(), dv=params["dv"].tolist(),
-                du=4095, reset=layer.neuron.attrs["reset"], bias_saturated=sat,
-                bias_exp_max=int(exp.max(initial=0)), scale=scale.tolist() if np.ptp(scale) else float(scale[0]),
-                beta_effective=(1 - params["dv"] / 4096).tolist())
-    if (p["beta"] == 0).any():
-        info.setdefault("notes", []).append("beta = 0 maps to dv = 4095: 1/4096 of v survives a step")
-    return nodes
-
-
 def _full_range(w: np.ndarray) -> float:
     """The scale mapping the largest |weight| onto the edge of the 8-bit range."""
     lo, hi, _ = weight_range(w)
@@ -345,98 +246,718 @@ def _full_range(w: np.ndarray) -> float:
     return max(hi, -lo) / mx if mx > 0 else 1.0
 
 
+def payload_bits(t: TensorType) -> int:
+    """``num_message_bits`` a synapse reading a source of type ``t`` needs (0: binary spikes)."""
+    if t.kind == "binary":
+        return 0
+    if t.kind == "integer":
+        return max(1, int(t.ceiling).bit_length())
+    return PAYLOAD_BITS
+
+
+# -- populations and streams ------------------------------------------------------------
 @dataclass
-class Quantized:
-    graph: Graph                      # the integer reference graph
-    layers: list                      # Layer, in order
-    calibration: dict
-    notes: list
+class Stream:
+    """One synaptic stream into a population: ``op`` applied to ``source`` delayed by ``delay`` steps.
+
+    ``op`` is None for a direct stream (a host value sent into the population's input port)."""
+    op: Operator | None
+    source: str
+    delay: int = 0
+    index: int = 0             # streams one synapse makes from a sum of spike tensors: 0, 1, ...
+    name: str = ""             # its integer synapse node
+
+    @property
+    def kind(self) -> str:
+        return "direct" if self.op is None else self.op.kind
+
+    @property
+    def synapse(self) -> str | None:
+        """The float synapse node (conv2d / linear; the max pool of an OR layer)."""
+        if self.op is None:
+            return None
+        return next((n.name for n in self.op.nodes if n.op in ("conv2d", "linear")), self.op.nodes[-1].name)
 
 
-def build_layers(graph: Graph) -> list[Layer]:
-    """The layers of ``graph``: every lif and every synaptic graph output; refuses what cannot map."""
-    layers, used = [], set()
-    for n in graph.nodes:   # first the ops with no mapping at all, so the refusal names them
-        if n.op not in MAPPED:
-            raise refuse(n, NO_MAPPING.get(n.op, "no Loihi mapping in this target"))
-    for inp in graph.inputs:
-        if inp.type.kind == "real":
-            raise refuse(inp, "real-valued inputs are not mapped; feed spikes (binary or integer)")
-        if inp.type.substeps != 1:
-            raise refuse(inp, "sub-step time bases are not mapped")
-    outputs = set(graph.outputs)
-    for n in graph.nodes:
-        if n.op == "lif":
-            if n.attrs.get("output", "spikes") != "spikes":
-                if n.name in outputs or graph.consumers(n.name):
-                    raise refuse(n, "a membrane read-out is not deployable on Loihi")
+@dataclass
+class Population:
+    """One quantized population (neuron layer, read-out or OR layer) and the streams that feed it."""
+    name: str                  # the neuron (or read-out / max-pool) node: float and integer graph share it
+    kind: str                  # lif | intfire | silif | csilif | readout | or
+    neuron: Node | None        # the float neuron (None for read-outs and OR layers)
+    streams: list
+    bias: np.ndarray           # float bias of the synaptic expression, per output channel
+    out_shape: tuple
+    nodes: list                # float nodes of the synaptic expression (folded into this population)
+    notes: list = field(default_factory=list)
+    vth: int = 0               # threshold-normalized VTH (neurons with all thresholds > 0)
+    gain: float = 1.0          # weight-range scaling (read-outs, zero thresholds): fraction of the full range
+    bias_unit: int = 1         # biases rounded to multiples of this (64 = whole weight LSBs, as netx needs)
+    scale: np.ndarray = None   # s_c: integer weight units per float unit, per output channel
+    membrane: str | None = None  # the float membrane twin a host reads, if any
+    info: dict = field(default_factory=dict)
+
+    @property
+    def synapse(self) -> str | None:
+        return next((s.name for s in self.streams if s.op is not None), None)
+
+    @property
+    def synapses(self) -> list:
+        return [s.name for s in self.streams]
+
+
+Layer = Population   # the name the rest of the target (and its reports) used for a population
+
+
+@dataclass
+class HostNode:
+    node: Node
+    inputs: list               # (kind, float source, delay): kind spikes | count | membrane | readout | host
+    region: int = 0
+
+
+def _neuron_kind(n: Node) -> str:
+    return {"intfire_unrolled": "intfire"}.get(n.op, n.op)
+
+
+class _Mapper:
+    """Cuts the float graph into populations, streams and host nodes; refuses what cannot map, by name."""
+
+    def __init__(self, graph: Graph):
+        self.g = graph
+        self.pops: dict[str, Population] = {}
+        self.hosts: dict[str, HostNode] = {}
+        self.used: set = set()
+        self.order: list = []          # population / host names in float-graph order
+
+    # classification
+    @staticmethod
+    def is_neuron(n: Node) -> bool:
+        return n.op in NEURONS and n.attrs.get("output", "spikes") == "spikes"
+
+    @staticmethod
+    def is_twin(n: Node) -> bool:
+        return n.op in NEURONS and n.attrs.get("output", "spikes") == "membrane"
+
+    @staticmethod
+    def is_host(n: Node) -> bool:
+        return n.op in hostmod.HOST
+
+    def run(self):
+        g = self.g
+        for n in g.nodes:   # first the ops with no mapping at all, so the refusal names them
+            if n.op not in MAPPED:
+                raise refuse(n, NO_MAPPING.get(n.op, "no Loihi mapping in this target"))
+        for inp in g.inputs:
+            if inp.type.kind == "real":
+                raise refuse(inp, "real-valued inputs are not mapped; feed spikes (binary or integer)")
+            if inp.type.substeps != 1:
+                raise refuse(inp, "sub-step time bases are not mapped on inputs")
+        outputs = set(g.outputs)
+        for n in g.nodes:
+            if self.is_neuron(n):
+                streams, bias, nodes, notes = self.parse_sum(n.inputs[0])
+                self.add(Population(n.name, _neuron_kind(n), n, streams, bias, n.type.shape, nodes, notes))
+            elif self.is_host(n):
+                self.host(n)
+            elif n.name in outputs and n.op in ("conv2d", "linear", "avgpool2d", "add", "substep_sum") \
+                    and n.name not in self.pops and not (n.op == "substep_sum" and "bias" not in n.params
+                                                         and g.node(n.inputs[0]).type.kind == "binary"):
+                self.readout(n)
+            elif n.name in outputs and n.op == "maxpool2d":
+                self.or_pool(n)
+        self.check_coverage()
+        return self
+
+    def add(self, pop: Population):
+        self.pops[pop.name] = pop
+        self.order.append(pop.name)
+        self.used.update(x.name for x in pop.nodes)
+        self.used.add(pop.name)
+
+    def readout(self, n: Node) -> str:
+        if n.name not in self.pops:
+            streams, bias, nodes, notes = self.parse_sum(n.name)
+            self.add(Population(n.name, "readout", None, streams, bias, n.type.shape, nodes, notes))
+        return n.name
+
+    # synaptic expressions
+    def parse_sum(self, name: str):
+        """``(streams, float bias (C,), float nodes, notes)`` of the synaptic expression ``name``."""
+        g = self.g
+        n = g.node(name)
+        if n.op == "add":
+            s1, b1, n1, t1 = self.parse_sum(n.inputs[0])
+            s2, b2, n2, t2 = self.parse_sum(n.inputs[1])
+            return s1 + s2, b1 + b2, n1 + n2 + [n], t1 + t2
+        if n.op == "substep_sum" and g.node(n.inputs[0]).type.kind == "real":
+            s, b, ns, t = self.parse_sum(n.inputs[0])
+            if "bias" in n.params:
+                b = b + np.asarray(n.params["bias"], dtype=np.float64)
+            return s, b, ns + [n], t
+        if n.op in ("conv2d", "linear") or (n.op == "avgpool2d" and g.node(n.inputs[0]).op == "conv2d"):
+            op = operator_of(g, n)
+            sources = self.parse_source(op.src)
+            shapes = {g.node(s).type.shape for s, _ in sources}
+            if len(shapes) != 1:
+                raise refuse(n, f"its input sums tensors of shapes {sorted(shapes)}")
+            return ([Stream(op, s, d, i) for i, (s, d) in enumerate(sources)], op.bias.copy(), list(op.nodes),
+                    list(op.notes))
+        if n.op == "delay" or self.is_host(n):
+            sources = self.parse_source(name)
+            if any(not self.is_host(g.node(s)) for s, _ in sources):
+                raise refuse(n, "a population's input must come through a synapse (conv2d/linear) or from a host "
+                                "partition")
+            return [Stream(None, s, d) for s, d in sources], np.zeros(n.type.shape[0]), [], []
+        raise refuse(n, "a population's input must be a sum of synaptic streams (conv2d/linear, optionally "
+                        "pooled, delayed or added) or a host value")
+
+    def parse_source(self, name: str) -> list:
+        """``[(source, delay)]``: the spike sources (or host values) a synapse reads, summed."""
+        g = self.g
+        n = g.node(name)
+        if n.op == "delay":
+            self.used.add(name)
+            return [(s, d + int(n.attrs["steps"])) for s, d in self.parse_source(n.inputs[0])]
+        if n.op == "add":
+            self.used.add(name)
+            return self.parse_source(n.inputs[0]) + self.parse_source(n.inputs[1])
+        if n.op == "substep_sum" and "bias" not in n.params and g.node(n.inputs[0]).type.kind == "binary":
+            self.used.add(name)   # the count of an unrolled neuron: a synapse sums its D sub-steps anyway
+            return self.parse_source(n.inputs[0])
+        if n.op == "maxpool2d":
+            return [(self.or_pool(n), 0)]
+        if n.op == "input" or self.is_neuron(n) or self.is_host(n):
+            return [(name, 0)]
+        raise refuse(n, "a synapse's input must be spikes (the graph input, a neuron, a max pool over spikes), "
+                        "a delay or a sum of those, or a host value")
+
+    def or_pool(self, n: Node) -> str:
+        if n.name in self.pops:
+            return n.name
+        a = n.attrs
+        in_shape = self.g.node(n.inputs[0]).type.shape
+        if a.get("ceil_mode") and tuple(n.type.shape[1:]) != tuple(
+                _window(in_shape[i + 1], a["kernel"][i], a["stride"][i], a["padding"][i], a["dilation"][i])
+                for i in range(2)):
+            raise refuse(n, "ceil_mode max pooling is not mapped")
+        sources = self.parse_source(n.inputs[0])
+        if len(sources) != 1:
+            raise refuse(n, "max pooling of a sum of spike tensors is a max, not an OR")
+        src, delay = sources[0]
+        if self.g.node(src).type.kind != "binary":
+            raise refuse(n, "max pooling of integer (graded) spikes is a max, not an OR: unroll the integer neuron "
+                            "first (pass unroll_virtual_steps) so that it pools binary sub-step spikes")
+        c = n.type.shape[0]
+        w = np.ones((c, 1) + tuple(a["kernel"]))
+        op = Operator("conv", w, np.zeros(c), src, in_shape, n.type.shape,
+                      dict(stride=tuple(a["stride"]), padding=tuple(a["padding"]), dilation=tuple(a["dilation"]),
+                           groups=c), False, [n], [])
+        self.add(Population(n.name, "or", None, [Stream(op, src, delay)], np.zeros(c), n.type.shape, [n]))
+        return n.name
+
+    # host partitions
+    def host(self, n: Node):
+        g = self.g
+        inputs = []
+        for i in n.inputs:
+            src, k = g.node(i), 0
+            while src.op == "delay":
+                k += int(src.attrs["steps"])
+                self.used.add(src.name)
+                src = g.node(src.inputs[0])
+            kind = None
+            if self.is_host(src):
+                kind = "host"
+            elif src.op == "input" or self.is_neuron(src):
+                kind = "spikes"
+            elif src.op == "maxpool2d":
+                self.or_pool(src)
+                kind = "spikes"
+            elif src.op == "substep_sum" and "bias" not in src.params and g.node(src.inputs[0]).type.kind == "binary" \
+                    and self.is_neuron(g.node(src.inputs[0])):
+                self.used.add(src.name)
+                kind, src = "count", src
+            elif self.is_twin(src):
+                neuron = next((m for m in g.nodes if self.is_neuron(m) and m.op == src.op and m.inputs == src.inputs
+                               and dict(m.attrs, output="membrane") == dict(src.attrs)), None)
+                if neuron is None or neuron.name not in self.pops:
+                    raise refuse(src, "a membrane read-out needs its neuron on the chip")
+                pop = self.pops[neuron.name]
+                if pop.membrane not in (None, src.name):
+                    raise refuse(src, "a second membrane read-out of one population")
+                pop.membrane = src.name
+                self.used.add(src.name)
+                kind = "membrane"
+            elif src.op in ("conv2d", "linear", "avgpool2d", "add", "substep_sum"):
+                self.readout(src)
+                kind = "readout"
+            else:
+                raise refuse(src, f"host node {n.name!r} cannot read it from the chip (spikes, a membrane, a "
+                                  "synaptic sum or another host value)")
+            inputs.append((kind, src.name, k))
+        region = len(self.hosts)
+        for kind, src, _ in inputs:   # one region per connected set of host nodes (they share one process)
+            if kind == "host":
+                old = self.hosts[src].region
+                for h in self.hosts.values():
+                    if h.region == old:
+                        h.region = region
+        self.hosts[n.name] = HostNode(n, inputs, region)
+        self.order.append(n.name)
+        self.used.add(n.name)
+
+    def check_coverage(self):
+        g = self.g
+        outputs = set(g.outputs)
+        for n in g.nodes:
+            if n.op == "input" or n.name in self.used:
                 continue
-            op = operator_of(graph, graph.node(n.inputs[0]))
-            layers.append(Layer(n.name, op, n))
-            used.update(x.name for x in op.nodes)
-        elif n.name in outputs and n.op in ("conv2d", "linear", "avgpool2d"):
-            op = operator_of(graph, n)
-            layers.append(Layer(n.name, op, None))
-            used.update(x.name for x in op.nodes)
-    for n in graph.nodes:   # everything else must be a spike source, a folded node or a spike output
-        if n.op in ("input", "lif") or n.name in used:
+            if self.is_twin(n) and not g.consumers(n.name) and n.name not in outputs:
+                continue   # an unread membrane twin
+            if self.is_twin(n):
+                raise refuse(n, "a membrane read-out is deployable only into a host partition")
+            if n.op == "flatten" and n.name in outputs and g.node(n.inputs[0]).name in self.pops:
+                continue   # a flattened spike output: the population's spikes, reshaped
+            if n.op == "substep_sum" and n.name in outputs and "bias" not in n.params \
+                    and g.node(n.inputs[0]).name in self.pops:
+                continue   # the count of an unrolled neuron as a graph output
+            raise refuse(n, "it is neither part of a synapse feeding a population or a host, nor a spike output")
+        for h in self.hosts.values():
+            if h.node.name in outputs:
+                raise refuse(h.node, "a host value as a graph output is not recorded by the Lava network")
+        for pop in self.pops.values():
+            inside = {x.name for x in pop.nodes} | {pop.name}
+            for x in pop.nodes:
+                if x.name == pop.name:
+                    continue
+                if x.name in outputs:
+                    raise refuse(x, "an intermediate of a folded synapse cannot be a graph output")
+                bad = [c for c in g.consumers(x.name) if c.name not in inside]
+                if bad:
+                    raise refuse(x, f"its value is also read by {bad[0].name!r}; a folded synapse must have one "
+                                    "consumer")
+
+
+def build_layers(graph: Graph) -> list[Population]:
+    """The populations of ``graph`` (neurons, read-outs, OR layers) in order; refuses what cannot map."""
+    m = _Mapper(graph).run()
+    return [m.pops[k] for k in m.order if k in m.pops]
+
+
+# -- per-population quantization ----------------------------------------------------------
+def _neuron_params(node: Node, c: int) -> dict:
+    """Float parameters per channel: alpha (input gain), theta (firing level of the integer state's
+    variable), beta or decays, the neuron's own bias, and what else the kind needs."""
+    get = lambda k, default=0.0: np.broadcast_to(np.array(node.params.get(k, default), dtype=np.float64),
+                                                 (c,)).copy()
+    op = node.op
+    if op == "lif":
+        return {k: get(k) for k in ("beta", "alpha", "bias", "threshold", "v_reset")}
+    if op in ("intfire", "intfire_unrolled"):
+        return {"beta": get("beta"), "alpha": get("alpha"), "bias": get("bias"), "threshold": get("threshold")}
+    if op == "silif":
+        return {"decay": get("decay"), "alpha": get("b"), "bias": get("bias"), "threshold": get("v_th")}
+    if op == "csilif":   # s = [2 Re(m) >= v_th]: the integer state is Re(m), its firing level v_th / 2
+        return {"a_re": get("a_re"), "a_im": get("a_im"), "alpha": get("b"), "bias": get("bias"),
+                "threshold": get("v_th") / 2}
+    raise AssertionError(op)
+
+
+def _channel_axis(w: np.ndarray) -> tuple:
+    return (-1,) + (1,) * (w.ndim - 1)
+
+
+class _Ctx:
+    """Assembly state: integer nodes so far, the integer node and type of each float source."""
+
+    def __init__(self, graph: Graph, host_gains: dict):
+        self.g = graph
+        self.nodes: list = []
+        self.types: dict = {}
+        self.host_gains = host_gains
+
+    def emit(self, node: Node) -> str:
+        if node.name in self.types:
+            raise UnsupportedOp(f"the Lava target would create two nodes named {node.name!r}",
+                                where=f"node {node.name!r}", remedy="rename the model's modules")
+        self.nodes.append(node)
+        self.types[node.name] = node.type
+        return node.name
+
+    def source(self, name: str, pops: dict) -> tuple[str, TensorType, float]:
+        """``(integer node, its type, gain)`` for a stream's float source (the gain: payload units per float unit)."""
+        n = self.g.node(name)
+        if n.op in hostmod.HOST:
+            payload = f"{name}.payload"
+            if payload not in self.types:
+                gain = self.host_gains[name]
+                self.emit(Node(payload, "lava_quant", (name,), TensorType(n.type.shape), {"bits": PAYLOAD_BITS},
+                               {"gain": np.float64(gain)}, scope=name))
+            return payload, self.types[payload], float(self.host_gains[name])
+        return name, self.types[name], 1.0
+
+    def delayed(self, src: str, k: int) -> str:
+        if not k:
+            return src
+        name = f"{src}.delay{k}"
+        if name not in self.types:
+            self.emit(Node(name, "delay", (src,), self.types[src], {"steps": int(k)}))
+        return name
+
+
+def _stream_weights(pop: Population, p: dict | None, ctx: _Ctx, pops: dict) -> list:
+    """``[(stream, effective float weight, source gain)]``: the weights the integer sum multiplies."""
+    out = []
+    for s in pop.streams:
+        if s.op is None:
+            out.append((s, None, None))
             continue
-        if n.op == "flatten" and n.name in outputs and graph.node(n.inputs[0]).op == "lif":
-            continue   # a flattened spike output: the population's spikes, reshaped
-        raise refuse(n, "it is neither part of a synapse feeding a neuron or a read-out, nor a spike output")
+        gain = float(ctx.host_gains[s.source]) if ctx.g.node(s.source).op in hostmod.HOST else 1.0
+        w = s.op.weight if p is None else s.op.weight * p["alpha"].reshape(_channel_axis(s.op.weight))
+        out.append((s, w / gain, gain))
+    return out
+
+
+def _max_vth(pop: Population, weights: list, theta: np.ndarray) -> int:
+    """The largest VTH keeping every stream's weights in its 8-bit range."""
+    if (theta <= 0).any():
+        return 0
+    lim = np.inf
+    for s, w, _ in weights:
+        if w is None:
+            continue
+        lo, hi, _ = weight_range(w)
+        per = np.abs(w).reshape(w.shape[0], -1).max(1) if w.size else np.zeros(w.shape[0])
+        with np.errstate(divide="ignore"):
+            c = np.where(per > 0, max(hi, -lo) * theta / np.where(per > 0, per, 1), np.inf)
+        lim = min(lim, float(c.min()))
+    return int(max(1, min(VTH_MAX, np.floor(lim) if np.isfinite(lim) else VTH_MAX)))
+
+
+def _emit_stream(pop, s: Stream, w, scale, ctx: _Ctx, pops: dict) -> tuple[str, dict]:
+    """Integer nodes of one weighted stream; returns (the term the population sums, stream info)."""
+    src, st, gain = ctx.source(s.source, pops)
+    x = ctx.delayed(src, s.delay)
+    op = s.op
+    if pop.kind == "or":
+        wq, info = op.weight.astype(np.int64), {"weights": "all ones (OR window)"}
+        lo, hi, mode = 0, 255, "excitatory"
+    else:
+        lo, hi, mode = weight_range(w)
+        wq_f = np.round(w * scale.reshape(_channel_axis(w)))
+        wq = np.clip(wq_f, lo, hi).astype(np.int64)
+        err = wq / scale.reshape(_channel_axis(w)) * gain - w * gain
+        info = {"sign_mode": mode, "weight_range": [lo, hi], "weights_clipped": int((wq != wq_f).sum()),
+                "weight_rms_error": float(np.sqrt(np.mean(err ** 2))) if w.size else 0.0}
+    nmb = payload_bits(st) if ctx.g.node(s.source).op not in hostmod.HOST else PAYLOAD_BITS
+    info.update(source=s.source, delay=s.delay, num_message_bits=nmb,
+                source_substeps=st.substeps, payload_gain=gain if gain != 1.0 else None)
+    name = s.name
+    out_type = TensorType(op.out_shape, "real", None, st.substeps)
+    if op.kind == "conv":
+        ctx.emit(Node(name, "lava_conv", (x,), out_type, dict(op.attrs, num_message_bits=nmb), {"weight": wq},
+                      scope=pop.name))
+    else:
+        if op.flatten:
+            flat = next((n.name for n in op.nodes if n.op == "flatten"), name + ".flatten")
+            flat = flat if s.index == 0 else f"{flat}.{s.index}"
+            ctx.emit(Node(flat, "flatten", (x,), TensorType((int(np.prod(op.in_shape)),), st.kind, st.ceiling,
+                                                            st.substeps), {"start": 0, "end": -1}))
+            x = flat
+        if mode == "mixed":   # Lava truncates the LSB of mixed-sign 8-bit weights: 2w with weight_exp -1 is exact
+            emitted, wexp = 2 * wq, -1
+        else:
+            emitted, wexp = wq, 0
+        ctx.emit(Node(name, "lava_dense", (x,), out_type, {"weight_exp": wexp, "num_message_bits": nmb},
+                      {"weight": emitted}, scope=pop.name))
+    if st.substeps > 1:   # the population integrates the D sub-steps of each physical step
+        name = ctx.emit(Node(f"{name}.sum", "substep_sum", (name,), TensorType(op.out_shape), {}, {},
+                             scope=pop.name))
+    return name, info
+
+
+def _emit_direct(pop, s: Stream, gain: np.ndarray, ctx: _Ctx) -> tuple[str, dict]:
+    shape = ctx.g.node(s.source).type.shape
+    name = ctx.emit(Node(f"{s.source}.to.{pop.name}", "lava_quant", (s.source,), TensorType(shape), {"bits": 0},
+                         {"gain": _scalar_or_channels(gain)}, scope=s.source))
+    return ctx.delayed(name, s.delay), {"source": s.source, "delay": s.delay,
+                                        "direct": "a host value sent into the population's input port"}
+
+
+def _sum_terms(pop, terms: list, ctx: _Ctx) -> str:
+    acc = terms[0]
+    for i, t in enumerate(terms[1:], start=1):
+        name = f"{pop.name}.input" if i == len(terms) - 1 else f"{pop.name}.input{i}"
+        acc = ctx.emit(Node(name, "add", (acc, t), TensorType(pop.out_shape), {}, {}, scope=pop.name))
+    return acc
+
+
+def quantize_population(pop: Population, ctx: _Ctx, pops: dict) -> None:
+    """Integer nodes (streams, sum, population) for ``pop`` at its current VTH / gain, appended to ``ctx``."""
+    c = pop.out_shape[0]
+    info = pop.info
+    info.clear()
+    p = _neuron_params(pop.neuron, c) if pop.neuron is not None else None
+    weights = _stream_weights(pop, p, ctx, pops)
+    if pop.kind == "or":
+        scale = np.ones(c)
+        info["scaling"] = "none: an OR layer (all-ones window, fires when any input spiked)"
+    elif p is not None:
+        theta = p["threshold"]
+        if pop.kind == "lif":
+            if (theta < 0).any():
+                raise refuse(pop.neuron, "a negative threshold has no Loihi form")
+            if ((p["beta"] < 0) | (p["beta"] > 1)).any():
+                raise refuse(pop.neuron, "beta outside [0, 1] is not a 12-bit decay")
+        if pop.kind == "intfire" and ((p["beta"] < 0) | (p["beta"] > 1)).any():
+            raise refuse(pop.neuron, "beta outside [0, 1] is not a 12-bit decay")
+        if (theta > 0).all():
+            scale = pop.vth / theta
+            vth = np.full(c, pop.vth, dtype=np.int64)
+            info["scaling"] = f"threshold-normalized: s_c = VTH / theta_c, VTH = {pop.vth}"
+        else:   # a threshold <= 0: one weight scale for the population, thresholds rounded
+            ws = [w for _, w, _ in weights if w is not None]
+            full = min((_full_range(w) for w in ws), default=1.0)
+            scale = np.full(c, full * pop.gain)
+            vth = np.round(scale * theta).astype(np.int64)
+            info["scaling"] = f"weight-range (a threshold is <= 0): one scale for the population, gain {pop.gain:.3g}"
+    else:
+        ws = [w for _, w, _ in weights if w is not None]
+        scale = np.full(c, min((_full_range(w) for w in ws), default=1.0) * pop.gain)
+        info["scaling"] = "one scale for the read-out layer: y_int ~ s * y_float"
+    pop.scale = scale
+    terms, streams_info = [], []
+    for s, w, _ in weights:
+        if s.op is None:
+            term, si = _emit_direct(pop, s, scale * p["alpha"] if p is not None else scale, ctx)
+        else:
+            term, si = _emit_stream(pop, s, w, scale, ctx, pops)
+        terms.append(term)
+        streams_info.append({"synapse": s.name, **si})
+    if len(streams_info) == 1:
+        info.update({k: v for k, v in streams_info[0].items() if k not in ("synapse", "source", "delay")
+                     and v is not None})
+    info["streams"] = streams_info
+    x = _sum_terms(pop, terms, ctx)
+    if pop.kind == "or":
+        ctx.emit(Node(pop.name, "lava_or", (x,), TensorType(pop.out_shape, "binary", None, ctx.types[x].substeps),
+                      {}, {}, scope=pop.name))
+        info.update(process="LIF", lowering="OR layer: Lava LIF with du = dv = 4095, vth = 0 (fires iff a > 0)")
+        return
+    if pop.neuron is None:
+        bq = np.round(pop.bias * scale).astype(np.int64)
+        ctx.emit(Node(pop.name, "lava_readout", (x,), TensorType(pop.out_shape), {}, {"bias": bq}, scope=pop.name))
+        info.update(scale=float(scale[0]), process="Readout")
+        return
+    b = p["alpha"] * pop.bias + p["bias"]
+    bias_v = np.round(64 * scale * b / pop.bias_unit) * pop.bias_unit
+    mant, exp, sat = bias_mant_exp(bias_v)
+    info.update(bias_saturated=sat, bias_exp_max=int(exp.max(initial=0)),
+                scale=scale.tolist() if np.ptp(scale) else float(scale[0]), vth=_scalar_or_channels(vth).tolist())
+    {"lif": _lif_node, "intfire": _intfire_node, "silif": _silif_node, "csilif": _csilif_node}[pop.kind](
+        pop, p, x, scale, vth, mant, exp, ctx)
+    if pop.membrane:
+        main = ctx.nodes[-1]
+        ctx.emit(main.with_(name=pop.membrane, attrs=dict(main.attrs, output="membrane"),
+                            type=TensorType(pop.out_shape)))
+        info["membrane_read_by_host"] = pop.membrane
+
+
+def membrane_gain(pop: Population) -> np.ndarray:
+    """Integer membrane units per float unit of the neuron's ``U`` (per channel)."""
+    return 64 * pop.scale / (2 if pop.kind == "csilif" else 1)
+
+
+def _decay12(beta: np.ndarray) -> np.ndarray:
+    return np.clip(np.round(4096 * (1 - beta)), 0, DECAY_MAX).astype(np.int64)
+
+
+def _lif_node(pop, p, x, scale, vth, mant, exp, ctx):
+    dv = _decay12(p["beta"])
+    hard = pop.neuron.attrs["reset"] == "zero"
+    v_reset = np.round(64 * scale * p["v_reset"]).astype(np.int64)
+    params = {"du": np.int64(4095), "dv": _scalar_or_channels(dv), "vth": _scalar_or_channels(vth),
+              "bias_mant": mant, "bias_exp": exp}
+    if hard and (v_reset != 0).any():
+        params["v_reset"] = _scalar_or_channels(v_reset)
+    lava_lif = hard and "v_reset" not in params and params["dv"].ndim == 0 and params["vth"].ndim == 0 \
+        and int(params["vth"]) <= VTH_MAX and not pop.membrane
+    process = "LIF" if lava_lif else "SpikecLIF"
+    ctx.emit(Node(pop.name, "lava_lif", (x,), TensorType(pop.out_shape, "binary"),
+                  {"reset": pop.neuron.attrs["reset"], "output": "spikes", "process": process}, params, scope=pop.name))
+    pop.info.update(process=process, dv=params["dv"].tolist(), du=4095, reset=pop.neuron.attrs["reset"],
+                    beta_effective=(1 - params["dv"] / 4096).tolist(), lowering="binary spikes")
+    if (p["beta"] == 0).any():
+        pop.info.setdefault("notes", []).append("beta = 0 maps to dv = 4095: 1/4096 of v survives a step")
+
+
+def _intfire_node(pop, p, x, scale, vth, mant, exp, ctx):
+    n = pop.neuron
+    d = int(n.attrs["max_spikes"])
+    unrolled = n.op == "intfire_unrolled"
+    dv = _decay12(p["beta"])
+    params = {"du": np.int64(4095), "dv": _scalar_or_channels(dv), "vth": _scalar_or_channels(vth),
+              "bias_mant": mant, "bias_exp": exp}
+    t = TensorType(pop.out_shape, "binary", None, d) if unrolled else TensorType(pop.out_shape, "integer", d)
+    ctx.emit(Node(pop.name, "lava_intfire", (x,), t, {"max_spikes": d, "rounding": n.attrs["rounding"],
+                                                      "unrolled": unrolled, "output": "spikes"}, params,
+                  scope=pop.name))
+    lowering = (f"unrolled: the count S replayed as binary spikes over D = {d} Lava sub-steps per physical step "
+                "(thermometer code), read by binary synapses" if unrolled else
+                f"graded payload: S in 0..{d} sent as a graded spike ({max(1, d.bit_length())} message bits) "
+                "read by Dense/Conv with num_message_bits > 0")
+    pop.info.update(process="SpikecIntFire", lowering=lowering, max_spikes=d, rounding=n.attrs["rounding"],
+                    dv=params["dv"].tolist(), du=4095, beta_effective=(1 - params["dv"] / 4096).tolist())
+
+
+def _approx(name, f, q) -> dict:
+    err = np.abs(q - f)
+    return {f"{name}_float": f.tolist(), f"{name}_fixed": q.tolist(), f"{name}_max_abs_error": float(err.max(initial=0))}
+
+
+def _silif_node(pop, p, x, scale, vth, mant, exp, ctx):
+    a = p["decay"]
+    if ((a < 0) | (a > 1)).any():
+        raise refuse(pop.neuron, "a SiLIF decay outside [0, 1]")
+    aq = np.clip(np.round(DECAY_ONE * a), 0, DECAY_ONE).astype(np.int64)
+    kappa = float(pop.neuron.attrs["kappa"])
+    k = np.round(64 * scale * kappa).astype(np.int64)
+    params = {"decay": _scalar_or_channels(aq), "vth": _scalar_or_channels(vth), "kappa": _scalar_or_channels(k),
+              "bias_mant": mant, "bias_exp": exp}
+    ctx.emit(Node(pop.name, "lava_silif", (x,), TensorType(pop.out_shape, "binary"), {"output": "spikes"}, params,
+                  scope=pop.name))
+    pop.info.update(process="SpikecSiLIF", lowering="binary spikes", approximate=True,
+                    decay_quantization=_approx("decay", a, aq / DECAY_ONE),
+                    kappa_quantization=_approx("kappa", np.full_like(scale, kappa), k / (64 * scale)),
+                    note="12-bit decay A = round(4096 a) (approximate); the decay rounds toward zero like Lava's LIF")
+
+
+def _csilif_node(pop, p, x, scale, vth, mant, exp, ctx):
+    are, aim = p["a_re"], p["a_im"]
+    qre = np.round(DECAY_ONE * are).astype(np.int64)
+    qim = np.round(DECAY_ONE * aim).astype(np.int64)
+    unstable = qre ** 2 + qim ** 2 >= DECAY_ONE ** 2
+    while unstable.any():   # keep the fixed-point pole inside the unit circle, as the float one is
+        qre = np.where(unstable, qre - np.sign(qre), qre)
+        qim = np.where(unstable, qim - np.sign(qim), qim)
+        unstable = qre ** 2 + qim ** 2 >= DECAY_ONE ** 2
+    kappa = float(pop.neuron.attrs["kappa"])
+    k = np.round(64 * scale * kappa).astype(np.int64)
+    params = {"a_re": _scalar_or_channels(qre), "a_im": _scalar_or_channels(qim), "vth": _scalar_or_channels(vth),
+              "kappa": _scalar_or_channels(k), "bias_mant": mant, "bias_exp": exp}
+    ctx.emit(Node(pop.name, "lava_csilif", (x,), TensorType(pop.out_shape, "binary"), {"output": "spikes"}, params,
+                  scope=pop.name))
+    pole_err = np.abs((qre + 1j * qim) / DECAY_ONE - (are + 1j * aim))
+    pop.info.update(process="SpikecCSiLIF", lowering="binary spikes", approximate=True,
+                    decay_quantization={**_approx("a_re", are, qre / DECAY_ONE), **_approx("a_im", aim, qim / DECAY_ONE),
+                                        "pole_max_abs_error": float(pole_err.max(initial=0)),
+                                        "pole_magnitude_fixed_max": float(np.abs(qre + 1j * qim).max() / DECAY_ONE)},
+                    kappa_quantization=_approx("kappa", np.full_like(scale, kappa), k / (64 * scale)),
+                    note="complex state as two 24-bit integer states (v = Re m, w = Im m); signed 12-bit "
+                         "fractional decays (approximate); threshold on Re m >= v_th / 2")
+
+
+def _host_node(h: HostNode, ctx: _Ctx, pops: dict) -> None:
+    n = h.node
+    ins, params = [], {f"p_{k}": v for k, v in n.params.items()}
+    for i, (kind, src, k) in enumerate(h.inputs):
+        if kind == "host":
+            x = src
+        elif kind == "spikes":
+            x = src
+            params[f"gain{i}"] = np.float64(1.0)
+        elif kind == "count":
+            x = src
+            if src not in ctx.types:
+                inner = ctx.g.node(src).inputs[0]
+                ctx.emit(Node(src, "substep_sum", (inner,), TensorType(ctx.types[inner].shape, "integer",
+                                                                      ctx.types[inner].substeps), {}, {}))
+            params[f"gain{i}"] = np.float64(1.0)
+        elif kind == "membrane":
+            x = src
+            owner = next(p for p in pops.values() if p.membrane == src)
+            params[f"gain{i}"] = _scalar_or_channels(membrane_gain(owner)).astype(np.float64)
+        else:   # a read-out of a synaptic sum
+            x = src
+            params[f"gain{i}"] = np.float64(float(pops[src].scale[0]))
+        ins.append(ctx.delayed(x, k))
+    ctx.emit(Node(n.name, lops.host_op(len(ins)), tuple(ins), TensorType(n.type.shape),
+                  {"op": n.op, "attrs": dict(n.attrs), "region": h.region}, params, scope=n.scope))
+
+
+# -- assembly, calibration ------------------------------------------------------------------
+def _name_streams(pops: list) -> None:
+    for pop in pops:
+        for s in pop.streams:
+            if s.op is None:
+                s.name = f"{s.source}.to.{pop.name}"
+                continue
+            base = s.synapse if s.synapse != pop.name else pop.name + ".synapse"
+            if pop.kind == "or":
+                base = pop.name + ".window"
+            s.name = base if s.index == 0 else f"{base}.{s.index}"
+
+
+def assemble(graph: Graph, layers: list, hosts: dict | None = None, host_gains: dict | None = None) -> Graph:
+    hosts = hosts or {}
+    pops = {p.name: p for p in layers}
+    ctx = _Ctx(graph, host_gains or {})
     for n in graph.nodes:
-        if n.name in used and n.name in outputs and not any(l.name == n.name for l in layers):
-            raise refuse(n, "an intermediate of a folded synapse cannot be a graph output")
-        if n.name in used and any(c.name not in used for c in graph.consumers(n.name)) \
-                and not any(l.name == n.name for l in layers):
-            bad = next(c for c in graph.consumers(n.name) if c.name not in used)
-            if bad.op != "lif":
-                raise refuse(n, f"its value is also read by {bad.name!r}; a folded synapse must have one consumer")
-    return layers
-
-
-def assemble(graph: Graph, layers: list[Layer]) -> Graph:
-    nodes = [Node(i.name, "input", (), i.type) for i in graph.inputs]
-    for layer in layers:
-        nodes += quantize_layer(layer)
-    names = {n.name for n in nodes}
+        if n.op == "input":
+            ctx.emit(Node(n.name, "input", (), n.type))
+        elif n.name in pops:
+            quantize_population(pops[n.name], ctx, pops)
+        elif n.name in hosts:
+            _host_node(hosts[n.name], ctx, pops)
     outputs = []
     for o in graph.outputs:
         node = graph.node(o)
-        if o in names:
+        if o in ctx.types:
             outputs.append(o)
-        elif node.op == "flatten":
-            nodes.append(Node(o, "flatten", (node.inputs[0],), node.type, dict(node.attrs)))
+        elif node.op in ("flatten", "substep_sum"):
+            ctx.emit(Node(o, node.op, (node.inputs[0],), node.type, dict(node.attrs)))
             outputs.append(o)
     scales = {l.name: (float(l.scale[0]) if np.ptp(l.scale) == 0 else [float(v) for v in l.scale]) for l in layers}
-    return Graph(tuple(nodes), tuple(outputs), {
-        "quantized_for": "lava", "source_outputs": list(graph.outputs),
-        "scales": scales,   # integer units per float unit: read-out y_float ~ y_int / scale; membranes v ~ 64 scale U
-    })
+    meta = {"quantized_for": "lava", "source_outputs": list(graph.outputs),
+            "scales": scales}   # integer units per float unit: read-out y_float ~ y_int / scale; membranes v ~ 64 scale U
+    if "schedule" in graph.meta:
+        meta["schedule"] = graph.meta["schedule"]
+    return Graph(tuple(ctx.nodes), tuple(outputs), meta)
 
 
-def with_readouts(qgraph: Graph, what=("v", "u", "flags")) -> Graph:
-    """``qgraph`` plus state read-out twins ``<neuron>.<v|u|flags>`` of every lava_lif (same dynamics run)."""
-    nodes = []
+def with_readouts(qgraph: Graph, what=None) -> Graph:
+    """``qgraph`` plus state read-out twins ``<population>.<state>`` (states of ``ops.STATES``, ``flags``,
+    ``membrane``) of every neuron population (the same dynamics run once)."""
+    nodes, names = [], {n.name for n in qgraph.nodes}
     for n in qgraph.nodes:
         nodes.append(n)
-        if n.op == "lava_lif":
-            for w in what:
-                nodes.append(n.with_(name=f"{n.name}.{w}", attrs=dict(n.attrs, output=w), type=TensorType(n.type.shape)))
+        if n.op in lops.STATES and n.attrs.get("output", "spikes") == "spikes":
+            for w in (what or lops.STATES[n.op] + ("flags", "membrane")):
+                if w not in lops.STATES[n.op] + ("flags", "membrane") or f"{n.name}.{w}" in names:
+                    continue
+                nodes.append(n.with_(name=f"{n.name}.{w}", attrs=dict(n.attrs, output=w),
+                                     type=TensorType(n.type.shape)))
     return Graph(tuple(nodes), qgraph.outputs, qgraph.meta)
 
 
+def _membrane_name(q: Graph, n: Node) -> str:
+    """The membrane twin of population ``n`` in ``with_readouts(q)``."""
+    twin = next((m.name for m in q.nodes if m.op == n.op and m.inputs == n.inputs
+                 and m.attrs.get("output") == "membrane"), None)
+    return twin or f"{n.name}.membrane"
+
+
 def measure(q: Graph, x) -> tuple[dict, "Trace"]:
-    """Run the integer reference with state read-outs; per neuron layer: peak |state|, overflow events."""
-    trace = run(with_readouts(q), x, integer=True)
+    """Run the integer reference with state read-outs; per neuron population: peak |state|, overflow events."""
+    full = with_readouts(q)
+    trace = run(full, x, integer=True)
     peaks = {}
     for n in q.nodes:
-        if n.op != "lava_lif":
+        if n.op not in lops.STATES or n.attrs.get("output", "spikes") != "spikes":
             continue
-        eff = int(np.max(np.array(n.params["vth"]))) << 6
-        peak = max(int(np.abs(trace.values[n.name + ".v"]).max(initial=0)),
-                   int(np.abs(trace.values[n.name + ".u"]).max(initial=0)),
-                   int(trace.margins[n.name].max(initial=0)) + eff)
+        vals = [trace.values[f"{n.name}.{s}"] for s in lops.STATES[n.op]] + [trace.values[_membrane_name(full, n)]]
+        peak = max(int(np.abs(v).max(initial=0)) for v in vals)
         flags = trace.values[n.name + ".flags"]
         peaks[n.name] = {"peak_state": peak, "headroom_bits": round(float(np.log2(lops.M / max(peak, 1))), 3),
                          "u_wrapped": int(((flags & lops.FLAG_U_WRAP) != 0).sum()),
@@ -446,26 +967,53 @@ def measure(q: Graph, x) -> tuple[dict, "Trace"]:
     return peaks, trace
 
 
+@dataclass
+class Quantized:
+    graph: Graph                      # the integer reference graph
+    layers: list                      # Population, in order
+    calibration: dict
+    notes: list
+    hosts: dict = field(default_factory=dict)   # float host node name -> HostNode
+
+
+def _host_gains(graph: Graph, hosts: dict, x: dict) -> dict:
+    """Payload gain of every host value fed into a synapse: its calibration peak onto the payload range."""
+    if not hosts:
+        return {}
+    trace = run(graph, x, record="all")
+    lim = 2 ** (PAYLOAD_BITS - 1) - 1
+    out = {}
+    for name in hosts:
+        peak = float(np.abs(trace.values[name]).max(initial=0))
+        out[name] = lim / peak if peak > 0 else 1.0
+    return out
+
+
 def quantize(graph: Graph, calib_inputs, *, headroom_bits: int = HEADROOM_BITS, max_rounds: int = 8,
              vth_override: dict | None = None, bias_unit: int = 1) -> Quantized:
     """Quantize ``graph``; scales from the weights, then lowered until ``calib_inputs`` keep headroom.
 
     ``bias_unit=64`` rounds every neuron bias to whole weight LSBs (netx fixes the bias exponent at 6).
     """
-    layers = build_layers(graph)
-    for layer in layers:
-        layer.bias_unit = bias_unit
-    notes = [n for l in layers for n in l.op.notes]
-    for layer in layers:
-        layer.vth = _max_vth(layer) if layer.neuron is not None else 0
-        if vth_override and layer.name in vth_override:
-            layer.vth = int(vth_override[layer.name])
-    limit = 2 ** (lops.STATE_BITS - 1 - headroom_bits)
+    mapper = _Mapper(graph).run()
+    layers = [mapper.pops[k] for k in mapper.order if k in mapper.pops]
+    _name_streams(layers)
     x = {i.name: np.asarray(calib_inputs[i.name] if isinstance(calib_inputs, dict) else calib_inputs)
          for i in graph.inputs}
+    host_gains = _host_gains(graph, mapper.hosts, x)
+    notes = [n for l in layers for n in l.notes]
+    probe = _Ctx(graph, host_gains)
+    for layer in layers:
+        layer.bias_unit = bias_unit
+        if layer.neuron is not None:
+            p = _neuron_params(layer.neuron, layer.out_shape[0])
+            layer.vth = _max_vth(layer, _stream_weights(layer, p, probe, mapper.pops), p["threshold"])
+            if vth_override and layer.name in vth_override:
+                layer.vth = int(vth_override[layer.name])
+    limit = 2 ** (lops.STATE_BITS - 1 - headroom_bits)
     rounds = 0
     while True:
-        q = assemble(graph, layers)
+        q = assemble(graph, layers, mapper.hosts, host_gains)
         peaks, _ = measure(q, x)
         rounds += 1
         changed = False
@@ -488,5 +1036,6 @@ def quantize(graph: Graph, calib_inputs, *, headroom_bits: int = HEADROOM_BITS, 
                    "rounds": rounds, "headroom_bits_target": headroom_bits, "state_limit": limit,
                    "bias_unit": bias_unit,
                    "per_layer": peaks,
+                   "host_payload_gains": host_gains,
                    "overflow": any(p["overflow_events"] for p in peaks.values())}
-    return Quantized(q, layers, calibration, notes)
+    return Quantized(q, layers, calibration, notes, mapper.hosts)

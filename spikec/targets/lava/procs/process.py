@@ -1,41 +1,132 @@
-"""spikec's custom Lava Processes (see models.py for their fixed-point behaviour)."""
+"""spikec's custom Lava Processes (see models.py for their fixed-point behaviour).
+
+Every population process takes a schedule: ``start`` (the 0-based Lava step of its first update) and
+``period`` (Lava steps per physical step). It adds up its input port over each period and updates
+once, at Lava steps ``start + t * period``; at other steps it sends zeros (or, for the unrolled
+integer neuron, the rest of its thermometer code). With ``period = 1`` this is an ordinary
+one-update-per-step neuron that stays silent before ``start``.
+"""
 import numpy as np
 
 from lava.magma.core.process.ports.ports import InPort, OutPort, RefPort
 from lava.magma.core.process.process import AbstractProcess
 from lava.magma.core.process.variable import Var
 
+MAX_HOST_PORTS = 8
 
-class SpikecLIF(AbstractProcess):
-    """Lava's bit-accurate LIF with per-neuron ``du``, ``dv``, ``vth``, ``v_reset`` and a reset mode.
+
+def _full(v, shape):
+    return np.broadcast_to(np.asarray(v), shape).copy()
+
+
+class _Population(AbstractProcess):
+    def __init__(self, *, shape, start=0, period=1, name=None, **params):
+        super().__init__(shape=shape, start=int(start), period=int(period), name=name, **params)
+        self.a_in = InPort(shape=shape)
+        self.s_out = OutPort(shape=shape)
+        self.m_out = OutPort(shape=shape)   # the pre-reset membrane, at update steps (read by a host)
+
+
+class SpikecLIF(_Population):
+    """Lava's bit-accurate LIF with per-neuron ``du``, ``dv``, ``vth``, ``v_reset``, a reset mode and a schedule.
 
     ``reset="subtract"`` (soft reset, ``v -= vth << 6`` on a spike) or ``"zero"`` (``v = v_reset``).
     Sub-threshold arithmetic is inherited unchanged from ``lava.proc.lif.models.AbstractPyLifModelFixed``.
     """
 
-    def __init__(self, *, shape, du, dv, vth, bias_mant, bias_exp, v_reset=0, reset="subtract", name=None):
-        super().__init__(shape=shape, reset=reset, name=name)
-        full = lambda v: np.broadcast_to(np.asarray(v), shape).copy()
-        self.a_in = InPort(shape=shape)
-        self.s_out = OutPort(shape=shape)
+    def __init__(self, *, shape, du, dv, vth, bias_mant, bias_exp, v_reset=0, reset="subtract", start=0, period=1,
+                 name=None):
+        super().__init__(shape=shape, start=start, period=period, name=name, reset=reset)
         self.u = Var(shape=shape, init=0)
         self.v = Var(shape=shape, init=0)
-        self.du = Var(shape=shape, init=full(du))
-        self.dv = Var(shape=shape, init=full(dv))
-        self.vth = Var(shape=shape, init=full(vth))
-        self.v_reset = Var(shape=shape, init=full(v_reset))
-        self.bias_mant = Var(shape=shape, init=full(bias_mant))
-        self.bias_exp = Var(shape=shape, init=full(bias_exp))
+        self.du = Var(shape=shape, init=_full(du, shape))
+        self.dv = Var(shape=shape, init=_full(dv, shape))
+        self.vth = Var(shape=shape, init=_full(vth, shape))
+        self.v_reset = Var(shape=shape, init=_full(v_reset, shape))
+        self.bias_mant = Var(shape=shape, init=_full(bias_mant, shape))
+        self.bias_exp = Var(shape=shape, init=_full(bias_exp, shape))
 
 
-class Readout(AbstractProcess):
-    """Non-spiking read-out: sends ``a_in + bias`` (an integer payload) every step."""
+class SpikecIntFire(_Population):
+    """The integer-firing neuron on LIF's sub-threshold arithmetic: ``S = clip(round(v / (vth << 6)), 0, D)``,
+    ``v -= S (vth << 6)``. ``unrolled=False`` sends S as a graded payload at the update step;
+    ``unrolled=True`` sends ``[d < S]`` at the update step and the ``D - 1`` Lava steps after it."""
 
-    def __init__(self, *, shape, bias, name=None):
-        super().__init__(shape=shape, name=name)
-        self.a_in = InPort(shape=shape)
+    def __init__(self, *, shape, du, dv, vth, bias_mant, bias_exp, max_spikes, rounding="round", unrolled=False,
+                 start=0, period=1, name=None):
+        super().__init__(shape=shape, start=start, period=period, name=name, max_spikes=int(max_spikes),
+                         rounding=rounding, unrolled=bool(unrolled))
+        self.u = Var(shape=shape, init=0)
+        self.v = Var(shape=shape, init=0)
+        self.du = Var(shape=shape, init=_full(du, shape))
+        self.dv = Var(shape=shape, init=_full(dv, shape))
+        self.vth = Var(shape=shape, init=_full(vth, shape))
+        self.bias_mant = Var(shape=shape, init=_full(bias_mant, shape))
+        self.bias_exp = Var(shape=shape, init=_full(bias_exp, shape))
+
+
+class SpikecSiLIF(_Population):
+    """Fixed-point SiLIF: ``v = dec(v - kappa s, decay) + (a << 6) + bias``, ``s = v >= vth << 6``."""
+
+    def __init__(self, *, shape, decay, vth, kappa, bias_mant, bias_exp, start=0, period=1, name=None):
+        super().__init__(shape=shape, start=start, period=period, name=name)
+        self.v = Var(shape=shape, init=0)
+        self.s_prev = Var(shape=shape, init=0)
+        self.decay = Var(shape=shape, init=_full(decay, shape))
+        self.vth = Var(shape=shape, init=_full(vth, shape))
+        self.kappa = Var(shape=shape, init=_full(kappa, shape))
+        self.bias_mant = Var(shape=shape, init=_full(bias_mant, shape))
+        self.bias_exp = Var(shape=shape, init=_full(bias_exp, shape))
+
+
+class SpikecCSiLIF(_Population):
+    """Fixed-point CSiLIF: the complex state as two integer states ``v`` (real) and ``w`` (imaginary)."""
+
+    def __init__(self, *, shape, a_re, a_im, vth, kappa, bias_mant, bias_exp, start=0, period=1, name=None):
+        super().__init__(shape=shape, start=start, period=period, name=name)
+        self.v = Var(shape=shape, init=0)
+        self.w = Var(shape=shape, init=0)
+        self.s_prev = Var(shape=shape, init=0)
+        self.a_re = Var(shape=shape, init=_full(a_re, shape))
+        self.a_im = Var(shape=shape, init=_full(a_im, shape))
+        self.vth = Var(shape=shape, init=_full(vth, shape))
+        self.kappa = Var(shape=shape, init=_full(kappa, shape))
+        self.bias_mant = Var(shape=shape, init=_full(bias_mant, shape))
+        self.bias_exp = Var(shape=shape, init=_full(bias_exp, shape))
+
+
+class Readout(_Population):
+    """Non-spiking read-out: sends ``sum of a_in over the period + bias`` (an integer payload) at update steps."""
+
+    def __init__(self, *, shape, bias, start=0, period=1, name=None):
+        super().__init__(shape=shape, start=start, period=period, name=name)
+        self.bias = Var(shape=shape, init=_full(bias, shape))
+
+
+class Relay(AbstractProcess):
+    """An axonal delay: sends what it received ``delay`` Lava steps earlier (zero before). Used where Lava has
+    no delayed synapse: before a Conv, into a host, or into a population's input port."""
+
+    def __init__(self, *, shape, delay, name=None):
+        super().__init__(shape=shape, delay=int(delay), name=name)
+        self.s_in = InPort(shape=shape)
         self.s_out = OutPort(shape=shape)
-        self.bias = Var(shape=shape, init=np.broadcast_to(np.asarray(bias), shape).copy())
+
+
+class HostRegion(AbstractProcess):
+    """A host partition: float64 ops on a CPU beside the chip (``spikec.targets.lava.host``).
+
+    Reads chip values on ``in0..`` (integers, summed over each period), evaluates its nodes at update steps
+    and sends integers to the chip on ``out0..``. ``spec`` lists the nodes, their inputs and gains."""
+
+    def __init__(self, *, in_shapes, out_shapes, spec, start=0, period=1, name=None):
+        if len(in_shapes) > MAX_HOST_PORTS or len(out_shapes) > MAX_HOST_PORTS:
+            raise ValueError(f"a host region has at most {MAX_HOST_PORTS} input and output ports")
+        super().__init__(in_shapes=[tuple(s) for s in in_shapes], out_shapes=[tuple(s) for s in out_shapes],
+                         spec=spec, start=int(start), period=int(period), name=name)
+        for i in range(MAX_HOST_PORTS):
+            setattr(self, f"in{i}", InPort(shape=tuple(in_shapes[i]) if i < len(in_shapes) else (1,)))
+            setattr(self, f"out{i}", OutPort(shape=tuple(out_shapes[i]) if i < len(out_shapes) else (1,)))
 
 
 class Recorder(AbstractProcess):

@@ -1,0 +1,63 @@
+"""Host partitions: dense float ops the chip cannot run, evaluated on a CPU beside Loihi.
+
+One function, ``host_step``, computes one host op for one physical step; both the integer reference
+(``lava_host`` in ``ops.py``) and the Lava host process (``procs/models.py``) call it, with the same
+operands, so the float64 values a host sends to the chip are identical in both by construction.
+It evaluates sample by sample with the reference interpreter's own float64 kernels on ``[1, 1, ...]``
+tensors: no result depends on the batch size or on how samples are grouped in a Lava network.
+Per-time-step ops (BNTT, a bias schedule) take their parameters of step ``t``.
+"""
+import numpy as np
+import torch
+
+from spikec.compiler.ir import Node, TensorType
+from spikec.compiler.ops import OPS
+
+# ops a host partition runs: the dense ops of the IR and the per-time-step affine ones (no static synapse
+# holds a different gain at every step)
+HOST = ("dsmpa", "matmul", "softmax", "bntt", "step_bias", "batchnorm")
+PER_STEP = ("bntt", "step_bias")
+
+
+def params_of(node) -> dict:
+    """The wrapped op's parameters of a ``lava_host`` node (stored with a ``p_`` prefix)."""
+    return {k[2:]: np.asarray(v) for k, v in node.params.items() if k.startswith("p_")}
+
+
+def out_shape(op: str, node, ins) -> tuple:
+    fake = Node("host", op, tuple(f"i{k}" for k in range(len(ins))), TensorType((1,)), dict(node.attrs["attrs"]),
+                params_of(node))
+    return OPS[op].infer(fake, [TensorType(t.shape) for t in ins]).shape
+
+
+_KERNELS = None
+
+
+def _kernels():
+    global _KERNELS
+    if _KERNELS is None:
+        from spikec.compiler.interpreter import _Kernels
+        _KERNELS = _Kernels(False, {})
+    return _KERNELS
+
+
+class _Node:
+    def __init__(self, op, attrs):
+        self.op, self.attrs, self.name = op, attrs, f"host {op}"
+        self.type = TensorType((1,))
+
+
+def host_step(op: str, attrs: dict, params: dict, t: int, inputs: list) -> np.ndarray:
+    """One physical step ``t`` of host op ``op``: ``inputs`` are float64 ``[B, ...]``; returns ``[B, ...]``."""
+    node = _Node(op, attrs)
+    p = {}
+    for k, v in params.items():
+        v = np.asarray(v, dtype=np.float64)
+        p[k] = torch.from_numpy(np.ascontiguousarray(v[t:t + 1] if op in PER_STEP else v))
+    fn = getattr(_kernels(), op)
+    outs = []
+    for b in range(inputs[0].shape[0]):
+        xs = [torch.from_numpy(np.ascontiguousarray(np.asarray(x[b], dtype=np.float64)[None, None]))
+              for x in inputs]
+        outs.append(fn(node, p, *xs).numpy()[0, 0])
+    return np.stack(outs)
