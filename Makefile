@@ -23,9 +23,10 @@ $(STAMP): pyproject.toml Makefile
 	# NIR consumers (nir target conformance). norse declares torchvision, which does not import beside
 	# torch 2.13 and which norse.torch does not use; nirtorch is what snntorch.import_nir and norse need.
 	$(BIN)/pip install --quiet --no-deps norse==1.1.0 nirtorch==2.6
-	# lava-dl (netx HDF5 loader for the lava target's model.net check); its slayer needs torchvision,
+	# lava-dl (netx HDF5 loader for the lava target's model.net check; declares python<3.11 like lava-nc);
+	# its slayer needs torchvision,
 	# which does not import here: spikec stubs what netx does not use and says so in the report.
-	$(BIN)/pip install --quiet --no-deps lava-dl==0.6.0
+	$(BIN)/pip install --quiet --no-deps --ignore-requires-python lava-dl==0.6.0
 	touch $(STAMP)
 
 demo: $(STAMP)

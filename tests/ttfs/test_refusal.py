@@ -1,0 +1,59 @@
+"""Ops with no TTFS form fail with the node named and the reason."""
+import numpy as np
+import pytest
+from torch import nn
+
+import spikec.nn as snn
+import spikec.ttfs  # noqa: F401
+from spikec.compiler.errors import BadInput, UnsupportedOp
+from spikec.compiler.frontend import trace
+from spikec.ttfs import assign_ttfs_timing, compile_ttfs
+
+
+class MaxPoolCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = snn.TimeDistributed(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.head = snn.TimeDistributed(nn.Flatten(), nn.Linear(16, 3))
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+def test_max_pool_is_refused_naming_the_node():
+    model = MaxPoolCNN()
+    g = trace(model, (1, 4, 4), input_kind="real")
+    x = np.random.default_rng(0).random((1, 3, 1, 4, 4))
+    with pytest.raises(UnsupportedOp) as e:
+        assign_ttfs_timing(g, x)
+    assert "features.2" in e.value.where and "maxpool2d" in e.value.where
+    assert "max-pooling has no TTFS form" in e.value.what and "AvgPool2d" in e.value.remedy
+    with pytest.raises(BadInput):          # the driver hook raises the same (exit code 2)
+        compile_ttfs(model, g, x)
+
+
+def test_sigmoid_fails_in_the_frontend_naming_the_module():
+    model = nn.Sequential(nn.Linear(3, 3), nn.Sigmoid(), nn.Linear(3, 2))
+    with pytest.raises(UnsupportedOp) as e:
+        trace(model, (3,), input_kind="real")
+    assert "'1'" in e.value.where and "Sigmoid" in e.value.what
+
+
+def test_spiking_neurons_and_softmax_are_refused():
+    lif = nn.Sequential(nn.Linear(3, 3), snn.LIF(beta=0.9, threshold=1.0), nn.Linear(3, 2))
+    g = trace(lif, (3,), input_kind="real")
+    with pytest.raises(UnsupportedOp) as e:
+        assign_ttfs_timing(g, np.ones((2, 1, 3)))
+    assert "'1'" in e.value.where and "spiking neuron" in e.value.what
+
+    class Soft(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.fc(x).softmax(-1)
+
+    g = trace(Soft(), (3,), input_kind="real")
+    with pytest.raises(UnsupportedOp, match="softmax"):
+        assign_ttfs_timing(g, np.ones((1, 2, 3)))
