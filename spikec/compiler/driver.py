@@ -95,10 +95,11 @@ def compile_model(opts: CompileOptions) -> Compiled:
     reference = run_torch(model, x, dict(graph.meta.get("module_outputs", ())))
     traced = run(graph, x, progress="verifying frontend")
     front = compare_with_torch(model, graph, x, trace=traced, source=reference)
-    deployed, records = run_passes(graph, passes, x, explicit=explicit, trace=traced) if front.equivalent \
-        else (graph, [])
-    del traced
-    trace_final = run(deployed, x, progress="verifying deployed graph")
+    last: list = []  # the run of the deployed graph the last pass was checked with
+    deployed, records = run_passes(graph, passes, x, explicit=explicit, trace=traced, keep=last) \
+        if front.equivalent else (graph, [])
+    trace_final = last[0] if last else traced
+    del traced, last
     final = compare_with_torch(model, deployed, x, trace=trace_final, source=reference)
     cost = cost_report(deployed, trace_final)
     outputs = reference[0]

@@ -59,11 +59,11 @@ class PassRecord:
 
 
 def run_passes(graph: Graph, passes: list[Pass], inputs, *, explicit: bool = False,
-               trace: Trace | None = None) -> tuple[Graph, list[PassRecord]]:
+               trace: Trace | None = None, keep: list | None = None) -> tuple[Graph, list[PassRecord]]:
     """Apply ``passes`` in order; verify and equivalence-check after each one.
 
     ``trace`` may pass a ``record="all"`` run of ``graph`` on ``inputs`` already made; each pass then
-    costs one interpreter run (of its result).
+    costs one interpreter run (of its result). ``keep``, a list, receives the run of the final graph.
     """
     records: list[PassRecord] = []
     trace = trace or (run(graph, inputs, progress="verifying") if passes else None)
@@ -98,6 +98,8 @@ def run_passes(graph: Graph, passes: list[Pass], inputs, *, explicit: bool = Fal
                                 where=context, remedy="this is a compiler bug: report it with the model; "
                                                       "meanwhile compile without this pass")
         graph, trace = result.graph, after
+    if keep is not None:
+        keep.append(trace)
     return graph, records
 
 

@@ -73,7 +73,7 @@ def reassociate_attention(graph: Graph) -> PassResult:
         changed += [inner.name, outer.name]
     if decisions:
         graph = Graph(graph.nodes, graph.outputs, {**graph.meta, "attention": decisions})
-    return PassResult(retype(graph), tuple(changed), tuple(skipped), tuple(notes))
+    return PassResult(retype(graph) if changed else graph, tuple(changed), tuple(skipped), tuple(notes))
 
 
 REASSOCIATE_ATTENTION = Pass("reassociate_attention", reassociate_attention,
