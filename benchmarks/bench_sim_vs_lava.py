@@ -1,8 +1,10 @@
 """Integer reference (spikec's int64 interpreter) vs Lava's fixed-point simulation, same network, same inputs.
 
-Network: the digits demo (``examples/digits/model.py:small`` with its checkpoint), quantized for Loihi 2
-by the Lava target (conv -> soft-reset LIF -> conv+avgpool -> hard-reset LIF -> linear read-out);
-inputs: ``examples/digits/inputs.npz`` (T = 8, B = 16) repeated ``--repeat`` times along the batch.
+Network (``--network``): ``digits`` (default), the digits demo (``examples/digits/model.py:small`` with its
+checkpoint), quantized for Loihi 2 by the Lava target (conv -> soft-reset LIF -> conv+avgpool -> hard-reset
+LIF -> linear read-out), inputs ``examples/digits/inputs.npz`` (T = 8, B = 16); or ``ripe``, the RIPE-MambaSpike
+example (CSiLIF/SiLIF custom processes, TDM dual kernels with delays, DS-MPA and BNTT on host partitions),
+inputs ``examples/ripe/inputs.npz`` (T = 8, B = 8). Inputs are repeated ``--repeat`` times along the batch.
 
 Protocol: the two runs must be identical first (every spike, every read-out value, final states,
 with the per-layer Lava latency accounted for: ``spikec.targets.lava.emit.compare``), else the
@@ -28,7 +30,8 @@ sys.path.insert(0, str(REPO))
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeat", type=int, default=1, help="repeat the 16 demo samples along the batch")
+    ap.add_argument("--repeat", type=int, default=1, help="repeat the shipped samples along the batch")
+    ap.add_argument("--network", choices=("digits", "ripe"), default="digits")
     args = ap.parse_args()
 
     from spikec.compiler.driver import CompileOptions, compile_model
@@ -37,9 +40,9 @@ def main():
     from spikec.targets.lava.emit import compare, run_lava
     from spikec.targets.lava.quantize import with_readouts
 
-    digits = REPO / "examples" / "digits"
-    opts = CompileOptions(model=f"{digits / 'model.py'}:small", weights=str(digits / "checkpoint.pt"),
-                          inputs=str(digits / "inputs.npz"), target="none")
+    example = REPO / "examples" / args.network
+    opts = CompileOptions(model=f"{example / 'model.py'}:small", weights=str(example / "checkpoint.pt"),
+                          inputs=str(example / "inputs.npz"), target="none")
     compiled = compile_model(opts)
     x = np.tile(compiled.io["input"], (1, args.repeat, 1, 1, 1)).astype(np.int64)
     q, net, arrays = deploy(compiled.graph, x)
@@ -54,8 +57,8 @@ def main():
     lava = run_lava(net, arrays, inputs)
     result = compare(net, trace, lava, x.shape[0])
     print(f"network      {', '.join(p['name'] + ':' + p['type'] for p in net['processes'])}")
-    print(f"inputs       T={x.shape[0]} B={x.shape[1]} (Lava runs {lava['steps']} steps: T + latency "
-          f"{net['max_latency']})")
+    print(f"inputs       T={x.shape[0]} B={x.shape[1]} (Lava runs {lava['steps']} steps: {net['period']} per "
+          f"physical step, deepest start {net['max_start']})")
     print(f"identical    {result['bit_exact']}: {result['spikes_compared']:,} spikes, "
           f"{result['values_compared']:,} read-out values, {result['states_compared']:,} final states")
     if not result["bit_exact"]:

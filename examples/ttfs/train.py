@@ -19,11 +19,12 @@ from digits_data import load_split
 from cnn import cnn
 from mlp import mlp
 from mlp_ln import mlp_ln
+from transformer import tokens, transformer
 
-FACTORIES = {"mlp": mlp, "cnn": cnn, "mlp_ln": mlp_ln}
+FACTORIES = {"mlp": mlp, "cnn": cnn, "mlp_ln": mlp_ln, "transformer": transformer}
 
-EPOCHS = {"mlp": 60, "cnn": 100, "mlp_ln": 60}
-LR = {"mlp": 3e-3, "cnn": 1e-2, "mlp_ln": 3e-3}
+EPOCHS = {"mlp": 60, "cnn": 100, "mlp_ln": 60, "transformer": 60}
+LR = {"mlp": 3e-3, "cnn": 1e-2, "mlp_ln": 3e-3, "transformer": 3e-3}
 
 
 def accuracy(model, x, y):
@@ -37,7 +38,9 @@ def train(name, epochs=None, lr=None, batch=64, out=HERE):
     torch.manual_seed(0)
     lr = lr or LR[name]
     model = FACTORIES[name](pretrained=False)
-    x_tr, y_tr, x_te, y_te = load_split(flat=len(model.input_shape) == 1)
+    x_tr, y_tr, x_te, y_te = load_split(flat=len(model.input_shape) != 3)
+    if name == "transformer":
+        x_tr, x_te = tokens(x_tr), tokens(x_te)
     x_tr, x_te = torch.tensor(x_tr, dtype=torch.float32), torch.tensor(x_te, dtype=torch.float32)
     y_tr, y_te = torch.tensor(y_tr), torch.tensor(y_te)
     epochs = epochs or EPOCHS[name]

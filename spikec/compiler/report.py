@@ -112,6 +112,9 @@ def summary_text(report: dict) -> str:
     if host:
         lines.append(f"  host       {len(host)} dense node(s) on a host partition ({', '.join(host)}); "
                      f"{report['partitions']['values_per_step']:,} values cross per step per sample")
+    if report.get("ttfs"):
+        from spikec.ttfs.report import summary_lines
+        lines += summary_lines(report["ttfs"])
     lines.append(f"  deployed   {_verdict(report['final'])}")
     lines.append(f"  target     {target_text(report['target'])}")
     lines.append(f"  equivalent {str(report['equivalent']).lower()}")

@@ -15,8 +15,10 @@ TTFS-side ops (the deployed graph):
   ttfs_dynsyn   (q_a, q_b) -> g (q_a - l_a) q_b - g l_b q_a      attrs gain, l_a, l_b (broadcasting)
                 A dynamic-weight synapse: operand A's decoded value ``q_a - l_a`` is the weight of
                 operand B's spike, plus a static synapse from A of weight ``-g l_b``. The product
-                sub-layer of passes.md; exact in value, but not a static synapse (see product.md note
-                in spikec/ttfs/__init__.py).
+                sub-layer of passes.md; exact in value, but not a static synapse (see spikec/ttfs/__init__.py).
+  ttfs_dynmatmul (q_a, q_b) -> g ((q_a - l_a) @ q_b) - g l_b sum_k q_a[.., k]    attrs gain, l_a, l_b
+                The same with a contraction: ``A @ B`` (attention), each of A's values the weight of
+                B's spikes along the contracted dim ("the query acts as the synaptic weight of the keys").
   ttfs_fire     v -> t = clip(t_min + tau*theta - v, t_min, t_max)    params theta (node shape)
                 The B1 neuron: the charge ``v = tau_c V(t_min)`` integrated before the window, then the
                 ramp ``tau_c dV/dt = 1``; fires at the first crossing of ``theta`` (t_max if none).
@@ -51,6 +53,13 @@ def _broadcast(node, ins):
     _need(shape is not None and len(a.shape) == len(b.shape), node,
           f"operands of shapes {a.shape} and {b.shape} do not broadcast (same rank, dims equal or 1)")
     return TensorType(tuple(shape))
+
+
+def _infer_dynmatmul(node, ins):
+    a, b = ins
+    _need(len(a.shape) >= 2 and a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2], node,
+          f"cannot multiply {a.shape} by {b.shape} (batched over equal leading dims)")
+    return TensorType(a.shape[:-1] + (b.shape[-1],))
 
 
 def _infer_affine(node, ins):
@@ -92,6 +101,7 @@ define("ttfs_encode", 1, _same)
 define("ttfs_delay", 1, _same)
 define("ttfs_charge", 1, _same)
 define("ttfs_dynsyn", 2, _broadcast, synaptic=True)
+define("ttfs_dynmatmul", 2, _infer_dynmatmul, synaptic=True)
 define("ttfs_fire", 1, _infer_fire, ("theta",), count=_count("theta"))
 define("ttfs_decode", 1, _same)
 define("ttfs_mat", 1, _same)
@@ -128,6 +138,11 @@ def dynsyn_kernel(node, p, qa, qb):
     return g * (qa - la) * qb - (g * lb) * qa
 
 
+def dynmatmul_kernel(node, p, qa, qb):
+    g, la, lb = _p(node, "gain"), _p(node, "l_a"), _p(node, "l_b")
+    return g * ((qa - la) @ qb) - (g * lb) * qa.sum(-1, keepdim=True)
+
+
 def fire_kernel(node, p, v):
     t_min, t_max = _p(node, "t_min"), _p(node, "t_max")
     t = t_min + _p(node, "tau") * _view(p["theta"], v) - v
@@ -157,7 +172,8 @@ def layernorm_kernel(node, p, x):
 
 
 for _op, _fn in [("ttfs_encode", encode_kernel), ("ttfs_delay", delay_kernel), ("ttfs_charge", charge_kernel),
-                 ("ttfs_dynsyn", dynsyn_kernel), ("ttfs_fire", fire_kernel), ("ttfs_decode", decode_kernel),
+                 ("ttfs_dynsyn", dynsyn_kernel), ("ttfs_dynmatmul", dynmatmul_kernel),
+                 ("ttfs_fire", fire_kernel), ("ttfs_decode", decode_kernel),
                  ("ttfs_mat", mat_kernel), ("ttfs_bmul", bmul_kernel), ("ttfs_affine", affine_kernel)]:
     register_kernel(_op, _fn)
 if OPS["layernorm"].infer is _infer_layernorm:

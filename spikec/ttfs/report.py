@@ -21,16 +21,21 @@ def summary_lines(t: dict) -> list[str]:
     for d in t["discrete"]:
         acc = f", accuracy {100 * d['accuracy']:.2f}%" if "accuracy" in d else ""
         lines.append(f"  ttfs dt    dt {d['dt']:g} ({d['states_per_neuron']:g} states per neuron): max output "
-                     f"error {d['output_max_abs_error']:.3g} (bound {d['worst_case_output_error_bound']:.3g}){acc}")
+                     f"error {d['output_max_abs_error']:.3g} (worst-case bound {d['worst_case_output_error_bound']:.3g}"
+                     f"{', vacuous' if d.get('bound_is_vacuous') else ''}){acc}")
     a = t.get("accuracy")
     if a:
         dec = f", decomposed ANN {100 * a['ann_decomposed']:.2f}%" if "ann_decomposed" in a else ""
         lines.append(f"  accuracy   {a['samples']} evaluation samples: ANN {100 * a['ann']:.2f}%{dec}, TTFS (exact "
-                     f"event-driven) {100 * a['ttfs']:.2f}%, prediction agreement {100 * a['prediction_agreement']:.2f}%")
+                     f"event-driven) {100 * a['ttfs']:.2f}%, prediction agreement "
+                     f"{100 * a['prediction_agreement']:.2f}%")
     for ap in t["approximations"]:
         m = ap["measured"]
         worst = max(v["max_abs_error"] for v in m.values())
+        cum = max(v["cumulative_max_abs_error"] for v in m.values())
+        outside = sum(v["rows_outside_domain"] for v in m.values())
         lines.append(f"  APPROX     {ap['node']}: {ap['kind']} ({ap['rsqrt_hidden']} hidden, fit rel. error "
-                     f"{ap['fit_max_rel_error']:.2g} on u in {ap['fit_domain']}); measured max |LN error| {worst:.3g}, "
-                     f"{ap['neurons_per_row']} neurons per row; NOT exact")
+                     f"{ap['fit_max_rel_error']:.2g} on u in [{ap['fit_domain'][0]:.3g}, {ap['fit_domain'][1]:g}]); "
+                     f"measured max |LN error| {worst:.3g} (with upstream approximations {cum:.3g}), {outside} rows "
+                     f"outside the domain, {ap['neurons_per_row']} neurons per row; NOT exact")
     return lines

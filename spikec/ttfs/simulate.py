@@ -11,9 +11,10 @@ first crossing of ``theta`` is solved analytically: ``t_i = t_min + tau (theta_i
 fires at most once: the simulator keeps one time per neuron, and counts spikes from the event lists.
 
 The effective synaptic matrices (pooling and flatten folded into the weights) are read off the
-graph by running its synaptic ops on one-hot charges. Product sub-layers (``ttfs_dynsyn``) use a
-dynamic-weight synapse: its contribution ``g (value of A) * (charge of B)`` is evaluated in closed form
-at ``t_min`` from the two simulated spike times -- exact in value; the mechanism is not a static synapse.
+graph by running its synaptic ops on one-hot charges. Product sub-layers (``ttfs_dynsyn``,
+``ttfs_dynmatmul``) use a dynamic-weight synapse: its contribution ``g (value of A) * (charge of B)``
+(summed over the contracted dim for a matmul) is evaluated in closed form at ``t_min`` from the simulated
+spike times -- exact in value; the mechanism is not a static synapse.
 
 ``dt`` (discrete-time mode): every spike -- input encoding included -- is emitted at the first grid
 point ``t_min + k dt`` at or after its exact time (a clock-driven neuron sees the crossing at the next
@@ -31,6 +32,9 @@ from spikec.compiler.ir import Graph, Node, TensorType
 MAX_MATRIX = 1 << 24        # entries of one layer's dense fan-out matrix
 CHUNK = 512                 # samples swept together
 CLIP_TOL = 1e-12
+EPS = float(np.finfo(np.float64).eps)
+DYNAMIC = ("ttfs_dynsyn", "ttfs_dynmatmul")
+VIEWS = ("flatten", "reshape", "transpose")
 LOWER_IS_ACTIVATION = ("relu", "shift_relu", "product_relu")
 
 
@@ -76,8 +80,10 @@ class _Synapses:
     charges: list           # charge node names, in column order
     sources: list           # (spike layer node, delay) per charge
     sizes: list             # inputs per charge
-    wt: np.ndarray | None   # (n_inputs_total, n_out): row j = the fan-out of input j (already / nothing)
-    dynsyn: Node | None = None
+    wt: np.ndarray | None   # (n_inputs_total, n_out): row j = the fan-out of input j
+    dynsyn: Node | None = None      # product layers: the dynamic-weight synapse
+    views: tuple = ()               # product layers: transpose/reshape nodes between charges and dynsyn
+    operand_sources: tuple = ()     # product layers: (spike layer node, delay) behind operands a and b
 
 
 def _spike_source(graph: Graph, name: str):
@@ -112,11 +118,18 @@ def _synapses(graph: Graph, fire: Node) -> _Synapses:
     sub_nodes = [graph.node(n) for n in sorted(sub, key=order.index)]
     sources = [_spike_source(graph, graph.node(c).inputs[0]) for c in charges]
     sizes = [graph.node(c).type.size for c in charges]
-    dyn = [n for n in sub_nodes if n.op == "ttfs_dynsyn"]
+    dyn = [n for n in sub_nodes if n.op in DYNAMIC]
     if dyn:
-        if len(sub_nodes) != 1:
-            raise PassError(f"layer {fire.name!r}: a product sub-layer must hold one ttfs_dynsyn only")
-        return _Synapses(charges, sources, sizes, None, dyn[0])
+        views = tuple(n for n in sub_nodes if n is not dyn[0])
+        if len(dyn) != 1 or dyn[0].name != fire.inputs[0] or any(n.op not in VIEWS for n in views):
+            raise PassError(f"layer {fire.name!r}: a product sub-layer holds one dynamic synapse fed by views "
+                            f"of charges only (found {[n.op for n in sub_nodes]})")
+        behind = []
+        for name in dyn[0].inputs:
+            while name not in charges:
+                name = graph.node(name).inputs[0]
+            behind.append(sources[charges.index(name)])
+        return _Synapses(charges, sources, sizes, None, dyn[0], views, tuple(behind))
     n_out = fire.type.size
     if sum(sizes) * n_out > MAX_MATRIX:
         raise BadInput(f"layer {fire.name!r} needs a {sum(sizes)} x {n_out} fan-out matrix",
@@ -213,6 +226,16 @@ def simulate(graph: Graph, x: np.ndarray, *, dt: float | None = None, cache: dic
     return SimResult(layers, outputs, dt, n, counts)
 
 
+def _through_views(graph, syn: _Synapses, arrays: dict) -> dict:
+    """Charge arrays ``[N, *shape]`` carried through the product layer's views to the dynamic synapse's inputs."""
+    if not syn.views:
+        return arrays
+    inputs = [Node(c, "input", (), TensorType(graph.node(c).type.shape)) for c in syn.charges]
+    mini = Graph(tuple(inputs) + syn.views, tuple(dict.fromkeys(syn.dynsyn.inputs)))
+    tr = run(mini, {c: a[None] for c, a in arrays.items()}, record="all")
+    return {name: tr.values[name][0] for name in syn.dynsyn.inputs}
+
+
 def _fire(graph, node, layers, dt, cache, n) -> SimLayer:
     a = node.attrs
     t_min, t_max, tau = a["t_min"], a["t_max"], a["tau"]
@@ -224,19 +247,37 @@ def _fire(graph, node, layers, dt, cache, n) -> SimLayer:
     arrivals = [np.where(l.emitted, l.times + d, np.inf).reshape(n, -1) for l, (_, d) in zip(srcs, syn.sources)]
     affected_in = [l.affected.reshape(n, -1) for l in srcs]
     if syn.dynsyn is None:
-        v, events = _sweep(syn.wt, np.hstack(arrivals), t_min, tau)
+        arr = np.hstack(arrivals)
+        v, events = _sweep(syn.wt, arr, t_min, tau)
         reach = (np.abs(syn.wt) > 0).astype(np.float64)
         affected = (np.hstack(affected_in).astype(np.float64) @ reach) > 0
+        # the magnitude the sum cancelled: float64 rounding of the crossing scales with it
+        mag = (np.clip(t_min - np.where(np.isinf(arr), t_min, arr), 0.0, None) @ np.abs(syn.wt)) / tau
+        terms = syn.wt.shape[0]
     else:
         d = syn.dynsyn.attrs
         q = {c: np.clip(t_min - np.where(np.isinf(arr), t_min, arr), 0.0, None).reshape(n, *graph.node(c).type.shape)
              for arr, c in zip(arrivals, syn.charges)}
-        aff = {c: af.reshape(n, *graph.node(c).type.shape) for af, c in zip(affected_in, syn.charges)}
+        aff = {c: af.reshape(n, *graph.node(c).type.shape).astype(np.float64)
+               for af, c in zip(affected_in, syn.charges)}
+        q, aff = _through_views(graph, syn, q), _through_views(graph, syn, aff)
         ca, cb = syn.dynsyn.inputs
         g = d["gain"]
-        v = np.broadcast_to((g * (q[ca] - d["l_a"]) * q[cb] - g * d["l_b"] * q[ca]) / tau, (n, *shape)).reshape(n, -1)
-        events = int(sum(l.emitted.sum() for l in srcs))
-        affected = np.broadcast_to(aff[ca] | aff[cb], (n, *shape)).reshape(n, -1)
+        if syn.dynsyn.op == "ttfs_dynmatmul":
+            v = g * ((q[ca] - d["l_a"]) @ q[cb]) - (g * d["l_b"]) * q[ca].sum(-1, keepdims=True)
+            mag = abs(g) * (np.abs(q[ca] - d["l_a"]) @ q[cb]) + abs(g * d["l_b"]) * q[ca].sum(-1, keepdims=True)
+            affected = (aff[ca].max(-1, keepdims=True) + aff[cb].max(-2, keepdims=True)) > 0
+            terms = q[ca].shape[-1]
+            events = int(np.prod(shape)) * terms * n     # one multiply per term: MACs
+        else:
+            v = g * (q[ca] - d["l_a"]) * q[cb] - (g * d["l_b"]) * q[ca]
+            mag = abs(g) * np.abs(q[ca] - d["l_a"]) * q[cb] + abs(g * d["l_b"]) * q[ca]
+            affected = (aff[ca] + aff[cb]) > 0
+            terms = 1
+            events = int(np.prod(shape)) * n
+        v = np.broadcast_to(v / tau, (n, *shape)).reshape(n, -1)
+        mag = np.broadcast_to(mag / tau, (n, *shape)).reshape(n, -1)
+        affected = np.broadcast_to(affected, (n, *shape)).reshape(n, -1)
     theta = np.asarray(node.params["theta"]).reshape(1, -1)
     t_cross = t_min + tau * (theta - v)                   # the ramp's crossing, unclipped
     raw = a["t_ref"] - t_cross
@@ -244,7 +285,8 @@ def _fire(graph, node, layers, dt, cache, n) -> SimLayer:
     t = _quantize(t, t_min, dt)
     silent = t >= t_max
     t = np.where(silent, t_max, t)
-    tol = CLIP_TOL * (t_max - t_min)
+    # beyond the window by more than float64 rounding: clipped (a value at the edge up to rounding is not)
+    tol = CLIP_TOL * (t_max - t_min) + EPS * (terms + 8) * (tau * (mag + np.abs(theta)) + abs(a["t_ref"]))
     clipped = raw > a["hi"] + tol
     if a["activation"] not in LOWER_IS_ACTIVATION:
         clipped |= raw < a["lo"] - tol

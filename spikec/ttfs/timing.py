@@ -27,6 +27,11 @@ BatchNorm, scalar affine, residual additions, element-wise products, LayerNorm d
    clipped to ``[-L_n, U_n]``: for B1 sources (``L_m = 0``) ``tau theta = T_w - b``, for R-TTFS
    (``L_m = L_n = Delta``) ``tau theta = sum_j W_ij Delta + Delta - b`` -- the closed forms of passes.md.
    A shift-ReLU layer puts its reference at ``a s`` above ``t_max`` (lower clip = the shift, exact).
+5. **Products** (``x * y``, ``A @ B``): operand A's decoded value is the dynamic weight of operand B's
+   spike (``ttfs_dynsyn`` / ``ttfs_dynmatmul``), with a static synapse from A of weight ``-g L_b`` that
+   removes B's code offset; then ``tau theta = U - g K L_a L_b`` (``K``: contracted length, 1 element-wise)
+   and the value is ``g x_a x_b`` with ``g = a_n / (a_a a_b)``. An operand may be a transpose/reshape of a
+   layer (a view of its charges); anything else is first materialised as an identity layer.
 
 Numerical conditioning: a window never covers less than ``KAPPA`` (1e-6) of the largest input
 magnitude the layer's synapses can deliver, so float64 rounding stays far below 1e-9 of the window even
@@ -44,15 +49,13 @@ from spikec.compiler.rewrite import sole_consumer
 from spikec.compiler.verify import verify
 
 KAPPA = 1e-6
-CLIP_TOL = 1e-12           # relative to the window: beyond this a value counts as clipped
 NONNEG = ("relu", "product_relu")
 PURE_LINEAR = ("avgpool2d", "flatten", "reshape", "transpose")
+VIEWS = ("flatten", "reshape", "transpose")   # index maps: a product operand may be a view of a layer
 NO_TTFS = {
     "maxpool2d": ("max-pooling has no TTFS form: a B1/R-TTFS neuron sums weighted, time-shifted inputs and "
                   "a maximum is not a weighted sum", "use average pooling (nn.AvgPool2d), which maps exactly"),
     "softmax": ("softmax has no TTFS form (exponentials and a division)", "end the model with its logits"),
-    "matmul": ("a product of two activation matrices (attention) is not mapped by this pass",
-               "keep attention out of the TTFS subgraph"),
 }
 SPIKING = ("lif", "intfire", "silif", "csilif", "intfire_unrolled", "lif_snntorch", "lif_sj")
 
@@ -78,6 +81,9 @@ class Layer:
     expr: Expr | None = None
     shift: float = 0.0
     operands: tuple = ()        # product layers: (layer a, layer b)
+    views: tuple = ((), ())     # product layers: view ops (transpose/reshape) applied to each operand
+    contract: bool = False      # product layers: a matmul (contracting A's last dim with B's second-last)
+    depth: int = 1              # product layers: the length of the contraction (1: element-wise)
     scope: str = ""
     # timing, filled by assign()
     window: float = 0.0
@@ -175,6 +181,16 @@ def structure(ann: Graph) -> Plan:
         node = ann.node(name)
         return new_layer(name, kind, node.type.shape, node.scope, expr=s[1])
 
+    def operand(name):
+        """(layer, view chain): a layer, a transpose/reshape of one, or else a new identity layer."""
+        s = sym[name]
+        if s[0] == "mat":
+            return s[1], ()
+        e = s[1]
+        if len(e.terms) == 1 and not e.bias.any() and all(n.op in VIEWS for n in e.terms[0].chain):
+            return e.terms[0].source, tuple(e.terms[0].chain)
+        return materialize(name, "identity"), ()
+
     def linear_step(node, lin, bias_fn):
         e = as_expr(node.inputs[0])
         bias = apply_chain([lin], e.bias[None])[0] if lin is not None else e.bias
@@ -235,13 +251,14 @@ def structure(ann: Graph) -> Plan:
             s = sym[node.inputs[0]]
             sym[node.name] = s if s[0] == "mat" else ("mat", new_layer(
                 node.name, "identity", node.type.shape, node.scope, expr=s[1]))
-        elif op in ("mul", "ttfs_bmul"):
-            ka, kb = (materialize(i, "identity") for i in node.inputs)
+        elif op in ("mul", "ttfs_bmul", "matmul"):
+            (ka, va), (kb, vb) = (operand(i) for i in node.inputs)
             act = node.attrs.get("activation")
             if act is None:
                 act = "relu" if layers[ka].kind in NONNEG and layers[kb].kind in NONNEG else "identity"
             sym[node.name] = ("mat", new_layer(node.name, f"product_{act}", node.type.shape, node.scope,
-                                               operands=(ka, kb)))
+                                               operands=(ka, kb), views=(va, vb), contract=op == "matmul",
+                                               depth=ann.node(node.inputs[0]).type.shape[-1] if op == "matmul" else 1))
         elif op == "layernorm":
             _refuse(node, "LayerNorm must be decomposed before timing assignment",
                     "call spikec.ttfs.layernorm.expand_layernorm first (compile_ttfs does)")
@@ -411,7 +428,7 @@ def assign(plan: Plan, *, window: float = 1.0, tau: float = 1.0, headroom: float
                 absin = absin + apply_chain([_abs_node(n) for n in t.chain], const)[0]
             floor = KAPPA * float(absin.max())
         else:
-            floor = KAPPA * bound(layer.operands[0]) * bound(layer.operands[1])
+            floor = KAPPA * bound(layer.operands[0]) * bound(layer.operands[1]) * layer.depth
         layer.scale, layer.lo, layer.hi = _window_for(layer, w, headroom, floor)
         layer.t_ref, layer.t_max = layer.t_min + layer.hi, layer.t_min + w
         prefix = f"{layer.name}.ttfs"
@@ -435,14 +452,18 @@ def assign(plan: Plan, *, window: float = 1.0, tau: float = 1.0, headroom: float
         else:
             (ka, kb) = layer.operands
             a, b = layers[ka], layers[kb]
-            na, da = spikes_at(ka, layer.t_min)
-            nb, db = spikes_at(kb, layer.t_min)
-            layer.delays[a.name], layer.delays[b.name] = da, db
-            qa = charge(na, layer.t_min, f"{prefix}.qa")
-            qb = charge(nb, layer.t_min, f"{prefix}.qb")
+            qs = []
+            for k, view, tag in ((ka, layer.views[0], "a"), (kb, layer.views[1], "b")):
+                node, d = spikes_at(k, layer.t_min)
+                layer.delays[layers[k].name] = d
+                q = charge(node, layer.t_min, f"{prefix}.q{tag}")
+                for j, n in enumerate(view):   # charges are per neuron: a view of them is the operand's view
+                    q = em.add(n.with_(name=f"{prefix}.view{tag}{j}", inputs=(q,), scope=n.scope or layer.scope))
+                qs.append(q)
             g = layer.scale / (a.scale * b.scale)
-            v = em.emit(f"{prefix}.dynsyn", "ttfs_dynsyn", [qa, qb], {"gain": g, "l_a": -a.lo, "l_b": -b.lo})
-            theta = np.full(layer.shape, (layer.hi - g * a.lo * b.lo) / tau)
+            attrs = {"gain": g, "l_a": -a.lo, "l_b": -b.lo}
+            v = em.emit(f"{prefix}.dynsyn", "ttfs_dynmatmul" if layer.contract else "ttfs_dynsyn", qs, attrs)
+            theta = np.full(layer.shape, (layer.hi - g * layer.depth * a.lo * b.lo) / tau)
         layer.fire = em.emit(prefix, "ttfs_fire", [v],
                              {"t_min": layer.t_min, "t_ref": layer.t_ref, "t_max": layer.t_max, "tau": tau,
                               "scale": layer.scale, "lo": layer.lo, "hi": layer.hi, "activation": layer.kind,

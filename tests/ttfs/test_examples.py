@@ -47,6 +47,18 @@ def test_layernorm_example_is_approximate_and_says_so():
     assert rep["accuracy"]["ttfs"] >= rep["accuracy"]["ann"] - 0.01
 
 
+def test_transformer_block_is_exact_to_its_decomposition_and_counts_as_the_formula_says():
+    """models.md 4(b): per token 16d + 2N + 2H + 6 neurons (H: 1/sqrt hidden units) besides input and head."""
+    model, _, _, res = _compile("transformer", states=(), max_samples=200)
+    rep = res.report
+    assert res.ok and rep["exact"] is False and len(rep["approximations"]) == 2
+    d, n_tok, hidden = 16, 8, rep["approximations"][0]["rsqrt_hidden"]
+    per_token = (rep["spikes"]["neurons_excluding_input"] - 10) / n_tok
+    assert per_token == 16 * d + 2 * n_tok + 2 * hidden + 6
+    assert rep["accuracy"]["ttfs"] == rep["accuracy"]["ann_decomposed"]
+    assert rep["max_spikes_per_neuron"] == 1 and rep["spikes_per_neuron"] < 1
+
+
 def test_the_pass_runs_under_the_pass_manager():
     model, graph, x, _ = _compile("mlp", states=())
     cal = np.concatenate([model.calibration_data(), x], axis=1)

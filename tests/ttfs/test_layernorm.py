@@ -33,7 +33,7 @@ def _random_ln(seed, n=12):
 
 
 def _rows(rng, b, n, spread=30.0):
-    """Rows whose variances spread over a factor ``spread**2`` (inside the fitted domain of 256)."""
+    """Rows whose variances spread over a factor ``spread**2`` (inside the fitted domain)."""
     return rng.normal(size=(1, b, n)) * rng.uniform(1.0, spread, size=(1, b, 1)) + rng.normal(size=(1, b, 1))
 
 
@@ -72,9 +72,9 @@ def test_rows_below_the_fitted_domain_are_counted():
     m.fc.bias.data.zero_()                       # LN input scales with x: variances scale with x**2
     g = trace(m, (12,), input_kind="real")
     x = _rows(rng, 32, 12, spread=1.0)
-    cal = np.concatenate([x, x * 1e-3], axis=1)  # 32 rows with variances 1e6 below the others (domain: 256)
+    cal = np.concatenate([x, x * 1e-3], axis=1)  # 32 rows with variances 1e6 below the others (domain: 4096)
     _, (rec,) = expand_layernorm(g, cal)
-    assert rec["calibration_rows_below_domain"] == 32 and rec["calibration_rows"] == 64
+    assert rec["calibration_rows_outside_domain"] == 32 and rec["calibration_rows"] == 64
 
 
 def test_ttfs_graph_is_exact_to_the_decomposed_ann_and_labelled_approximate():
@@ -95,8 +95,18 @@ def test_ttfs_graph_is_exact_to_the_decomposed_ann_and_labelled_approximate():
 
 
 def test_the_shipped_fit_is_reproducible():
-    net = fit(hidden=NET["w1"].shape[0], u_min=float(NET["u_min"]))
+    net = fit(hidden=NET["w1"].shape[0], u_min=float(NET["u_min"]), u_max=float(NET["u_max"]))
     assert float(net["max_rel_error"]) == pytest.approx(float(NET["max_rel_error"]), rel=1e-6)
-    u = np.geomspace(float(NET["u_min"]), 1.0, 1000)
+    u = np.geomspace(float(NET["u_min"]), float(NET["u_max"]), 1000)
     assert np.abs(rsqrt_net_eval(NET, u) * np.sqrt(u) - 1).max() <= float(NET["max_rel_error"]) * (1 + 1e-9)
     assert (NET["w2"] >= 0).all()     # non-negative output weights: a B1 output, no cancellation
+
+
+def test_fused_affine_drops_one_sub_layer_and_stays_exact_to_the_decomposition():
+    rng = np.random.default_rng(5)
+    m = _random_ln(5)
+    g = trace(m, (12,), input_kind="real")
+    res = compile_ttfs(m, g, _rows(rng, 16, 12), {"fuse_affine": True, "states": ()})
+    (ap,) = res.report["approximations"]
+    assert res.ok and ap["neurons_per_row"] == 3 * 12 + NET["w1"].shape[0] + 3
+    assert "norm.affine" not in {l["name"] for l in res.report["layers"]}

@@ -5,6 +5,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from spikec.ttfs import ShiftReLU
+
 from ttfs_helpers import TOL, assert_one_spike, map_and_check
 
 
@@ -20,6 +22,7 @@ def mlps(draw):
     x_scale = draw(st.sampled_from([0.01, 1.0, 100.0]))
     signed = draw(st.booleans())
     final_relu = draw(st.booleans())
+    shift = draw(st.sampled_from([None, None, 0.5, 2.0]))      # shift-ReLU: R-TTFS hidden layers
     batch = draw(st.integers(1, 12))
     rng = np.random.default_rng(seed)
     layers = []
@@ -31,7 +34,7 @@ def mlps(draw):
         lin.bias.data = torch.tensor(rng.normal(size=widths[i + 1]) * b_scale, dtype=torch.float32)
         layers.append(lin)
         if i < depth - 1 or final_relu:
-            layers.append(nn.ReLU())
+            layers.append(nn.ReLU() if shift is None else ShiftReLU(shift))
     x = rng.normal(size=(1, batch, widths[0])) * x_scale
     if not signed:
         x = np.abs(x)
@@ -44,8 +47,11 @@ def mlps(draw):
 def test_random_relu_mlp_is_exact_on_unclipped_neurons(case):
     model, n_in, x, extra = case
     plan, sim, check = map_and_check(model, (n_in,), x)
+    kinds = {l.kind for l in plan.layers[1:]}
+    assert kinds <= {"relu", "shift_relu", "identity"}
     assert check["max_rel_window_error"] <= TOL, check["layers"]
-    assert check["clipped_fraction"] == 0.0          # the calibration inputs fit their windows
+    excess = {l.name: float(max(((sim.layers[l.fire].raw - l.hi) / l.window).max(), 0.0)) for l in plan.layers}
+    assert check["clipped_fraction"] == 0.0, excess  # the calibration inputs fit their windows
     assert_one_spike(sim)
     # the windows chain: t_min(n) = t_max of the layer before it
     for layer in plan.layers[1:]:
@@ -70,3 +76,14 @@ def test_windows_tau_and_headroom_do_not_change_values(seed, window, headroom):
     ann = model.double()(torch.tensor(x)).detach().numpy()
     out = sim.outputs[plan.outputs[0][0]]
     assert np.abs(out - ann).max() <= TOL * np.abs(ann).max()
+
+
+def test_a_percentile_scale_clips_and_counts_while_the_rest_stays_exact():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 20), nn.ReLU(), nn.Linear(20, 4))
+    x = np.random.default_rng(0).normal(size=(1, 200, 6))
+    plan, sim, check = map_and_check(model, (6,), x, percentile=90.0)
+    assert 0 < check["clipped_fraction"] < 0.2 and check["affected_fraction"] >= check["clipped_fraction"]
+    assert check["max_rel_window_error"] <= TOL
+    hidden = sim.layers[plan.layers[1].fire]
+    assert (hidden.value[hidden.clipped] == plan.layers[1].hi).all()     # clipped at the window top, t_min

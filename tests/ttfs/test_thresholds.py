@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from spikec.ttfs import ShiftReLU
-from ttfs_helpers import TOL, assert_exact, map_and_check
+from ttfs_helpers import assert_exact, map_and_check
 
 
 def _linear(w, b):

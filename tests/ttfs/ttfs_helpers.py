@@ -1,6 +1,4 @@
 """Shared helpers of the TTFS tests: trace an ANN, map it, simulate it, check it against the ANN."""
-import numpy as np
-
 import spikec.ttfs  # noqa: F401
 from spikec.compiler.frontend import trace
 from spikec.compiler.interpreter import run

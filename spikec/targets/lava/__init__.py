@@ -5,7 +5,11 @@ Pipeline (``compile_lava``), on the deployed float graph and the verification in
 1. ``quantize``: the float graph -> an integer IR graph of ``lava_*`` ops (``ops.py``), scales from
    the weights and lowered by calibration on the inputs until states keep headroom; overflow or
    saturation in the integer reference is counted and reported, never silent. This integer graph,
-   run exactly (int64) by the reference interpreter, is the *integer reference*.
+   run exactly (int64) by the reference interpreter, is the *integer reference*. Populations: LIF
+   (Lava's or the custom SpikecLIF), the integer-firing neuron (graded payload, or unrolled into D
+   binary sub-steps), SiLIF / CSiLIF (custom, 12-bit decays: approximate), OR layers for max pooling,
+   read-outs; several synaptic streams may feed one population (residual sums, the TDM dual kernel,
+   ``Delay`` nodes); dense float ops run on host partitions (``host.py``).
 2. ``emit.lower``: the integer graph -> a process network (``lava/network.json`` + ``lava/params.npz``,
    Lava layouts, traps handled), then ``emit.run_lava`` builds it in Lava and runs it in
    ``Loihi2SimCfg(select_tag="fixed_pt")``.
@@ -28,9 +32,9 @@ from spikec.compiler.interpreter import run
 from spikec.compiler.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
 from spikec.targets.lava import ops as _ops  # noqa: F401  (defines the lava_* ops)
-from spikec.targets.lava.emit import compare, load_network, lower, run_lava, save_network
+from spikec.targets.lava.emit import POPULATION_TYPES, compare, load_network, lower, run_lava, save_network
 from spikec.targets.lava.quantize import quantize, with_readouts
-from spikec.targets.lava.resources import agreement, resources
+from spikec.targets.lava.resources import agreement, partitions, resources
 
 
 def _int_inputs(graph, inputs) -> dict:
@@ -62,6 +66,12 @@ def deploy(graph, inputs, options=None):
     q = quantize(graph, options.get("calibration", inputs), headroom_bits=options.get("headroom_bits", 1),
                  vth_override=options.get("vth_override"), bias_unit=options.get("bias_unit", 1))
     net, arrays = lower(q.graph)
+    kinds = {p["name"]: p["type"] for p in net["processes"]}
+    for layer in q.layers:
+        if layer.info.get("process") == "LIF" and kinds.get(layer.name) == "SpikecLIF":
+            layer.info.update(process="SpikecLIF", lowered_as=f"SpikecLIF: Lava's LIF updates every Lava step, the "
+                                                           f"sub-step schedule ({net['period']} Lava steps per "
+                                                           "physical step) needs the custom process")
     return q, net, arrays
 
 
@@ -86,31 +96,46 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
         netx_info["note"] = netx_note
     if netx_info["exportable"]:
         netx_info["verification"] = _verify_netx(q.graph, x, options.get("netx_samples", 1))
+    kinds = {p["name"]: p["type"] for p in net["processes"]}
     report = {
         "name": "lava",
         "bit_exact": result["bit_exact"],
         "compared_with": "the integer reference (lava/quantized, run exactly in int64 by the reference interpreter)",
         "simulator": "Lava 0.10.0 Loihi2SimCfg(select_tag='fixed_pt')",
         "claim": net["claim"],
-        **{k: result[k] for k in ("steps_compared", "spikes_compared", "values_compared", "states_compared",
-                                  "pre_latency_values_checked", "mismatch_counts", "first_divergent_layer",
-                                  "first_mismatches")},
+        **{k: result[k] for k in ("steps_compared", "spikes_compared", "graded_payloads_compared", "values_compared",
+                                  "host_values_compared", "states_compared", "pre_latency_values_checked",
+                                  "mismatch_counts", "first_divergent_layer", "first_mismatches")},
         "sim_seconds": lava["sim_seconds"], "build_seconds": lava["build_seconds"],
         "reference_seconds": round(ref_s, 3), "lava_steps": lava["steps"],
         "batch": {"samples": int(next(iter(x.values())).shape[1]), "per_network": lava["batch_chunk"],
                   "networks_run": lava["chunks"],
                   "how": "samples side by side: conv populations fold the batch into channels (groups x B), "
                          "dense ones into blocks (block-diagonal weights)"},
-        "latency": {p["name"]: p["latency"] for p in net["processes"] if p["type"] != "Dense" and p["type"] != "Conv"},
-        "latency_rule": "each Lava synapse process delivers one step later: population at latency L runs logical "
-                        "step t at Lava step t+L+1 (1-based); its bias is written after Lava step L; spikes compared "
-                        "at Lava steps L..L+T-1 and required silent before; final states read after Lava step T+L",
-        "processes": [{"name": p["name"], "type": p["type"], "latency": p["latency"]} for p in net["processes"]],
+        "latency": {p["name"]: p["latency"] for p in net["processes"] if p["type"] in POPULATION_TYPES + ("Host",)},
+        "latency_rule": "each Lava synapse process delivers one Lava step later; host processes, relays and direct "
+                        "connections in the same step. A population with start L (its latency) runs physical step t "
+                        "at Lava step L + t*P + 1 (1-based), P Lava steps per physical step; it adds up its input "
+                        "port over each period; streams arriving earlier are delayed to arrive together (DelayDense, "
+                        "Relay). Its bias starts with its first update. Values compared at their Lava steps, silence "
+                        "required at every other step up to the last compared one; final states read after the last "
+                        "update (Lava step L + (T-1)*P + 1)",
+        "schedule": {"lava_steps_per_physical_step": net["period"],
+                     "why": "unrolled integer neurons replay their count as binary spikes over D Lava sub-steps; "
+                            "each physical step is P = max D Lava steps" if net["period"] > 1 else
+                            "one Lava step per physical step (no unrolled integer neuron)",
+                     "starts": {p["name"]: p["start"] for p in net["processes"] if "start" in p}},
+        "processes": [{"name": p["name"], "type": p["type"], "latency": p["latency"]} for p in net["processes"]
+                      if "latency" in p],
+        "lowering": {l.name: {"kind": l.kind, "process": kinds.get(l.name, l.info.get("process")),
+                              "lowering": l.info.get("lowering"), "streams": len(l.streams)} for l in q.layers},
+        "partitions": partitions(net),
         "quantization": {"layers": {l.name: {"synapse": l.synapse, **l.info} for l in q.layers},
                          "calibration": q.calibration, "notes": q.notes},
         "overflow": q.calibration["overflow"],
         "pooling": "avgpool2d has no Lava process: each one is folded exactly (in real arithmetic) into the "
-                   "adjacent conv2d/linear before quantization (see quantization.notes)",
+                   "adjacent conv2d/linear before quantization (see quantization.notes); maxpool2d over binary "
+                   "spikes is an OR layer (all-ones depthwise Conv into a LIF firing when a > 0), exact",
         "float_vs_fixed": agreement(graph, reference, q, trace),
         "resources": resources(net, arrays),
         "netx": netx_info,
@@ -133,13 +158,24 @@ def _summary(r: dict) -> str:
         elif "class_agreement" in a:
             agree.append(f"{name} classes {100 * a['class_agreement']:.1f}%")
     nx = r["netx"]
+    blocking = sorted({b["node"] for b in nx["blocking_nodes"]})
     netx_text = ("model.net written, netx load " + ("bit-exact" if nx["verification"].get("bit_exact") else
                  "NOT bit-exact" if nx["verification"].get("bit_exact") is False else "skipped")
                  if nx["exportable"] else
-                 f"no model.net ({', '.join(sorted({b['node'] for b in nx['blocking_nodes']}))} outside netx)")
+                 f"no model.net ({', '.join(blocking[:6])}{f' and {len(blocking) - 6} more' if len(blocking) > 6 else ''}"
+                 " outside netx)")
+    extra = []
+    if r["graded_payloads_compared"]:
+        extra.append(f"{r['graded_payloads_compared']:,} of them graded payloads")
+    if r["host_values_compared"]:
+        extra.append(f"{r['host_values_compared']:,} host values among the read-out values "
+                     f"({len(r['partitions']['host'])} host partition(s))")
+    if r["schedule"]["lava_steps_per_physical_step"] > 1:
+        extra.append(f"{r['schedule']['lava_steps_per_physical_step']} Lava steps per physical step")
     return (f"lava: bit_exact {str(r['bit_exact']).lower()} vs the integer reference: {r['spikes_compared']:,} spikes, "
             f"{r['values_compared']:,} read-out values, {r['states_compared']:,} final states over "
             f"{r['steps_compared']} steps (Lava fixed_pt sim {r['sim_seconds']:.2f} s)"
+            + (f"\n             {'; '.join(extra)}" if extra else "")
             + ("; OVERFLOW in calibration" if r["overflow"] else "")
             + f"\n             float vs fixed (approximate): {', '.join(agree)}"
             + f"\n             netx: {netx_text}")

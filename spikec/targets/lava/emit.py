@@ -33,6 +33,7 @@ silent at every other recorded step; final states are read after the last update
   to StateProbes that write ``.npy`` files directly.
 """
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -45,6 +46,7 @@ from spikec.compiler.ir import Graph, thaw
 from spikec.targets.lava import ops as lops
 
 FORMAT, VERSION = "spikec-lava-network", 2
+ERRORS_ENV = "SPIKEC_LAVA_ERRORS"   # (the same name as procs/models.py: that package is imported only with Lava)
 MAX_FOLDED_WEIGHTS = 3e7     # int entries of one batch-folded (block-diagonal) Dense
 MAX_REPORTED = 10
 MAX_AXON_DELAY = 62          # DelayDense on Loihi 2: delays 0..62
@@ -446,7 +448,7 @@ def batch_chunk(net: dict, arrays: dict, batch: int) -> int:
 
 
 # -- building and running -----------------------------------------------------------------
-def _host_spec(p: dict, arrays: dict, batch: int) -> dict:
+def _host_spec(p: dict, arrays: dict, batch: int, steps: int) -> dict:
     nodes = []
     for node in p["spec"]["nodes"]:
         node = dict(node)
@@ -457,7 +459,7 @@ def _host_spec(p: dict, arrays: dict, batch: int) -> dict:
             node["gain"] = arrays[node["gain"]]
         nodes.append(node)
     return {"nodes": nodes, "outputs": p["spec"]["outputs"], "in_ir_shapes": p["spec"]["in_ir_shapes"],
-            "batch": batch}
+            "batch": batch, "steps": steps}
 
 
 def build(net: dict, arrays: dict, x: dict, steps: int, workdir: Path):
@@ -502,7 +504,7 @@ def build(net: dict, arrays: dict, x: dict, steps: int, workdir: Path):
         elif typ == "Host":
             proc = HostRegion(in_shapes=[folded_shape(lava_shape(s["ir_shape"]), batch) for s in p["in_ports"]],
                               out_shapes=[folded_shape(lava_shape(s["ir_shape"]), batch) for s in p["out_ports"]],
-                              spec=_host_spec(p, arrays, batch), start=p["start"], period=p["period"], name=name)
+                              spec=_host_spec(p, arrays, batch, t), start=p["start"], period=p["period"], name=name)
         elif typ in POPULATION_TYPES:
             shape = folded_shape(p["lava_shape"], batch)
             sched = {"start": p["start"], "period": p["period"]}
@@ -572,6 +574,10 @@ def run_lava(net: dict, arrays: dict, x: dict) -> dict:
         xb = {k: np.asarray(v)[:, lo:lo + chunk] for k, v in x.items()}
         b = next(iter(xb.values())).shape[1]
         workdir = Path(tempfile.mkdtemp(prefix="spikec-lava-"))
+        errors = workdir / "errors"
+        errors.mkdir()
+        previous = os.environ.get(ERRORS_ENV)
+        os.environ[ERRORS_ENV] = str(errors)   # guarded ProcessModels write their tracebacks here
         try:
             start = time.perf_counter()
             procs, aux, files = build(net, arrays, xb, steps, workdir)
@@ -583,6 +589,11 @@ def run_lava(net: dict, arrays: dict, x: dict) -> dict:
             finally:
                 source.stop()
             sim_s += time.perf_counter() - start
+            failed = sorted(errors.iterdir())
+            if failed:
+                raise IRError("a Lava process failed during the run:\n" + "\n".join(f.read_text() for f in failed),
+                              where=f"Lava process {failed[0].name.split('.')[0]!r}",
+                              remedy="this is a compiler bug: report it with the model")
             for (what, name), path in files.items():
                 r = np.load(path)
                 if what == "spikes":
@@ -590,6 +601,10 @@ def run_lava(net: dict, arrays: dict, x: dict) -> dict:
                 else:
                     states.setdefault((what, name), []).append(unfold_state(r, b, ir[name]))
         finally:
+            if previous is None:
+                os.environ.pop(ERRORS_ENV, None)
+            else:
+                os.environ[ERRORS_ENV] = previous
             shutil.rmtree(workdir, ignore_errors=True)
     return {"outputs": {k: np.concatenate(v, axis=1) for k, v in outputs.items()},
             "states": {k: np.concatenate(v, axis=0) for k, v in states.items()},
@@ -652,7 +667,9 @@ def compare(net: dict, trace, lava: dict, steps: int) -> dict:
             exp_s = trace.values[f"{p['name']}.{var}"][steps - 1].astype(np.int64)
             note(p["name"], f"final_{var}", exp_s, lava["states"][(var, p["name"])], state=True)
             counts["states_compared"] += exp_s.size
-    order = [p["name"] for p in net["processes"]] + [r["name"] for r in net["recorded"]]
+    order = []   # processes in order, a host's outputs right after it
+    for p in net["processes"]:
+        order += [p["name"]] + [o["node"] for o in p.get("out_ports", ())]
     first = next((n for n in order if n in per_node), None)
     syn = {p["name"]: p.get("input") for p in net["processes"]}
     return {"bit_exact": not per_node, "steps_compared": steps, **counts,

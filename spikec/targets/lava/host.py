@@ -48,12 +48,26 @@ class _Node:
 
 
 def host_step(op: str, attrs: dict, params: dict, t: int, inputs: list) -> np.ndarray:
-    """One physical step ``t`` of host op ``op``: ``inputs`` are float64 ``[B, ...]``; returns ``[B, ...]``."""
+    """One physical step ``t`` of host op ``op``: ``inputs`` are float64 ``[B, ...]``; returns ``[B, ...]``.
+
+    Runs torch single-threaded: results then cannot depend on thread scheduling, and a Lava process
+    (forked from a parent whose OpenMP pool is live) never enters a parallel region, which can hang."""
+    before = torch.get_num_threads()
+    if before != 1:
+        torch.set_num_threads(1)
+    try:
+        return _host_step(op, attrs, params, t, inputs)
+    finally:
+        if before != 1:
+            torch.set_num_threads(before)
+
+
+def _host_step(op, attrs, params, t, inputs):
     node = _Node(op, attrs)
     p = {}
     for k, v in params.items():
         v = np.asarray(v, dtype=np.float64)
-        p[k] = torch.from_numpy(np.ascontiguousarray(v[t:t + 1] if op in PER_STEP else v))
+        p[k] = torch.from_numpy(np.array(v[t:t + 1] if op in PER_STEP else v))
     fn = getattr(_kernels(), op)
     outs = []
     for b in range(inputs[0].shape[0]):

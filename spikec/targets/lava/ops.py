@@ -57,7 +57,7 @@ import torch
 from spikec.compiler import interpreter
 from spikec.compiler.errors import IRError
 from spikec.compiler.ir import TensorType
-from spikec.compiler.ops import OPS, _infer_conv, _need, _per_channel, _sizes, define
+from spikec.compiler.ops import OPS, TIME_BASE_OPS, _infer_conv, _need, _per_channel, _sizes, define
 
 STATE_BITS = 24
 M = 2 ** (STATE_BITS - 1)
@@ -363,6 +363,7 @@ def register() -> None:
            count=neuron_count(*LIF_PARAMS, "v_reset"))
     define("lava_intfire", 1, _infer_neuron(LIF_PARAMS, _intfire_spikes), LIF_PARAMS, stateful=True,
            count=neuron_count(*LIF_PARAMS))
+    TIME_BASE_OPS.add("lava_intfire")   # like intfire_unrolled, it defines its output's time base (D sub-steps)
     define("lava_silif", 1, _infer_neuron(SILIF_PARAMS, lambda n, t: TensorType(t.shape, "binary")), SILIF_PARAMS,
            stateful=True, count=neuron_count(*SILIF_PARAMS))
     define("lava_csilif", 1, _infer_neuron(CSILIF_PARAMS, lambda n, t: TensorType(t.shape, "binary")),

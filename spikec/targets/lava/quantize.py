@@ -367,6 +367,9 @@ class _Mapper:
             elif n.name in outputs and n.op == "maxpool2d":
                 self.or_pool(n)
         self.check_coverage()
+        first = {}
+        for h in self.hosts.values():   # regions numbered 0, 1, ... in order of their first node
+            h.region = first.setdefault(h.region, len(first))
         return self
 
     def add(self, pop: Population):
@@ -528,6 +531,8 @@ class _Mapper:
                 raise refuse(h.node, "a host value as a graph output is not recorded by the Lava network")
         for pop in self.pops.values():
             inside = {x.name for x in pop.nodes} | {pop.name}
+            if pop.neuron is not None:   # the neuron's membrane twin reads the same synaptic sum
+                inside |= {c.name for c in g.nodes if self.is_twin(c) and c.inputs == pop.neuron.inputs}
             for x in pop.nodes:
                 if x.name == pop.name:
                     continue
@@ -671,7 +676,7 @@ def _emit_stream(pop, s: Stream, w, scale, ctx: _Ctx, pops: dict) -> tuple[str, 
             emitted, wexp = wq, 0
         ctx.emit(Node(name, "lava_dense", (x,), out_type, {"weight_exp": wexp, "num_message_bits": nmb},
                       {"weight": emitted}, scope=pop.name))
-    if st.substeps > 1:   # the population integrates the D sub-steps of each physical step
+    if st.substeps > 1 and pop.kind != "or":   # the population integrates the D sub-steps of each physical step
         name = ctx.emit(Node(f"{name}.sum", "substep_sum", (name,), TensorType(op.out_shape), {}, {},
                              scope=pop.name))
     return name, info
@@ -948,22 +953,61 @@ def _membrane_name(q: Graph, n: Node) -> str:
     return twin or f"{n.name}.membrane"
 
 
+def _population_of(q: Graph, name: str) -> str | None:
+    """The population a synapse's sum flows into (through sub-step sums and adds)."""
+    for c in q.consumers(name):
+        if c.op in ("substep_sum", "add"):
+            return _population_of(q, c.name)
+        if c.op in lops.STATES or c.op in ("lava_readout", "lava_or"):
+            return c.name
+    return None
+
+
+def _conv_wraps(node: Node, x: np.ndarray) -> int:
+    """Entries where Lava's Conv (and the reference) wrapped the sum modulo 2^24: recomputed unwrapped."""
+    import torch
+    a = node.attrs
+    xs = x if a.get("num_message_bits", 0) else (x != 0)
+    z = torch.from_numpy(np.asarray(xs, dtype=np.float64)).flatten(0, 1)
+    y = torch.nn.functional.conv2d(z, torch.from_numpy(np.asarray(node.params["weight"], dtype=np.float64)), None,
+                                   a["stride"], a["padding"], a["dilation"], a["groups"])
+    return int((y.abs() >= lops.M).sum())
+
+
 def measure(q: Graph, x) -> tuple[dict, "Trace"]:
-    """Run the integer reference with state read-outs; per neuron population: peak |state|, overflow events."""
+    """Run the integer reference with state read-outs; per population: peak |state| (|value| for read-outs),
+    overflow events (u wrapped, v saturated, ``a << 6`` beyond 24 bits, a Conv sum wrapped modulo 2^24);
+    per host payload: values clipped to the payload range."""
     full = with_readouts(q)
     trace = run(full, x, integer=True)
     peaks = {}
     for n in q.nodes:
-        if n.op not in lops.STATES or n.attrs.get("output", "spikes") != "spikes":
+        if n.op in lops.STATES and n.attrs.get("output", "spikes") == "spikes":
+            vals = [trace.values[f"{n.name}.{s}"] for s in lops.STATES[n.op]] + [trace.values[_membrane_name(full, n)]]
+            flags = trace.values[n.name + ".flags"]
+        elif n.op == "lava_readout":
+            vals, flags = [trace.values[n.name]], np.zeros(1, dtype=np.int64)
+        else:
             continue
-        vals = [trace.values[f"{n.name}.{s}"] for s in lops.STATES[n.op]] + [trace.values[_membrane_name(full, n)]]
         peak = max(int(np.abs(v).max(initial=0)) for v in vals)
-        flags = trace.values[n.name + ".flags"]
         peaks[n.name] = {"peak_state": peak, "headroom_bits": round(float(np.log2(lops.M / max(peak, 1))), 3),
                          "u_wrapped": int(((flags & lops.FLAG_U_WRAP) != 0).sum()),
                          "v_saturated": int(((flags & lops.FLAG_V_SAT) != 0).sum()),
-                         "input_overflow": int(((flags & lops.FLAG_ACT) != 0).sum())}
+                         "input_overflow": int(((flags & lops.FLAG_ACT) != 0).sum()), "conv_wrapped": 0}
         peaks[n.name]["overflow_events"] = int((flags != 0).sum())
+    for n in q.nodes:
+        if n.op == "lava_conv":
+            wraps = _conv_wraps(n, trace.values[n.inputs[0]])
+            pop = _population_of(q, n.name)
+            if wraps and pop in peaks:
+                peaks[pop]["conv_wrapped"] += wraps
+                peaks[pop]["overflow_events"] += wraps
+        elif n.op == "lava_quant" and n.attrs.get("bits", 0):
+            lim = 2 ** (n.attrs["bits"] - 1) - 1
+            y = np.floor(trace.values[n.inputs[0]] * np.asarray(n.params["gain"]) + 0.5)
+            clipped = int((np.abs(y) > lim).sum())
+            peaks[n.name] = {"payload_clipped": clipped, "overflow_events": clipped,
+                             "peak_payload": int(np.abs(trace.values[n.name]).max(initial=0))}
     return peaks, trace
 
 

@@ -24,9 +24,11 @@ def agreement(graph, reference, q, trace) -> dict:
     for layer in q.layers:
         f = np.asarray(reference.values[layer.name])
         x = np.asarray(trace.values[layer.name])
-        if layer.neuron is not None:
+        if layer.kind != "readout":
             layers[layer.name] = {"spike_agreement": round(float((f == x).mean()), 6),
                                   "float_rate": round(float(f.mean()), 6), "fixed_rate": round(float(x.mean()), 6)}
+            if layer.info.get("approximate"):
+                layers[layer.name]["note"] = "decays quantized to 12-bit fractions (approximate)"
         else:
             y = x / float(layer.scale[0])
             err = np.abs(y - f)
@@ -66,9 +68,61 @@ def _conv_synapses(p, w) -> int:
     return total
 
 
+def _payload(p: dict) -> str:
+    if p["type"] == "Readout":
+        return "graded 24-bit (integer read-out)"
+    if p["type"] == "SpikecIntFire":
+        d = p["max_spikes"]
+        return (f"binary spikes over {d} Lava sub-steps (unrolled integer neuron)" if p["unrolled"] else
+                f"graded {max(1, d.bit_length())}-bit payload (integer spikes 0..{d})")
+    return "binary spikes"
+
+
+def _bits(p: dict) -> int | None:
+    if p["type"] == "SpikecIntFire" and not p["unrolled"]:
+        return max(1, int(p["max_spikes"]).bit_length())
+    return 24 if p["type"] == "Readout" else None
+
+
+def partitions(net: dict) -> dict:
+    """Chip and host partitions and the values crossing between them per physical step, per sample."""
+    by_name = {p["name"]: p for p in net["processes"]}
+    crossing, hosts = [], []
+    for p in net["processes"]:
+        if p["type"] != "Host":
+            continue
+        hosts.append({"name": p["name"], "nodes": p["nodes"], "ops": p["host_ops"], "start": p["start"],
+                      "model": "float64 on a CPU beside the chip (spikec.targets.lava.host.host_step); Lava process "
+                               "HostRegion"})
+        for port in p["in_ports"]:
+            src = port["node"]
+            kind = ("membrane potential (24-bit)" if src.endswith(".membrane") else
+                    "synaptic sum (read-out, 24-bit)" if by_name.get(src, {}).get("type") == "Readout" else
+                    "spikes")
+            crossing.append({"edge": [src, p["name"]], "direction": "to_host",
+                             "values_per_step": int(np.prod(port["ir_shape"])), "what": kind})
+        for port in p["out_ports"]:
+            node = port["node"]
+            bits = next(n["bits"] for n in p["spec"]["nodes"] if n["name"] == node)
+            crossing.append({"edge": [p["name"], node], "direction": "to_chip",
+                             "values_per_step": int(np.prod(port["ir_shape"])),
+                             "what": f"graded {bits}-bit payload into a synapse" if bits else
+                                     "integer current into a population's input port"})
+    chip = [p["name"] for p in net["processes"] if p["type"] != "Host"]
+    return {"chip": {"processes": len(chip), "populations": [p["name"] for p in net["processes"]
+                                                             if p["type"] in ("LIF", "SpikecLIF", "SpikecIntFire",
+                                                                              "SpikecSiLIF", "SpikecCSiLIF", "OR",
+                                                                              "Readout")]},
+            "host": hosts, "crossing": crossing,
+            "values_per_step": sum(c["values_per_step"] for c in crossing),
+            "bit_exactness": "the chip partition is compared bit for bit with host values recorded: every value a "
+                             "host sends to the chip is compared with the integer reference (host_values_compared); "
+                             "the host's float64 arithmetic is the reference's own function, run sample by sample"}
+
+
 def resources(net: dict, arrays: dict) -> dict:
-    """Neurons, synapses, weight memory and an estimate of neurocores, per sample."""
-    pops, syns = [], []
+    """Neurons, synapses, weight memory, delays, payload widths and an estimate of neurocores, per sample."""
+    pops, syns, delays = [], [], []
     fan_in = {}
     for p in net["processes"]:
         name = p["name"]
@@ -77,42 +131,57 @@ def resources(net: dict, arrays: dict) -> dict:
             n = _conv_synapses(p, w)
             syns.append({"name": name, "type": "Conv", "synapses": n, "kernel_weights": int(w.size),
                          "weight_memory_bits": n * WEIGHT_BITS, "shared_kernel_bits": int(w.size) * WEIGHT_BITS,
-                         "axonal_delays": 0})
-        elif p["type"] == "Dense":
+                         "num_message_bits": p["num_message_bits"], "axonal_delays": 0})
+        elif p["type"] in ("Dense", "DelayDense"):
             w = arrays[f"{name}/weights"]
             n = int((w != 0).sum())
-            syns.append({"name": name, "type": "Dense", "synapses": n, "matrix": list(w.shape),
+            syns.append({"name": name, "type": p["type"], "synapses": n, "matrix": list(w.shape),
                          "weight_memory_bits": n * WEIGHT_BITS, "weight_exp": p["weight_exp"],
-                         "sign_mode": p["sign_mode"], "axonal_delays": 0})
+                         "sign_mode": p["sign_mode"], "num_message_bits": p["num_message_bits"],
+                         "axonal_delays": p.get("axon_delay", 0)})
+            if p.get("axon_delay"):
+                delays.append({"name": name, "how": "DelayDense axonal delay", "lava_steps": p["axon_delay"]})
+        elif p["type"] == "Relay":
+            delays.append({"name": name, "how": "Relay process (Lava has no delayed Conv / direct connection; on "
+                                                "Loihi 2 an axonal delay of the synapses it feeds)",
+                           "lava_steps": p["delay"], "values": int(np.prod(p["lava_shape"]))})
+            continue
         else:
             continue
         fan_in[name] = syns[-1]["synapses"]
     for p in net["processes"]:
-        if p["type"] not in ("LIF", "SpikecLIF", "Readout"):
+        if p["type"] not in ("LIF", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout"):
             continue
         neurons = int(np.prod(p["lava_shape"]))
-        s = fan_in.get(p["input"], 0)
+        s = sum(fan_in.get(i, 0) for i in p.get("inputs", [p.get("input")]))
         cores = max(1, math.ceil(neurons / NEURONS_PER_CORE), math.ceil(s / SYNAPSES_PER_CORE))
-        payload = "binary spikes" if p["type"] != "Readout" else "graded 24-bit (integer read-out)"
         pops.append({"name": p["name"], "process": p["type"], "neurons": neurons, "fan_in_synapses": s,
-                     "output": payload, "neurocores": cores})
+                     "output": _payload(p), "payload_bits": _bits(p), "neurocores": cores})
     cores = sum(p["neurocores"] for p in pops)
+    graded = [{"name": p["name"], "bits": p["payload_bits"], "what": p["output"]} for p in pops if p["payload_bits"]]
+    for p in net["processes"]:
+        if p["type"] == "Host":
+            for node in p["spec"]["nodes"]:
+                if node["kind"] == "quant" and node["bits"]:
+                    graded.append({"name": node["name"], "bits": node["bits"], "what": "host value into a synapse"})
     return {
         "per_sample": True,
         "neurons": sum(p["neurons"] for p in pops),
         "synapses": sum(s["synapses"] for s in syns),
         "weight_memory_bits": sum(s["weight_memory_bits"] for s in syns),
         "weight_memory_note": "8 bits per synapse without sharing; a conv's kernel alone is shared_kernel_bits",
-        "axonal_delays": "none used",
-        "graded_payloads": [p["name"] for p in pops if p["process"] == "Readout"],
+        "axonal_delays": delays or "none used",
+        "graded_payloads": graded,
+        "lava_steps_per_physical_step": net["period"],
         "neurocores_estimate": cores,
         "chips_estimate": math.ceil(cores / CORES_PER_CHIP),
+        "host_partitions": [p["name"] for p in net["processes"] if p["type"] == "Host"],
         "populations": pops, "synapse_layers": syns,
         "assumptions": {
             "neurons_per_core": NEURONS_PER_CORE, "synapses_per_core": SYNAPSES_PER_CORE,
             "cores_per_chip": CORES_PER_CHIP,
             "rule": "each population on its own cores: max(ceil(neurons / neurons_per_core), "
-                    "ceil(fan-in synapses / synapses_per_core)), at least 1",
+                    "ceil(fan-in synapses / synapses_per_core)), at least 1; host partitions use no neurocore",
             "source": "Intel Loihi 2 product brief (2021): 128 neurocores, up to 1M neurons and 120M synapses "
                       "per chip, divided evenly per core (shared/spec/targets.md 'Loihi 2 facts'); real per-core "
                       "limits are not public in Lava's open source, so this is a lower bound on cores",

@@ -98,3 +98,157 @@ def conv_hard():
             TD(nn.Flatten(), nn.Linear(6 * 2 * 4, 5)), _lif(5, 12, "zero", per_channel=False),
             input_shape=(2, 6, 5), steps=10)
     return _init(m, 15, gain=1.5)
+
+
+# -- integer-firing neurons, delays, residual sums, SiLIF/CSiLIF, host partitions, max pooling -----------------
+def _intfire(c, seed, d=4, rounding="round", leak=True):
+    g = torch.Generator().manual_seed(seed)
+    rnd = lambda lo, hi: lo + (hi - lo) * torch.rand(c, generator=g, dtype=torch.float64)
+    return snn.IntFire(threshold=rnd(0.4, 1.2), max_spikes=d, beta=rnd(0.7, 1.0) if leak else 1.0,
+                       rounding=rounding)
+
+
+def intfire_dense():
+    """Integer-firing neurons (D = 4 round, D = 3 floor) between dense layers, a LIF, a read-out head."""
+    m = Seq(TD(nn.Linear(16, 12)), _intfire(12, 21),
+            TD(nn.Linear(12, 10)), _intfire(10, 22, d=3, rounding="floor"),
+            TD(nn.Linear(10, 8)), _lif(8, 23, "subtract"),
+            TD(nn.Linear(8, 4)), input_shape=(16,), steps=8)
+    return _init(m, 24, gain=1.2)
+
+
+def intfire_conv_pool():
+    """A conv integer neuron (D = 3) max-pooled (an OR of binary spikes once unrolled), then a conv LIF whose
+    spikes are max-pooled too, flattened into an integer-neuron output (D = 2)."""
+    m = Seq(TD(nn.Conv2d(2, 4, 3, padding=1)), _intfire(4, 31, d=3),
+            TD(nn.MaxPool2d(2)), TD(nn.Conv2d(4, 6, (3, 2), padding=(1, 0))), _lif(6, 32, "zero"),
+            TD(nn.MaxPool2d(2, stride=1), nn.Flatten(), nn.Linear(6 * 2 * 2, 5)), _intfire(5, 33, d=2),
+            input_shape=(2, 6, 8), steps=6)
+    return _init(m, 34, gain=1.5)
+
+
+class _Residual(nn.Module):
+    """``s3 = LIF(W3 s2 + W4 s1)``: two synaptic streams from populations at different depths into one neuron."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.lif1 = TD(nn.Linear(14, 12)), _lif(12, 41, "subtract")
+        self.fc2, self.lif2 = TD(nn.Linear(12, 10)), _lif(10, 42, "zero")
+        self.fc3, self.skip = TD(nn.Linear(10, 8)), TD(nn.Linear(12, 8))
+        self.lif3 = _lif(8, 43, "subtract")
+        self.input_shape, self.steps = (14,), 10
+
+    def forward(self, x):
+        s1 = self.lif1(self.fc1(x))
+        s2 = self.lif2(self.fc2(s1))
+        return self.lif3(self.fc3(s2) + self.skip(s1))
+
+
+def residual_dense():
+    return _init(_Residual(), 44)
+
+
+class _TdmNet(nn.Module):
+    """RIPE-style: conv -> LIF, then TDM -> conv -> LIF (tdm_dual_kernel: W_a x_t - W_b x_{t-1}, a Delay(1)),
+    then a Delay(2) stream added to a dense layer; LIF neurons throughout."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.lif1 = TD(nn.Conv2d(2, 4, 3, padding=1)), _lif(4, 51, "zero", per_channel=False)
+        self.tdm = snn.TDM(4, init=0.3)
+        self.conv2, self.lif2 = TD(nn.Conv2d(4, 6, 3, stride=2, padding=1)), _lif(6, 52, "subtract")
+        self.delay = snn.Delay(2)
+        self.fc, self.fc_late = TD(nn.Flatten(), nn.Linear(6 * 3 * 4, 5)), TD(nn.Flatten(), nn.Linear(6 * 3 * 4, 5))
+        self.lif3 = _lif(5, 53, "subtract")
+        self.input_shape, self.steps = (2, 6, 7), 9
+
+    def forward(self, x):
+        s1 = self.lif1(self.conv1(x))
+        s2 = self.lif2(self.conv2(self.tdm(s1)))
+        return self.lif3(self.fc(s2) + self.fc_late(self.delay(s2)))
+
+
+def tdm_dual_kernel_net():
+    m = _init(_TdmNet(), 54, gain=1.4)
+    with torch.no_grad():
+        m.tdm.lam.copy_(torch.tensor([0.3, -0.2, 0.5, 0.1]))
+    return m
+
+
+def silif_csilif():
+    """CSiLIF (complex resonator) then SiLIF conv layers, a dense SiLIF, a read-out head."""
+    m = Seq(TD(nn.Conv2d(2, 4, 3, padding=1)), snn.CSiLIF(4, l_init=-1.5, omega_init=0.8, v_th_init=0.6),
+            TD(nn.Conv2d(4, 6, 3, stride=2, padding=1)), snn.SiLIF(6, l_init=-1.0, v_th_init=0.8),
+            TD(nn.Flatten(), nn.Linear(6 * 3 * 3, 7)), snn.SiLIF(7, l_init=-2.0, v_th_init=0.7),
+            TD(nn.Linear(7, 3)), input_shape=(2, 6, 5), steps=10)
+    _init(m, 61, gain=1.5)
+    g = torch.Generator().manual_seed(62)
+    with torch.no_grad():   # trained-looking neuron parameters: per channel, mixed
+        for mod in m.layers:
+            if isinstance(mod, (snn.SiLIF, snn.CSiLIF)):
+                c = mod.b.numel()
+                mod.l.copy_(-2.5 + 2 * torch.rand(c, generator=g))
+                mod.b.copy_(0.5 + torch.rand(c, generator=g))
+                mod.v_th.copy_(0.4 + 0.8 * torch.rand(c, generator=g))
+                if isinstance(mod, snn.CSiLIF):
+                    mod.omega.copy_(2 * torch.rand(c, generator=g) - 1)
+                    mod.log_dt.copy_(0.5 * torch.rand(c, generator=g) - 0.25)
+    return m
+
+
+class _HostNet(nn.Module):
+    """A RIPE stage in miniature: a SiLIF whose membrane, delayed spikes and a conv sum feed DS-MPA (host),
+    whose output drives a LIF; a per-time-step BN (host) between a conv and a neuron; a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = TD(nn.Conv2d(2, 4, 3, padding=1))
+        self.n1 = snn.SiLIF(4, l_init=-1.0, v_th_init=0.5, return_membrane=True)
+        self.conv2 = TD(nn.Conv2d(4, 4, 3, padding=1))
+        self.delay = snn.Delay(1)
+        self.attn = snn.DSMPA(4)
+        self.n2 = _lif(4, 71, "subtract")
+        self.conv3, self.bn = TD(nn.Conv2d(4, 5, 3, stride=2, padding=1)), snn.BNTT(5, 6)
+        self.n3 = _lif(5, 72, "zero")
+        self.head = TD(nn.Flatten(), nn.Linear(5 * 3 * 3, 3))
+        self.input_shape, self.steps = (2, 6, 6), 6
+
+    def forward(self, x):
+        s1, u1 = self.n1(self.conv1(x))
+        s2 = self.n2(self.attn(u1, self.delay(s1), self.conv2(s1)))
+        return self.head(self.n3(self.bn(self.conv3(s2))))
+
+
+def host_partition():
+    m = _init(_HostNet(), 73, gain=1.5)
+    g = torch.Generator().manual_seed(74)
+    with torch.no_grad():
+        m.attn.gamma.copy_(torch.rand(4, generator=g) + 0.5)
+        m.bn.weight.copy_(0.5 + torch.rand(6, 5, generator=g))
+        m.bn.bias.copy_(0.2 * torch.rand(6, 5, generator=g) - 0.1)
+        m.bn.running_mean.copy_(0.3 * torch.rand(6, 5, generator=g))
+        m.bn.running_var.copy_(0.5 + torch.rand(6, 5, generator=g))
+    return m.eval()
+
+
+def with_graded_maxpool():
+    """Not mappable without unrolling: max pooling of integer (graded) spikes is a max, not an OR."""
+    return Seq(TD(nn.Conv2d(1, 2, 3, padding=1)), _intfire(2, 81), TD(nn.MaxPool2d(2), nn.Flatten(),
+                                                                      nn.Linear(2 * 2 * 2, 3)),
+               input_shape=(1, 4, 4), steps=4)
+
+
+class _Product(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = TD(nn.Linear(6, 4)), TD(nn.Linear(6, 4))
+        self.la, self.lb = _lif(4, 82, "zero"), _lif(4, 83, "zero")
+        self.input_shape, self.steps = (6,), 4
+
+    def forward(self, x):
+        return self.la(self.a(x)) * self.lb(self.b(x))
+
+
+def with_spike_product():
+    """Not mappable: a product of two spike tensors (an AND unit) has no static synapse here."""
+    return _Product()

@@ -125,14 +125,14 @@ def _fixture():
     return m
 
 
-def _float_graph(factory, batch=3, seed=0):
+def _float_graph(factory, batch=3, seed=0, passes="default"):
     from spikec.compiler.frontend import trace
     from spikec.compiler.passes import run_passes
     from spikec.passes import select
     model = getattr(_fixture(), factory)().eval()
     x = (np.random.default_rng(seed).random((model.steps, batch, *model.input_shape)) < 0.3).astype(np.float64)
     g = trace(model, model.input_shape, input_kind="binary")
-    g, _ = run_passes(g, select("default")[0], x)
+    g, _ = run_passes(g, select(passes)[0], x)
     return g, x
 
 
@@ -155,12 +155,111 @@ def test_quantized_parameters_and_per_channel_thresholds():
     assert not q.calibration["overflow"]
 
 
-@pytest.mark.parametrize("factory,node", [("with_silif", "layers.1"), ("with_maxpool", "layers.2.0")])
-def test_unmappable_nodes_are_refused_by_name(factory, node):
-    g, x = _float_graph(factory, batch=1)
+@pytest.mark.parametrize("factory,node,passes", [("with_graded_maxpool", "layers.2.0", "none"),
+                                                 ("with_spike_product", None, "default")])
+def test_unmappable_nodes_are_refused_by_name(factory, node, passes):
+    g, x = _float_graph(factory, batch=1, passes=passes)
     with pytest.raises(UnsupportedOp) as e:
         quantize(g, x)
+    node = node or next(n.name for n in g.nodes if n.op == "mul")
     assert repr(node) in str(e.value)
+
+
+def test_silif_maxpool_and_integer_neurons_now_map():
+    for factory, ops in (("with_silif", {"lava_silif"}), ("with_maxpool", {"lava_or", "lava_lif"}),
+                         ("intfire_dense", {"lava_intfire"})):
+        g, x = _float_graph(factory, batch=1)
+        assert ops <= {n.op for n in quantize(g, x).graph.nodes}
+
+
+def _intfire_graph(unrolled, rounding="round", d=4):
+    nodes = [Node("input", "input", (), TensorType((3,), "integer", 20)),
+             Node("syn", "lava_dense", ("input",), TensorType((3,)), {"weight_exp": 0, "num_message_bits": 5},
+                  {"weight": np.eye(3, dtype=np.int64)}),
+             Node("pop", "lava_intfire", ("syn",),
+                  TensorType((3,), "binary", None, d) if unrolled else TensorType((3,), "integer", d),
+                  {"max_spikes": d, "rounding": rounding, "unrolled": unrolled, "output": "spikes"},
+                  {"du": np.int64(4095), "dv": np.int64(0), "vth": np.int64(1), "bias_mant": np.zeros(3, np.int64),
+                   "bias_exp": np.zeros(3, np.int64)})]
+    return Graph(tuple(nodes), ("pop",))
+
+
+def test_integer_neuron_kernel_rounding_clip_and_thermometer():
+    # vth 1 -> theta = 64 state units = one input unit: v = 64 a; S = clip(round(v / 64), 0, D), v -= 64 S
+    x = np.zeros((3, 1, 3), dtype=np.int64)
+    x[0] = [1, 2, 9]       # S = 1, 2, 4 (clipped: 9 units, residual 5 carried)
+    x[1] = [0, 0, 0]       # residual 5 -> S = 4, residual 1
+    g = with_readouts(_intfire_graph(False))
+    t = run(g, x, integer=True)
+    assert t.values["pop"][:, 0].tolist() == [[1, 2, 4], [0, 0, 4], [0, 0, 1]]
+    assert t.values["pop.v"][:, 0, 2].tolist() == [5 * 64, 64, 0]
+    half = np.zeros((1, 1, 3), dtype=np.int64)
+    h = with_readouts(_intfire_graph(False))      # a tie: U = 1.5 theta rounds half up (2), floor gives 1
+    g2 = Graph(h.nodes[:2] + (h.nodes[2].with_(params={**h.nodes[2].params, "vth": np.int64(2)}),) + h.nodes[3:],
+               ("pop",))
+    half[0] = [3, 1, 0]
+    assert run(g2, half, integer=True).values["pop"][0, 0].tolist() == [2, 1, 0]
+    floor = _intfire_graph(False, "floor")
+    floor = Graph(floor.nodes[:2] + (floor.nodes[2].with_(params={**floor.nodes[2].params, "vth": np.int64(2)}),),
+                  ("pop",))
+    assert run(floor, half, integer=True).values["pop"][0, 0].tolist() == [1, 0, 0]
+    u = run(_intfire_graph(True), x, integer=True).values["pop"]          # thermometer code over D = 4
+    assert u.shape == (12, 1, 3) and np.array_equal(u.reshape(3, 4, 1, 3).sum(1), t.values["pop"])
+    assert u[:4, 0, 1].tolist() == [1, 1, 0, 0]
+
+
+def _resonator(op, params, shape=(2,)):
+    nodes = [Node("input", "input", (), TensorType(shape, "integer", 9)),
+             Node("syn", "lava_dense", ("input",), TensorType(shape), {"weight_exp": 0, "num_message_bits": 4},
+                  {"weight": np.eye(shape[0], dtype=np.int64)}),
+             Node("pop", op, ("syn",), TensorType(shape, "binary"), {"output": "spikes"}, params)]
+    return with_readouts(Graph(tuple(nodes), ("pop",)))
+
+
+def test_silif_and_csilif_kernels_match_the_float_neurons_when_exact():
+    # decays that are exact in 12-bit fractions (1, and a 90 degree rotation) leave no rounding: the integer
+    # states are exactly 64 s times the float ones (here s = 1: kappa 0.5 -> K = 32, v_th 2 -> vth 2 on Re m)
+    from spikec.compiler.interpreter import _Kernels
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 4, (12, 2, 2))
+    zero = np.zeros(2, np.int64)
+    g = _resonator("lava_silif", {"decay": np.int64(4096), "vth": np.int64(2), "kappa": np.int64(32),
+                                  "bias_mant": zero, "bias_exp": zero})
+    got = run(g, x, integer=True).values
+    node = Node("f", "silif", ("i",), TensorType((2,), "binary"), {"kappa": 0.5},
+                {"decay": np.ones(2), "b": np.ones(2), "v_th": np.full(2, 2.0)})
+    k = _Kernels(False, {})
+    ref = k.silif(node, {kk: torch.as_tensor(np.array(v)) for kk, v in node.params.items()},
+                  torch.as_tensor(x.astype(np.float64)))
+    assert np.array_equal(got["pop"], ref.spikes.numpy()) and np.array_equal(got["pop.v"], 64 * ref.membrane.numpy())
+    g = _resonator("lava_csilif", {"a_re": np.int64(0), "a_im": np.int64(4096), "vth": np.int64(1),
+                                   "kappa": np.int64(32), "bias_mant": zero, "bias_exp": zero})
+    got = run(g, x, integer=True).values
+    node = Node("f", "csilif", ("i",), TensorType((2,), "binary"), {"kappa": 0.5},
+                {"a_re": np.zeros(2), "a_im": np.ones(2), "b": np.ones(2), "v_th": np.full(2, 2.0)})
+    ref = k.csilif(node, {kk: torch.as_tensor(np.array(v)) for kk, v in node.params.items()},
+                   torch.as_tensor(x.astype(np.float64)))
+    assert np.array_equal(got["pop"], ref.spikes.numpy())
+    assert np.array_equal(got["pop.v"], 32 * ref.membrane.numpy())      # U = 2 Re m; v = 64 Re m
+    assert got["pop"].sum() > 0 and np.abs(got["pop.w"]).sum() > 0
+
+
+def test_host_step_is_per_sample_and_matches_the_float_kernel():
+    from spikec.compiler.interpreter import _Kernels
+    from spikec.targets.lava import host
+    rng = np.random.default_rng(6)
+    c = 3
+    params = {"wq": rng.standard_normal((c, c)), "wk": rng.standard_normal((c, c)), "wv": rng.standard_normal((c, c)),
+              "gamma": rng.random(c)}
+    u, s, x = rng.standard_normal((4, c, 2, 3)), (rng.random((4, c, 2, 3)) < 0.4) * 1.0, rng.standard_normal((4, c, 2, 3))
+    y = host.host_step("dsmpa", {"eps": 1e-6}, params, 0, [u, s, x])
+    one = np.concatenate([host.host_step("dsmpa", {"eps": 1e-6}, params, 0, [u[i:i + 1], s[i:i + 1], x[i:i + 1]])
+                          for i in range(4)])
+    assert np.array_equal(y, one)                          # no result depends on how samples are grouped
+    node = Node("d", "dsmpa", ("a", "b", "c"), TensorType((c, 2, 3)), {"eps": 1e-6}, params)
+    ref = _Kernels(False, {}).dsmpa(node, {k: torch.as_tensor(v) for k, v in params.items()},
+                                    *(torch.as_tensor(v[None]) for v in (u, s, x)))
+    assert np.allclose(y, ref.numpy()[0], rtol=1e-12, atol=1e-12)
 
 
 def _wide_graph(n_in=400):
@@ -197,3 +296,20 @@ def test_shim_leaves_dataclasses_alone():
     assert mod.ByteEncoder.__hash__ is object.__hash__
     assert mod.CoreEncoder().x is mod.CoreEncoder().x        # lava's (3.10) shared default, unchanged
     assert mod.ChipEncoder.__hash__ is None                  # no other class touched
+
+
+def test_conv_wraps_and_payload_clips_are_reported_not_silent():
+    # graded 16-bit payloads into a 3x3 conv of weight 127: sums reach 9 * 127 * 30000 > 2^23, which Lava's Conv
+    # (and the reference) wrap modulo 2^24; a host payload beyond 8 bits is clipped
+    nodes = [Node("input", "input", (), TensorType((1, 4, 4), "integer", 30000)),
+             Node("conv", "lava_conv", ("input",), TensorType((1, 4, 4)),
+                  {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1, "num_message_bits": 16},
+                  {"weight": np.full((1, 1, 3, 3), 127)}),
+             Node("ro", "lava_readout", ("conv",), TensorType((1, 4, 4)), {}, {"bias": np.zeros(1, np.int64)}),
+             Node("pay", "lava_quant", ("input",), TensorType((1, 4, 4)), {"bits": 8}, {"gain": np.float64(0.01)})]
+    g = Graph(tuple(nodes), ("ro", "pay"))
+    x = np.full((2, 1, 1, 4, 4), 30000)
+    peaks, trace = measure(g, {"input": x})
+    assert peaks["ro"]["conv_wrapped"] == 2 * 16 and peaks["ro"]["overflow_events"] == 2 * 16
+    assert np.abs(trace.values["conv"]).max() < 2 ** 23                     # wrapped, as Lava does
+    assert peaks["pay"]["payload_clipped"] == 2 * 16 and peaks["pay"]["peak_payload"] == 127

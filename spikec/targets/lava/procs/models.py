@@ -20,6 +20,59 @@ from spikec.targets.lava.procs.process import (MAX_HOST_PORTS, HostRegion, Reado
                                                SpikecIntFire, SpikecLIF, SpikecSiLIF, StateProbe, VarWriter)
 
 UNITY, LIMIT = 4096, 2 ** 23 - 1
+ERRORS_ENV = "SPIKEC_LAVA_ERRORS"
+
+
+def guarded(run_spk):
+    """Lava hangs when a ProcessModel raises (its peers wait on their channels forever). A guarded
+    ``run_spk`` writes the traceback to ``$SPIKEC_LAVA_ERRORS/<process>.txt`` (read by ``emit.run_lava``,
+    which raises it) and keeps the protocol going: in the failing step it receives on the input ports and
+    sends zeros on the output ports it had not used yet, and from then on it drains inputs and sends zeros."""
+    import functools
+    import os
+    import traceback
+
+    @functools.wraps(run_spk)
+    def run(self):
+        if not getattr(self, "_spikec_tracked", False):
+            _track(self)
+        if getattr(self, "_spikec_failed", False):
+            return _finish_step(self)
+        try:
+            return run_spk(self)
+        except Exception:
+            self._spikec_failed = True
+            where = os.environ.get(ERRORS_ENV)
+            if where:
+                name = str(self.proc_params.get("name", type(self).__name__)).replace("/", "_")
+                with open(os.path.join(where, f"{name}.{os.getpid()}.txt"), "w") as f:
+                    f.write(f"Lava process {name!r} failed at time step {self.time_step}:\n{traceback.format_exc()}")
+            return _finish_step(self)
+    return run
+
+
+def _track(self):
+    """Mark, per port, the last time step it received or sent (to finish a step that raised half-way)."""
+    self._spikec_tracked = True
+    for port in self.py_ports:
+        for method in ("recv", "send"):
+            if isinstance(port, (PyInPort, PyOutPort)) and hasattr(port, method):
+                orig = getattr(port, method)
+
+                def used(*a, _orig=orig, _port=port, **k):
+                    _port._spikec_step = self.time_step
+                    return _orig(*a, **k)
+                setattr(port, method, used)
+
+
+def _finish_step(self):
+    for port in self.py_ports:
+        if getattr(port, "_spikec_step", None) == self.time_step:
+            continue
+        if isinstance(port, PyInPort):
+            port.recv()
+        elif isinstance(port, PyOutPort):
+            port.send(np.zeros(port._shape, dtype=np.int32))
 
 
 class _Scheduled:
@@ -66,6 +119,7 @@ class _LifBase(_Scheduled, AbstractPyLifModelFixed):
         self.effective_vth = np.left_shift(np.asarray(self.vth, dtype=np.int64), self.vth_shift)
         self.isthrscaled = True
 
+    @guarded
     def run_spk(self):
         a = self.window(self.a_in.recv())
         if a is None:
@@ -137,6 +191,7 @@ class _ResonatorBase(_Scheduled, PyLoihiProcessModel):
     bias_mant: np.ndarray = LavaPyType(np.ndarray, np.int16, precision=13)
     bias_exp: np.ndarray = LavaPyType(np.ndarray, np.int16, precision=3)
 
+    @guarded
     def run_spk(self):
         a = self.window(self.a_in.recv())
         if a is None:
@@ -188,6 +243,7 @@ class PyReadoutModelFixed(_Scheduled, PyLoihiProcessModel):
     m_out: PyOutPort = LavaPyType(PyOutPort.VEC_DENSE, np.int32, precision=24)
     bias: np.ndarray = LavaPyType(np.ndarray, np.int32, precision=24)
 
+    @guarded
     def run_spk(self):
         a = self.window(self.a_in.recv())
         if a is None:
@@ -204,6 +260,7 @@ class PyRelayModelFixed(PyLoihiProcessModel):
     s_out: PyOutPort = LavaPyType(PyOutPort.VEC_DENSE, np.int32, precision=24)
     buffer = None
 
+    @guarded
     def run_spk(self):
         x = self.s_in.recv()
         if self.buffer is None:
@@ -232,6 +289,7 @@ class PyHostRegionModel(_Scheduled, PyLoihiProcessModel):
     """
     __annotations__ = {}
 
+    @guarded
     def run_spk(self):
         from spikec.targets.lava import emit, host
         from spikec.targets.lava.ops import quantize_values
@@ -244,7 +302,7 @@ class PyHostRegionModel(_Scheduled, PyLoihiProcessModel):
         n = self.time_step - 1
         start, period = self.proc_params["start"], self.proc_params["period"]
         outs = [np.zeros(s, dtype=np.int32) for s in self.proc_params["out_shapes"]]
-        if n >= start and (n - start) % period == 0:
+        if n >= start and (n - start) % period == 0 and (n - start) // period < spec["steps"]:
             t = (n - start) // period
             batch = spec["batch"]
             values = {f"in{i}": emit.unfold_state(x, batch, spec["in_ir_shapes"][i])
@@ -284,6 +342,7 @@ class PyRecorderModelFixed(PyLoihiProcessModel):
         self.steps, self.path = proc_params["steps"], proc_params["path"]
         self.buffer = np.zeros(tuple(proc_params["shape"]) + (self.steps,), dtype=np.int64)
 
+    @guarded
     def run_spk(self):
         data = self.a_in.recv()
         if self.time_step <= self.steps:
