@@ -36,3 +36,26 @@ def test_digits_float_vs_fixed_accuracy():
           f"same class {agree:.4f}")
     assert acc_f > 0.8
     assert acc_q >= acc_f - 0.03 and agree >= 0.9
+
+
+RIPE = Path(__file__).resolve().parents[3] / "examples" / "ripe"
+
+
+def test_ripe_float_vs_fixed_accuracy():
+    """The RIPE example on Loihi 2 fixed point: CSiLIF/SiLIF with 12-bit decays, DS-MPA and BNTT on host
+    partitions (integer reference, which test_lava_mapping checks bit for bit against Lava)."""
+    spec = importlib.util.spec_from_file_location("ripe_data", RIPE / "data.py")
+    data = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(data)
+    compiled = compile_model(CompileOptions(model=f"{RIPE / 'model.py'}:small", weights=str(RIPE / "checkpoint.pt"),
+                                            inputs=str(RIPE / "inputs.npz"), target="none"))
+    q, _, _ = deploy(compiled.graph, compiled.io["input"])
+    x, y = data.make_events(200, 8, (32, 32), seed=1)      # the test split's generator (data.split: seed 1)
+    x, labels = x.numpy().astype(np.float64), y.numpy()
+    out_f = run(compiled.graph, x, record="outputs").values[compiled.graph.outputs[0]]
+    out_q = run(q.graph, x.astype(np.int64), integer=True, record="outputs").values[q.graph.outputs[0]]
+    acc_f = float((out_f.mean(0).argmax(1) == labels).mean())
+    acc_q = float((out_q.mean(0).argmax(1) == labels).mean())
+    agree = float((out_f.mean(0).argmax(1) == out_q.mean(0).argmax(1)).mean())
+    print(f"\nripe test samples ({len(labels)}, T=8): float {acc_f:.4f}, fixed {acc_q:.4f}, same class {agree:.4f}")
+    assert acc_f > 0.8 and acc_q >= acc_f - 0.05 and agree >= 0.9

@@ -159,6 +159,7 @@ def _corrupt(out, key, fn):
     ("residual_dense", 3, "skip.0/weights", "lif3"),          # a DelayDense stream
     ("intfire_dense", 7, "layers.1/vth", "layers.1"),         # the unrolled integer neuron's threshold
     ("host_partition", 6, "host1/bn.to.n3/gain", "bn.to.n3"),  # what a host sends to the chip
+    ("silif_csilif", 5, "layers.1/a_im", "layers.1"),         # CSiLIF's rotation (real <-> imaginary coupling)
 ])
 def test_corruption_fails_verification_naming_the_population(tmp_path, factory, seed, key, population):
     from spikec.targets.lava import verify_lava
