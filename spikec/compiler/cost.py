@@ -68,8 +68,9 @@ def cost_report(graph: Graph, trace: Trace, e_mac: float = E_MAC_PJ, e_ac: float
 
 
 def partition_report(graph: Graph) -> dict:
-    """Dense ops with no spike-driven form run on a host; list them and the values crossing per step."""
-    host = {n.name for n in graph.nodes if n.op != "input" and OPS[n.op].dense}
+    """Ops a static-synapse chip cannot run go to a host; list them and the values crossing per step."""
+    # dense ops, and per-time-step affines (a static-weight target would need T weight copies)
+    host = {n.name for n in graph.nodes if n.op != "input" and (OPS[n.op].dense or n.op in ("bntt", "step_bias"))}
     crossing = [{"edge": [i, n.name], "values_per_step": graph.node(i).type.size, "direction": direction}
                 for n in graph.nodes for i in n.inputs
                 for direction in [("to_host" if n.name in host else "to_chip")]

@@ -482,8 +482,9 @@ class _Mapper:
                 self.used.add(src.name)
                 kind, src = "count", src
             elif self.is_twin(src):
-                neuron = next((m for m in g.nodes if self.is_neuron(m) and m.op == src.op and m.inputs == src.inputs
-                               and dict(m.attrs, output="membrane") == dict(src.attrs)), None)
+                neuron = next((m for m in g.nodes if self.is_neuron(m) and _neuron_kind(m) == _neuron_kind(src)
+                               and m.inputs == src.inputs and dict(m.attrs, output="membrane") == dict(src.attrs)),
+                              None)   # (an unrolled integer neuron keeps an ``intfire`` membrane twin)
                 if neuron is None or neuron.name not in self.pops:
                     raise refuse(src, "a membrane read-out needs its neuron on the chip")
                 pop = self.pops[neuron.name]

@@ -3,7 +3,11 @@
 Every factory is argument-free and deterministic. They cover: dense and conv, hard and soft reset,
 per-channel thresholds, leaks and biases, mixed-sign and single-sign weights, non-square inputs and
 kernels (to catch (W, H) transpositions), strides, padding, dilation, groups, average pools folded
-before and after a conv and before a linear, read-out heads and spike outputs.
+before and after a conv and before a linear, read-out heads and spike outputs; integer-firing neurons
+(round and floor, several D), max pooling over spikes, residual sums of streams from different depths,
+TDM before a conv (the dual kernel's Delay(1)) and a Delay(2) stream, SiLIF and CSiLIF with per-channel
+trained-looking parameters, and host partitions (DS-MPA reading a membrane, delayed spikes and a conv
+sum; per-time-step BN), also on a sub-step schedule. ``with_*`` factories are not mappable.
 """
 import torch
 from torch import nn
@@ -252,3 +256,35 @@ class _Product(nn.Module):
 def with_spike_product():
     """Not mappable: a product of two spike tensors (an AND unit) has no static synapse here."""
     return _Product()
+
+
+class _IntHost(nn.Module):
+    """Host partitions on a sub-step schedule: an integer neuron (D = 3, unrolled) whose membrane, delayed
+    count and a conv sum feed DS-MPA; a per-time-step BN before a second integer neuron (D = 2); a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = TD(nn.Conv2d(2, 4, 3, padding=1))
+        self.n1 = snn.IntFire(threshold=0.5, max_spikes=3, beta=0.9, return_membrane=True)
+        self.conv2 = TD(nn.Conv2d(4, 4, 3, padding=1))
+        self.delay = snn.Delay(1)
+        self.attn = snn.DSMPA(4)
+        self.n2 = _lif(4, 91, "subtract")
+        self.conv3, self.bn = TD(nn.Conv2d(4, 5, 3, stride=2, padding=1)), snn.BNTT(5, 6)
+        self.n3 = _intfire(5, 92, d=2)
+        self.head = TD(nn.Flatten(), nn.Linear(5 * 3 * 3, 3))
+        self.input_shape, self.steps = (2, 6, 6), 6
+
+    def forward(self, x):
+        s1, u1 = self.n1(self.conv1(x))
+        s2 = self.n2(self.attn(u1, self.delay(s1), self.conv2(s1)))
+        return self.head(self.n3(self.bn(self.conv3(s2))))
+
+
+def intfire_host():
+    m = _init(_IntHost(), 93, gain=1.5)
+    g = torch.Generator().manual_seed(94)
+    with torch.no_grad():
+        m.bn.running_var.copy_(0.5 + torch.rand(6, 5, generator=g))
+        m.attn.gamma.copy_(torch.rand(4, generator=g) + 0.5)
+    return m.eval()

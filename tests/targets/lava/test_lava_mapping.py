@@ -127,6 +127,14 @@ def test_host_partitions_with_host_values_compared():
     assert t["host_values_compared"] == 2 * 6 * (144 + 45)
 
 
+def test_host_partitions_on_a_sub_step_schedule():
+    t = _exact(compile_fixture("intfire_host", seed=8, batch=2))
+    assert t["schedule"]["lava_steps_per_physical_step"] == 3
+    edges = {tuple(c["edge"]) for c in t["partitions"]["crossing"]}
+    assert ("n1.membrane", "host0") in edges and ("n1.count.delay1", "host0") in edges   # membrane, delayed count
+    assert t["lowering"]["n1"]["lowering"].startswith("unrolled") and t["host_values_compared"] > 0
+
+
 def test_ripe_example_maps_end_to_end():
     from spikec.compiler.driver import CompileOptions, compile_model
     ripe = REPO / "examples" / "ripe"
