@@ -26,6 +26,13 @@ class _Population(AbstractProcess):
         self.s_out = OutPort(shape=shape)
         self.m_out = OutPort(shape=shape)   # the pre-reset membrane, at update steps (read by a host)
 
+    def _vars(self, shape, states, **params):
+        """Per-neuron Vars: ``states`` start at 0, ``params`` are broadcast to ``shape``."""
+        for name in states:
+            setattr(self, name, Var(shape=shape, init=0))
+        for name, value in params.items():
+            setattr(self, name, Var(shape=shape, init=_full(value, shape)))
+
 
 class SpikecLIF(_Population):
     """Lava's bit-accurate LIF with per-neuron ``du``, ``dv``, ``vth``, ``v_reset``, a reset mode and a schedule.
@@ -37,14 +44,8 @@ class SpikecLIF(_Population):
     def __init__(self, *, shape, du, dv, vth, bias_mant, bias_exp, v_reset=0, reset="subtract", start=0, period=1,
                  name=None):
         super().__init__(shape=shape, start=start, period=period, name=name, reset=reset)
-        self.u = Var(shape=shape, init=0)
-        self.v = Var(shape=shape, init=0)
-        self.du = Var(shape=shape, init=_full(du, shape))
-        self.dv = Var(shape=shape, init=_full(dv, shape))
-        self.vth = Var(shape=shape, init=_full(vth, shape))
-        self.v_reset = Var(shape=shape, init=_full(v_reset, shape))
-        self.bias_mant = Var(shape=shape, init=_full(bias_mant, shape))
-        self.bias_exp = Var(shape=shape, init=_full(bias_exp, shape))
+        self._vars(shape, ("u", "v"), du=du, dv=dv, vth=vth, v_reset=v_reset, bias_mant=bias_mant,
+                   bias_exp=bias_exp)
 
 
 class SpikecIntFire(_Population):
@@ -56,13 +57,7 @@ class SpikecIntFire(_Population):
                  start=0, period=1, name=None):
         super().__init__(shape=shape, start=start, period=period, name=name, max_spikes=int(max_spikes),
                          rounding=rounding, unrolled=bool(unrolled))
-        self.u = Var(shape=shape, init=0)
-        self.v = Var(shape=shape, init=0)
-        self.du = Var(shape=shape, init=_full(du, shape))
-        self.dv = Var(shape=shape, init=_full(dv, shape))
-        self.vth = Var(shape=shape, init=_full(vth, shape))
-        self.bias_mant = Var(shape=shape, init=_full(bias_mant, shape))
-        self.bias_exp = Var(shape=shape, init=_full(bias_exp, shape))
+        self._vars(shape, ("u", "v"), du=du, dv=dv, vth=vth, bias_mant=bias_mant, bias_exp=bias_exp)
 
 
 class SpikecSiLIF(_Population):
@@ -70,13 +65,8 @@ class SpikecSiLIF(_Population):
 
     def __init__(self, *, shape, decay, vth, kappa, bias_mant, bias_exp, start=0, period=1, name=None):
         super().__init__(shape=shape, start=start, period=period, name=name)
-        self.v = Var(shape=shape, init=0)
-        self.s_prev = Var(shape=shape, init=0)
-        self.decay = Var(shape=shape, init=_full(decay, shape))
-        self.vth = Var(shape=shape, init=_full(vth, shape))
-        self.kappa = Var(shape=shape, init=_full(kappa, shape))
-        self.bias_mant = Var(shape=shape, init=_full(bias_mant, shape))
-        self.bias_exp = Var(shape=shape, init=_full(bias_exp, shape))
+        self._vars(shape, ("v", "s_prev"), decay=decay, vth=vth, kappa=kappa, bias_mant=bias_mant,
+                   bias_exp=bias_exp)
 
 
 class SpikecCSiLIF(_Population):
@@ -84,15 +74,8 @@ class SpikecCSiLIF(_Population):
 
     def __init__(self, *, shape, a_re, a_im, vth, kappa, bias_mant, bias_exp, start=0, period=1, name=None):
         super().__init__(shape=shape, start=start, period=period, name=name)
-        self.v = Var(shape=shape, init=0)
-        self.w = Var(shape=shape, init=0)
-        self.s_prev = Var(shape=shape, init=0)
-        self.a_re = Var(shape=shape, init=_full(a_re, shape))
-        self.a_im = Var(shape=shape, init=_full(a_im, shape))
-        self.vth = Var(shape=shape, init=_full(vth, shape))
-        self.kappa = Var(shape=shape, init=_full(kappa, shape))
-        self.bias_mant = Var(shape=shape, init=_full(bias_mant, shape))
-        self.bias_exp = Var(shape=shape, init=_full(bias_exp, shape))
+        self._vars(shape, ("v", "w", "s_prev"), a_re=a_re, a_im=a_im, vth=vth, kappa=kappa, bias_mant=bias_mant,
+                   bias_exp=bias_exp)
 
 
 class Readout(_Population):
@@ -100,7 +83,7 @@ class Readout(_Population):
 
     def __init__(self, *, shape, bias, start=0, period=1, name=None):
         super().__init__(shape=shape, start=start, period=period, name=name)
-        self.bias = Var(shape=shape, init=_full(bias, shape))
+        self._vars(shape, (), bias=bias)
 
 
 class Relay(AbstractProcess):
