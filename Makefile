@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m spikec.compiler.cli compile examples/digits/model.py:small \
+	$(BIN)/python -m spikec.app.cli compile examples/digits/model.py:small \
 	    --weights examples/digits/checkpoint.pt --inputs examples/digits/inputs.npz \
 	    -o build/demo --passes default --target lava
 

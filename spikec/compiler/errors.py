@@ -47,3 +47,16 @@ class PassError(SpikecError):
 class NotEquivalent(SpikecError):
     """A checked graph or target does not reproduce its source."""
     exit_code = 1
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: unwind (``finally`` blocks clean up) and exit ``128 + signum``.
+
+    A BaseException, like KeyboardInterrupt, so that ``except Exception`` in user or library code
+    cannot swallow it.
+    """
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted by signal {signum}")

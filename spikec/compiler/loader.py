@@ -42,6 +42,10 @@ def _module_from_file(path: Path):
     sys.path.insert(0, str(path.parent.resolve()))  # let the file import its siblings
     try:
         spec.loader.exec_module(module)
+    except SystemExit as e:  # user code exiting must not pass for spikec's own exit status
+        raise ModelLoadError(f"importing {str(path)!r} called sys.exit({e.code!r})",
+                             remedy="a model file must not exit when imported; guard scripts with "
+                                    "`if __name__ == '__main__':`") from e
     except Exception as e:
         raise ModelLoadError(f"importing {str(path)!r} raised {type(e).__name__}: {e}",
                              remedy="fix the model file so that it imports on its own") from e
@@ -50,14 +54,18 @@ def _module_from_file(path: Path):
     return module
 
 
-def build_model(spec: str, *, nir_dt: float = 1e-4, nir_scheme: str = "snntorch") -> nn.Module:
+def build_model(spec: str, *, nir_dt: float = 1e-4, nir_scheme: str = "snntorch",
+                allow_unstable: bool = False) -> nn.Module:
     """The source model: a factory's module, or a ``.nir`` file run at ``nir_dt`` in ``nir_scheme``."""
     if spec.endswith(".nir"):
         from spikec.targets.nir.frontend import nir_model
-        return nir_model(spec, dt=nir_dt, scheme=nir_scheme)
+        return nir_model(spec, dt=nir_dt, scheme=nir_scheme, allow_unstable=allow_unstable)
     factory = load_factory(spec)
     try:
         model = factory()
+    except SystemExit as e:
+        raise ModelLoadError(f"the factory called sys.exit({e.code!r})", where=spec,
+                             remedy="the factory must return the model, not exit") from e
     except Exception as e:
         raise ModelLoadError(f"the factory raised {type(e).__name__}: {e}", where=spec,
                              remedy="the factory must build the model with no arguments") from e
@@ -118,16 +126,67 @@ def check_params_finite(model: nn.Module) -> None:
                               remedy="fix the factory or the checkpoint")
 
 
-def load_inputs(path: str) -> np.ndarray:
+def default_max_input_bytes() -> int:
+    """An eighth of the memory available now: the verification runs record every node's ``[T, B, ...]``
+    trace, many times the input's size."""
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        avail = 8 << 30
+    return max(avail // 8, 1 << 20)
+
+
+def check_input_size(shape, what: str, max_bytes: int | None) -> None:
+    """Refuse an input whose float64 copy would exceed ``max_bytes``, before anything is allocated."""
+    limit = default_max_input_bytes() if max_bytes is None else max_bytes
+    need = 8 * int(np.prod([int(d) for d in shape], dtype=object))
+    if need > limit:
+        raise BadInput(f"{what} has shape {tuple(int(d) for d in shape)}: {need:,} bytes as float64, over the "
+                       f"limit of {limit:,} bytes", remedy="use fewer samples or steps, or raise the limit with "
+                                                        "--max-input-bytes N")
+
+
+def npz_header(z, key: str, path) -> tuple:
+    """``(shape, dtype)`` of ``key`` in an open NpzFile, read from the array header without loading the data."""
+    try:
+        with z.zip.open(f"{key}.npy") as f:
+            version = np.lib.format.read_magic(f)
+            shape, _, dtype = (np.lib.format.read_array_header_1_0(f) if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0(f))
+    except (KeyError, OSError, ValueError) as e:
+        raise BadInput(f"cannot read array {key!r} of {str(path)!r}: {e}", remedy="write it with np.savez") from e
+    return shape, dtype
+
+
+def load_npz(path, keys=None, *, max_bytes: int | None = None, what: str = "file", required=()) -> dict:
+    """Arrays of an ``.npz`` (no pickles), each size-checked from its header before it is read."""
     p = Path(path)
     try:
         with np.load(p, allow_pickle=False) as z:
-            if "input" not in z.files:
-                raise BadInput(f"inputs file {path!r} has no key 'input' (keys: {z.files})",
+            if not hasattr(z, "zip"):
+                raise ValueError("not an .npz archive")
+            missing = [k for k in required if k not in z.files]
+            if missing:
+                raise BadInput(f"{what} {str(path)!r} has no key {missing[0]!r} (keys: {z.files})",
                                remedy="save it with np.savez(path, input=x) where x is [T, B, ...]")
-            x = z["input"]
-    except (OSError, ValueError) as e:
-        raise BadInput(f"cannot read inputs file {path!r}: {e}", remedy="give an .npz with key 'input'") from e
+            out = {}
+            for key in z.files if keys is None else keys:
+                if key not in z.files:
+                    continue
+                shape, dtype = npz_header(z, key, path)
+                if dtype.hasobject:
+                    raise BadInput(f"array {key!r} of {what} {str(path)!r} holds Python objects",
+                                   remedy="save plain numeric arrays (np.savez)")
+                check_input_size(shape, f"array {key!r} of {what} {str(path)!r}", max_bytes)
+                out[key] = z[key]
+            return out
+    except (OSError, ValueError, EOFError) as e:
+        raise BadInput(f"cannot read {what} {str(path)!r}: {e}", remedy="give an .npz written by np.savez") from e
+
+
+def load_inputs(path: str, max_bytes: int | None = None) -> np.ndarray:
+    x = load_npz(path, ["input"], max_bytes=max_bytes, what="inputs file", required=("input",))["input"]
     if x.dtype.kind not in "fiub" or not np.isfinite(x.astype(np.float64)).all():
         raise BadInput(f"inputs in {path!r} must be finite numbers, got dtype {x.dtype}")
     return x.astype(np.float64)

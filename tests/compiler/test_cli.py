@@ -128,10 +128,14 @@ def test_report_contents(digits_out):
     assert not any(l["op"] == "batchnorm" for l in report["layers"])
 
 
-def test_io_npz_holds_the_given_inputs(digits_out):
+def test_io_npz_holds_the_given_inputs_then_the_probes(digits_out):
+    report = json.loads((digits_out / "report.json").read_text())
     with np.load(INPUTS) as given, np.load(digits_out / "io.npz") as io:
-        assert np.array_equal(io["input"], given["input"].astype(np.float64))
-        assert io["output"].shape == (*given["input"].shape[:2], 10)
+        b = given["input"].shape[1]
+        assert np.array_equal(io["input"][:, :b], given["input"].astype(np.float64))
+        assert io["input"].shape[1] == b + report["input"]["probes"] and report["input"]["probes"] >= 6
+        assert report["input"]["samples"] == b
+        assert io["output"].shape == (given["input"].shape[0], io["input"].shape[1], 10)
 
 
 def test_verify_ok(digits_out):
@@ -174,7 +178,7 @@ def test_verify_detects_tampered_weights(digits_out, tmp_path):
 
 def test_verify_of_a_non_outdir_is_bad_input(tmp_path):
     result = cli("verify", tmp_path / "nothing")
-    assert_bad_input(result, None, "report.json")
+    assert_bad_input(result, None, "not an OUTDIR written by `spikec compile`")
 
 
 def test_inspect_table():
@@ -231,7 +235,8 @@ def test_random_inputs_are_deterministic_in_the_seed(tmp_path):
         with np.load(tmp_path / name / "io.npz") as z:
             ios.append({k: z[k] for k in z.files})
     a, b, c = ios
-    assert a["input"].shape == (3, 2, 1, 8, 8)
+    probes = json.loads((tmp_path / "a" / "report.json").read_text())["input"]["probes"]
+    assert a["input"].shape == (3, 2 + probes, 1, 8, 8)
     assert set(np.unique(a["input"])) <= {0.0, 1.0}
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
     assert not np.array_equal(a["input"], c["input"])
@@ -358,7 +363,9 @@ def test_outdir_is_a_regular_file(tmp_path):
 
 
 def _snapshot(d: Path) -> dict:
-    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(d.iterdir())}
+    """Every file under ``d``: its bytes and modification time."""
+    return {str(p.relative_to(d)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(d.rglob("*"))
+            if p.is_file()}
 
 
 @pytest.mark.parametrize("failure", ["NaN weight", "checkpoint missing keys", "unknown module (loop neuron)",

@@ -1,0 +1,224 @@
+"""``spikec`` command line, a thin layer over the driver.
+
+Exit codes: 0 success; 1 not equivalent / verification failed; 2 bad input; 130 / 143 interrupted by
+SIGINT / SIGTERM. What user code prints goes to stderr, so stdout carries only spikec's own output.
+"""
+import contextlib
+import json
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+import click
+
+from spikec.compiler.errors import Interrupted, SpikecError
+
+
+def _shape(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        dims = tuple(int(v) for v in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of integers, e.g. 1,8,8")
+    if not dims or any(d < 1 for d in dims):
+        raise click.BadParameter(f"{value!r}: every dimension must be >= 1")
+    return dims
+
+
+def _fail(message: str, code: int, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    click.echo(f"error: {message}", err=True)
+    return code
+
+
+def _run_guarded(fn, args, kwargs, debug: bool) -> int:
+    """Run a command; every way it can end becomes a message and an exit code, never a bare traceback."""
+    try:
+        return fn(*args, **kwargs) or 0
+    except SpikecError as e:
+        return _fail(e.message(), e.exit_code, debug)
+    except KeyboardInterrupt:
+        return _fail("interrupted (SIGINT); nothing was written", 130, debug)
+    except Interrupted as e:
+        return _fail(f"interrupted (signal {e.signum}); nothing was written", e.exit_code, debug)
+    except SystemExit as e:  # spikec never exits from inside a command: this came from user code
+        return _fail(f"the model's code called sys.exit({e.code!r}) during the command\n"
+                     "  remedy: the factory and forward must return, not exit", 2, debug)
+    except MemoryError:
+        return _fail("out of memory\n  remedy: use fewer samples or steps (--batch, --steps, a smaller --inputs)",
+                     2, debug)
+    except Exception as e:  # a bug in spikec or an unforeseen input: still no bare traceback
+        return _fail(f"unexpected {type(e).__name__}: {e}\n  (run with --debug for the traceback, and please "
+                     "report it)", 2, debug)
+
+
+def _guard(fn):
+    """User code's prints go to stderr while the command runs; spikec's results go to the real stdout."""
+    def wrapper(*args, **kwargs):
+        ctx = click.get_current_context()
+        ctx.meta["spikec.stdout"] = sys.stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            code = _run_guarded(fn, args, kwargs, bool(ctx.find_root().params.get("debug")))
+        sys.stdout.flush()
+        ctx.exit(code)
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+    return wrapper
+
+
+def say(text: str = "") -> None:
+    """Print to the command's real stdout (not to the stderr that user code's prints are sent to)."""
+    click.echo(text, file=click.get_current_context().meta.get("spikec.stdout", sys.stdout))
+
+
+@click.group()
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def main(debug):
+    """spikec: compile a PyTorch spiking model for neuromorphic targets, proving every step equivalent."""
+
+
+model_options = [
+    click.argument("model"),
+    click.option("--weights", type=click.Path(dir_okay=False), help="state_dict checkpoint (torch.save)."),
+    click.option("--input-shape", callback=_shape, help="per-step input shape, e.g. 1,8,8."),
+    click.option("--steps", type=click.IntRange(min=1), help="time steps T of the verification inputs."),
+    click.option("--trust-pickle", is_flag=True, help="allow a pickled checkpoint (runs its code)."),
+    click.option("--dt", "nir_dt", type=click.FloatRange(min=0, min_open=True), default=1e-4, show_default=True,
+                 help="time step a .nir MODEL is discretized at."),
+    click.option("--nir-scheme", type=click.Choice(["snntorch", "norse"]), default="snntorch", show_default=True,
+                 help="discretization of a .nir MODEL."),
+    click.option("--allow-unstable", is_flag=True,
+                 help="compile a .nir MODEL whose neurons grow without bound (negative tau, decay outside [0, 1])."),
+    click.option("--max-input-bytes", type=click.IntRange(min=1),
+                 help="largest verification input accepted (float64 bytes); default: 1/8 of available memory."),
+]
+
+
+def _with(options):
+    def deco(fn):
+        for opt in reversed(options):
+            fn = opt(fn)
+        return fn
+    return deco
+
+
+@main.command("inspect")
+@_with(model_options)
+@click.option("--json", "as_json", is_flag=True, help="print the IR as JSON.")
+@_guard
+def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_scheme, allow_unstable,
+                max_input_bytes, as_json):
+    """Trace MODEL (path/file.py:factory or pkg.module:factory) and print its IR."""
+    from spikec.app.driver import CompileOptions, load_source, make_inputs
+    from spikec.compiler.frontend import trace
+    from spikec.compiler.ops import deployed_params
+    from spikec.compiler.serialize import graph_to_json
+    opts = CompileOptions(model, weights=weights, input_shape=input_shape, steps=steps, batch=1,
+                          trust_pickle=trust_pickle, nir_dt=nir_dt, nir_scheme=nir_scheme,
+                          allow_unstable=allow_unstable, max_input_bytes=max_input_bytes)
+    source = load_source(opts)
+    _, shape, _ = make_inputs(source, opts)
+    graph = trace(source, shape)
+    if as_json:
+        say(json.dumps(graph_to_json(graph), indent=1))
+        return 0
+    say(f"{'node':<24} {'op':<10} {'shape':<16} {'kind':<12} {'params':>8}  inputs")
+    for n in graph.nodes:
+        kind = f"integer<={n.type.ceiling}" if n.type.kind == "integer" else n.type.kind
+        say(f"{n.name:<24} {n.op:<10} {str(list(n.type.shape)):<16} {kind:<12} "
+            f"{deployed_params(n):>8}  {', '.join(n.inputs)}")
+    return 0
+
+
+@main.command("compile")
+@_with(model_options)
+@click.option("-o", "--out", "outdir", required=True, type=click.Path(file_okay=False),
+              help="output directory: new, empty, or one spikec wrote before.")
+@click.option("--batch", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--inputs", type=click.Path(dir_okay=False), help=".npz with key 'input' shaped [T, B, ...].")
+@click.option("--passes", default="default", show_default=True, help="default | none | a,b,c")
+@click.option("--target", default="none", show_default=True, help="none | lava | nir | onnx")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the random verification inputs.")
+@click.option("--coding", type=click.Choice(["native", "ttfs"]), default="native", show_default=True,
+              help="native: the model's own coding; ttfs: map a ReLU ANN onto time-to-first-spike neurons.")
+@click.option("--ttfs-dt", type=click.FloatRange(min=0, min_open=True),
+              help="TTFS: discrete time step reported first (default: window/64).")
+@click.option("--probes/--no-probes", default=True, show_default=True,
+              help="append seeded probe samples (saturation, checkerboards, each border) to the inputs.")
+@_guard
+def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_scheme, allow_unstable,
+                max_input_bytes, outdir, batch, inputs, passes, target, seed, coding, ttfs_dt, probes):
+    """Compile MODEL into OUTDIR: IR, report.json, io.npz, source copy, target artifacts."""
+    from spikec.app import outdir as owned
+    from spikec.app.driver import CompileOptions, compile_model, write_outdir
+    from spikec.app.provenance import model_file
+    from spikec.compiler.report import summary_text
+    opts = CompileOptions(model, weights=weights, input_shape=input_shape, steps=steps, batch=batch, inputs=inputs,
+                          passes=passes, target=target, seed=seed, trust_pickle=trust_pickle, nir_dt=nir_dt,
+                          nir_scheme=nir_scheme, coding=coding, ttfs_dt=ttfs_dt, allow_unstable=allow_unstable,
+                          max_input_bytes=max_input_bytes, probes=probes)
+    reads = [model_file(model), weights, inputs]
+    owned.check_outdir(outdir, reads)  # before minutes of work, not after
+    compiled = compile_model(opts)
+    out = write_outdir(outdir, compiled, reads)
+    say(summary_text(compiled.report))
+    say(f"  wrote      {out}/" + ", ".join(["report.json", "graph.json", "weights.npz", "io.npz", *compiled.files]))
+    if not compiled.report["equivalent"]:
+        if out.name != Path(outdir).name:
+            say(f"  NOT equivalent: written to {out}, beside {outdir}, which holds an equivalent compile "
+                "and is left unchanged")
+        return 1
+    return 0
+
+
+def _first_problem(r: dict) -> str:
+    if r.get("error"):
+        return f"\n    {r['error']}"
+    bad = r.get("first_mismatches") or []
+    if not bad:
+        return ""
+    m = bad[0]
+    margin = "" if m.get("margin") is None else f", margin |U - boundary| = {m['margin']:.3g}"
+    where = m.get("node", m.get("layer", "?"))
+    return (f"\n    first mismatch: node {where!r} step {m.get('step')} index {tuple(m.get('index', ()))}: "
+            f"expected {m.get('expected')!r}, got {m.get('got')!r}{margin}")
+
+
+@main.command("verify")
+@click.argument("outdir", type=click.Path())
+@click.option("--inputs", type=click.Path(dir_okay=False), help="re-check on these inputs instead of io.npz.")
+@click.option("--model", help="verify against this MODEL instead of OUTDIR's copy (FILE.py:factory or .nir).")
+@click.option("--weights", type=click.Path(dir_okay=False), help="with --model: its state_dict checkpoint.")
+@click.option("--trust-pickle", is_flag=True, help="allow --weights to be a pickle (runs its code).")
+@click.option("--max-input-bytes", type=click.IntRange(min=1), help="largest input array accepted (float64 bytes).")
+@_guard
+def verify_cmd(outdir, inputs, model, weights, trust_pickle, max_input_bytes):
+    """Re-run every check on OUTDIR (report.json is read as data, never trusted)."""
+    from spikec.app.verify import verify_outdir
+    results = verify_outdir(outdir, inputs, model=model, weights=weights, trust_pickle=trust_pickle,
+                            max_input_bytes=max_input_bytes)
+    for name, r in results.items():
+        detail = "" if "spikes_compared" not in r else (f": {r['spikes_compared']:,} spikes, "
+                                                         f"{r.get('values_compared', 0):,} values, max rel diff "
+                                                         f"{r.get('max_rel_diff', 0.0):.2g}")
+        if r.get("approximate"):
+            detail += " (APPROXIMATE: TTFS LayerNorm decomposition; as close as a replay measures, not exact)"
+        say(f"{name:<20} {'ok' if r['equivalent'] else 'FAILED'}{detail}"
+            + ("" if r["equivalent"] else _first_problem(r)))
+    return 0 if all(r["equivalent"] for r in results.values()) else 1
+
+
+def _on_sigterm(signum, frame):
+    raise Interrupted(signum)
+
+
+def run() -> None:
+    """The console entry: SIGTERM unwinds like SIGINT (temp directories removed, Lava shut down)."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    main()
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,240 @@
+"""The compile pipeline: load -> trace -> check against source -> passes -> check -> target -> OUTDIR.
+
+An OUTDIR is written into a fresh sibling, re-read and checked against what was computed, then moved
+into place atomically (``outdir.publish``); a compile that is not equivalent never replaces an OUTDIR
+holding an equivalent one (it goes beside it, ``NAME.not-equivalent``).
+"""
+import json
+import shutil
+import time
+from dataclasses import KW_ONLY, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from spikec.app import outdir as owned
+from spikec.app.probes import near_threshold, with_probes
+from spikec.app.provenance import provenance, source_files
+from spikec.compiler import loader
+from spikec.compiler.checker import compare_with_torch, run_torch
+from spikec.compiler.cost import cost_report, partition_report, sdna_report
+from spikec.compiler.errors import BadInput, IRError
+from spikec.compiler.frontend import trace
+from spikec.compiler.interpreter import run
+from spikec.compiler.ir import Graph, thaw
+from spikec.compiler.passes import run_passes
+from spikec.compiler.report import layers_report, params_report
+from spikec.compiler.serialize import graph_to_json, load_graph, save_graph
+from spikec.passes import select
+from spikec.targets import get_target
+import spikec.ttfs  # noqa: E402,F401  (registers the TTFS ops, so TTFS graphs load and run)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    model: str
+    _: KW_ONLY
+    weights: str | None = None
+    input_shape: tuple[int, ...] | None = None
+    steps: int | None = None
+    batch: int = 4
+    inputs: str | None = None
+    passes: str = "default"
+    target: str = "none"
+    seed: int = 0
+    trust_pickle: bool = False
+    nir_dt: float = 1e-4
+    nir_scheme: str = "snntorch"
+    coding: str = "native"          # "ttfs": map a ReLU ANN onto time-to-first-spike neurons (spikec.ttfs)
+    ttfs_dt: float | None = None    # TTFS: the discrete time step reported first
+    allow_unstable: bool = False    # a .nir MODEL whose neurons would grow without bound
+    max_input_bytes: int | None = None  # None: an eighth of the available memory
+    probes: bool = False            # append the seeded probe samples (spikec.app.probes); the CLI does by default
+
+
+@dataclass
+class Compiled:
+    report: dict
+    graph: Graph
+    io: dict
+    files: dict = field(default_factory=dict)  # artifacts: file name (may contain one '/') -> writer(path)
+
+
+def load_source(opts: CompileOptions) -> torch.nn.Module:
+    if opts.model.endswith(".nir") and opts.weights:
+        raise BadInput("a .nir MODEL carries its own weights", remedy="drop --weights")
+    model = loader.build_model(opts.model, nir_dt=opts.nir_dt, nir_scheme=opts.nir_scheme,
+                               allow_unstable=opts.allow_unstable)
+    if opts.weights:
+        search = str(Path(opts.model.rpartition(":")[0]).parent) if opts.model.rpartition(":")[0].endswith(".py") \
+            else None  # a pickled module may import the model file's siblings, as its training script did
+        loader.load_weights(model, opts.weights, trust_pickle=opts.trust_pickle, search_path=search)
+    loader.check_params_finite(model)
+    return model.eval()
+
+
+def _per_step_shape(model, opts: CompileOptions):
+    declared = getattr(model, "input_shape", None)
+    if opts.input_shape and declared is not None and tuple(opts.input_shape) != tuple(declared):
+        raise BadInput(f"--input-shape {','.join(map(str, opts.input_shape))} contradicts the model's declared "
+                       f"input_shape {tuple(declared)}", remedy="drop --input-shape, or fix the model's input_shape")
+    return opts.input_shape or declared
+
+
+def make_inputs(model, opts: CompileOptions) -> tuple[np.ndarray, tuple, str]:
+    """The verification inputs ``[T, B, ...]`` (before probes), the per-step shape, and where they came from."""
+    shape = _per_step_shape(model, opts)
+    if opts.inputs:
+        x = loader.load_inputs(opts.inputs, opts.max_input_bytes)
+        if x.ndim < 3:
+            raise BadInput(f"inputs in {opts.inputs!r} have shape {x.shape}; expected [T, B, ...]")
+        if shape is not None and tuple(x.shape[2:]) != tuple(shape):
+            raise BadInput(f"inputs in {opts.inputs!r} have per-step shape {tuple(x.shape[2:])}, "
+                           f"the model expects {tuple(shape)}", remedy="lay the file out as [T, B, *input_shape]")
+        return x, tuple(x.shape[2:]), f"file {Path(opts.inputs).absolute()}"
+    if shape is None:
+        raise BadInput("the per-step input shape is unknown",
+                       remedy="pass --input-shape C,H,W (or give the model an `input_shape` attribute)")
+    steps = opts.steps or getattr(model, "steps", None) or 4
+    loader.check_input_size((steps, opts.batch, *shape), "the random verification input", opts.max_input_bytes)
+    rng = np.random.default_rng(opts.seed)
+    x = (rng.random((steps, opts.batch, *shape)) < 0.3).astype(np.float64)
+    return x, tuple(shape), f"random binary spikes, p=0.3, seed {opts.seed}"
+
+
+def _verification_inputs(model, opts: CompileOptions, inputs) -> tuple[np.ndarray, tuple, dict]:
+    """The inputs every check runs on, with probes, and their account for the report."""
+    if inputs is not None:  # a replay (verify): exactly the recorded inputs, probes included
+        x = np.asarray(inputs, dtype=np.float64)
+        kind, ceiling = loader.value_kind(x)
+        return x, tuple(x.shape[2:]), {"source": "the recorded inputs (io.npz)", "kind": kind, "ceiling": ceiling,
+                                       "probes": 0}
+    x, shape, source = make_inputs(model, opts)
+    kind, ceiling = loader.value_kind(x)
+    added = 0
+    if opts.probes:
+        x, added = with_probes(x, kind, ceiling)
+    return x, shape, {"source": source, "kind": kind, "ceiling": ceiling, "probes": added,
+                      "samples": int(x.shape[1]) - added}
+
+
+def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None, inputs=None) -> Compiled:
+    """Compile ``opts.model`` (or the given ``model``) on its verification inputs (or the given ``inputs``)."""
+    target = get_target(opts.target)
+    if opts.coding == "ttfs" and target is not None:
+        raise BadInput(f"--target {opts.target} has no lowering for a TTFS graph", remedy="use --target none")
+    passes, explicit = select(opts.passes)
+    start = time.perf_counter()
+    model = load_source(opts) if model is None else model
+    x, shape, given = _verification_inputs(model, opts, inputs)
+    graph = trace(model, shape, input_kind=given["kind"], ceiling=given["ceiling"])
+    reference = run_torch(model, x, dict(graph.meta.get("module_outputs", ())))
+    traced = run(graph, x, progress="verifying frontend")
+    front = compare_with_torch(model, graph, x, trace=traced, source=reference)
+    last: list = []  # the run of the deployed graph the last pass was checked with
+    deployed, records = run_passes(graph, passes, x, explicit=explicit, trace=traced, keep=last) \
+        if front.equivalent else (graph, [])
+    trace_final = last[0] if last else traced
+    del traced, last
+    ttfs = spikec.ttfs.compile_ttfs(model, deployed, x, {"dt": opts.ttfs_dt}) \
+        if opts.coding == "ttfs" and front.equivalent else None
+    if ttfs:  # the deployed graph is now the TTFS graph: run it for the checks below
+        deployed = ttfs.graph
+        trace_final = run(deployed, x, progress="verifying deployed graph")
+    final = compare_with_torch(model, deployed, x, trace=trace_final, source=reference)
+    # an approximate TTFS mapping (LayerNorm) cannot match the source to 1e-9: it verifies itself (exact to its
+    # decomposed ANN) and its measured distance to the source is reported, labelled approximate
+    final_ok = final.equivalent or bool(ttfs and ttfs.ok and not ttfs.report["exact"])
+    cost = cost_report(deployed, trace_final)
+    # a graph that failed its own proof is not emitted: a target's verdict on it would mean nothing
+    emitted = target(deployed, x, trace_final, {"seed": opts.seed}) if target and front.equivalent and final_ok \
+        else None
+    ties = near_threshold(trace_final.margins)
+    del trace_final
+    report = {
+        "model": opts.model, "weights": opts.weights,
+        "provenance": provenance(opts, opts.inputs if inputs is None else None),
+        "input": {"steps": int(x.shape[0]), "batch": int(x.shape[1]), "shape": list(shape), **given,
+                  "seed": opts.seed},
+        "frontend": {**front.summary(), "converters": dict(graph.meta.get("converters", ()))},
+        "params": params_report(model, deployed),
+        "passes": [r.to_json() for r in records],
+        "final": {**final.summary(), "near_threshold": ties},
+        "equivalent": front.equivalent and final_ok and all(r.spike_mismatches == 0 for r in records)
+        and (target is None or (emitted is not None and emitted.ok)) and (ttfs is None or ttfs.ok),
+        "ttfs": ttfs.report if ttfs else None,
+        "layers": layers_report(deployed),
+        "ac_share": cost["ac_share"],
+        "cost": cost,
+        "partitions": partition_report(deployed),
+        "schedule": thaw(deployed.meta.get("schedule")),
+        "attention": thaw(deployed.meta.get("attention")),
+        "sdna": sdna_report(deployed, cost, thaw(deployed.meta.get("schedule"))),
+        "target": emitted.report if emitted else _not_emitted(opts.target, front.equivalent, final_ok),
+        "checks": ["ir_verifies", "io_outputs", "source_vs_deployed", "passes_replayed"],
+        "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.__dict__.items()},
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+    io = {"input": x, **{f"output{'' if i == 0 else i}": o for i, o in enumerate(reference[0])}}
+    if ttfs:
+        io["deployed_output"] = run(deployed, x, record="outputs").values[deployed.outputs[0]]
+    files = {**source_files(opts, model), **(emitted.files if emitted else {})} if inputs is None else {}
+    return Compiled(report, deployed, io, files)
+
+
+def _not_emitted(name: str, front_ok: bool, final_ok: bool) -> dict | None:
+    if name == "none":
+        return None
+    why = "the traced graph is not equivalent to the source" if not front_ok else \
+        "the deployed graph is not equivalent to the source"
+    return {"name": name, "emitted": False, "summary": f"{name}: not emitted ({why})"}
+
+
+def write_outdir(outdir, compiled: Compiled, reads=()) -> Path:
+    """Write every artifact into a fresh sibling, re-read it, then move it onto ``outdir`` atomically.
+
+    Returns where it went: ``outdir``, or ``outdir.not-equivalent`` beside an equivalent OUTDIR it must not
+    replace. ``reads`` are the files the compile read, which an OUTDIR may not contain.
+    """
+    out = owned.check_outdir(outdir, reads)
+    if not compiled.report["equivalent"] and owned.holds_equivalent_compile(out):
+        out = owned.check_outdir(owned.not_equivalent_path(out), reads)
+    tmp = owned.make_temp_dir(out)
+    try:
+        save_graph(compiled.graph, tmp)
+        np.savez(tmp / "io.npz", **compiled.io)
+        for name, write in compiled.files.items():
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            write(tmp / name)
+        (tmp / "report.json").write_text(json.dumps(compiled.report, indent=1, default=_json_default))
+        check_written(tmp, compiled)
+        owned.publish(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def check_written(directory: Path, compiled: Compiled) -> None:
+    """The files just written read back to exactly what was computed (graph, weights, io arrays and dtypes)."""
+    graph = load_graph(directory)
+    differs = [n.name for n in compiled.graph.nodes
+               if n.name not in graph or any(k not in graph.node(n.name).params
+                                             or graph.node(n.name).params[k].dtype != v.dtype
+                                             or not np.array_equal(graph.node(n.name).params[k], v)
+                                             for k, v in n.params.items())]
+    if graph_to_json(graph) != graph_to_json(compiled.graph):
+        differs.append("graph.json")
+    with np.load(directory / "io.npz", allow_pickle=False) as z:
+        differs += [k for k, v in compiled.io.items()
+                    if k not in z.files or z[k].dtype != np.asarray(v).dtype or not np.array_equal(z[k], v)]
+    if differs:
+        raise IRError(f"the written OUTDIR does not read back as computed: {', '.join(differs[:8])}",
+                      where=str(directory), remedy="this is a compiler bug: report it with the model")
+
+
+def _json_default(v):
+    if isinstance(v, (np.integer, np.floating)):
+        return v.item()
+    raise TypeError(f"{type(v).__name__} is not JSON serializable")

@@ -1,0 +1,137 @@
+"""``spikec verify OUTDIR``: re-run every check on what OUTDIR holds, trusting nothing in it.
+
+``report.json`` is data, never authority: it does not say which checks run (the artifacts present do),
+where code or weights come from (``OUTDIR/source`` or verify's own ``--model``/``--weights``), or whether
+a pickle may be opened (only verify's own ``--trust-pickle``, and only for its own ``--weights``). Its
+options are read back only as compile settings (passes, seed, ...) and are validated like the CLI's.
+"""
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+
+from spikec.app import outdir as owned
+from spikec.app.driver import CompileOptions, compile_model, load_source
+from spikec.app.provenance import source_spec
+from spikec.compiler import loader
+from spikec.compiler.checker import Comparison, compare_graphs, compare_with_torch
+from spikec.compiler.errors import BadInput
+from spikec.compiler.interpreter import run
+from spikec.compiler.ir import Graph
+from spikec.compiler.serialize import load_graph
+from spikec.targets import VERIFIERS, get_target
+
+ARTIFACTS = {"lava": "lava/network.json", "nir": "model.nir", "onnx": "model.onnx"}
+REPLAYED = ("passes", "target", "seed", "nir_dt", "nir_scheme", "coding", "ttfs_dt", "allow_unstable")
+
+
+def _read_report(out: Path) -> dict:
+    if not owned.is_owned(out):
+        raise BadInput(f"{str(out)!r} is not an OUTDIR written by `spikec compile` (no {owned.MARKER} marker)",
+                       remedy="point at a directory written by `spikec compile` (recompile older ones)")
+    try:
+        report = json.loads((out / "report.json").read_text())
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{str(out)!r} holds no readable report.json: {e}",
+                       remedy="point at a directory written by `spikec compile`") from e
+    if not isinstance(report, dict):
+        raise BadInput(f"{str(out)!r}: report.json is not a JSON object", remedy="recompile")
+    return report
+
+
+def _replay_options(report: dict, model: str, weights: str | None, trust_pickle: bool) -> CompileOptions:
+    """The compile settings the report records, each checked for its type; model and weights are verify's."""
+    recorded = report.get("options") if isinstance(report.get("options"), dict) else {}
+    defaults = CompileOptions(model)
+    kept = {}
+    for key in REPLAYED:
+        if key not in recorded:
+            continue
+        value, default = recorded[key], getattr(defaults, key)
+        types = (type(default),) if default is not None else (int, float)
+        if value is not None and not isinstance(value, types) or isinstance(value, bool) != isinstance(default, bool):
+            raise BadInput(f"report.json option {key!r} = {value!r} has the wrong type", remedy="recompile")
+        kept[key] = value
+    opts = dataclasses.replace(defaults, weights=weights, trust_pickle=trust_pickle, **kept)
+    get_target(opts.target)
+    return opts
+
+
+def _recorded(out: Path, max_bytes) -> dict:
+    arrays = loader.load_npz(out / "io.npz", max_bytes=max_bytes, what="io.npz", required=("input",))
+    if arrays["input"].ndim < 3 or arrays["input"].dtype.kind not in "fiub":
+        raise BadInput(f"{str(out)!r}: io.npz's input is not a [T, B, ...] number array", remedy="recompile")
+    return arrays
+
+
+def compare_io(graph: Graph, x, recorded: dict, approximate: bool) -> dict:
+    """Every recorded output (``output``, ``output1``, ...) against the deployed graph's outputs in order."""
+    keys = ["deployed_output"] if approximate else \
+        [f"output{'' if i == 0 else i}" for i in range(len(graph.outputs))]
+    stored = sorted(k for k in recorded if k.startswith("output") or k == "deployed_output")
+    if any(k not in recorded for k in keys) or any(k not in keys for k in stored if k.startswith("output")):
+        return {"equivalent": False, "error": f"io.npz holds outputs {stored}, the graph has "
+                                              f"{len(graph.outputs)} ({', '.join(graph.outputs)})"}
+    values = run(graph, x, record="outputs").values
+    result = Comparison()
+    for key, name in zip(keys, graph.outputs):
+        result.add(name, recorded[key], values[name], graph.node(name).type.is_spike)
+    return {**result.summary(), "outputs_compared": keys}
+
+
+def verify_outdir(outdir, inputs: str | None = None, *, model: str | None = None, weights: str | None = None,
+                  trust_pickle: bool = False, max_input_bytes: int | None = None) -> dict:
+    """Every check that applies to ``outdir``; returns ``{check: summary}`` (each with ``equivalent``)."""
+    out = Path(outdir)
+    report = _read_report(out)
+    graph = load_graph(out)
+    results = {"ir_verifies": {"equivalent": True}}
+    recorded = _recorded(out, max_input_bytes)
+    # a TTFS graph with an approximate LayerNorm is compared with its own recorded run, and with the source
+    # only as closely as a replay of the compile measures (never the report's figure)
+    approximate = "deployed_output" in recorded and any(n.op.startswith("ttfs_") for n in graph.nodes)
+    x = loader.load_inputs(inputs, max_input_bytes) if inputs else recorded["input"].astype(np.float64)
+    if not inputs:
+        results["io_outputs"] = compare_io(graph, x, recorded, approximate)
+    results.update(_target_checks(out, graph, x, report))
+    results.update(_source_checks(out, report, graph, x, bool(inputs), approximate, model, weights, trust_pickle))
+    return results
+
+
+def _target_checks(out: Path, graph: Graph, x, report: dict) -> dict:
+    """Each target whose artifacts OUTDIR holds, re-run from those files; a claimed target with none fails."""
+    results, reference = {}, None
+    present = [name for name, path in ARTIFACTS.items() if (out / path).exists()]
+    claimed = (report.get("target") or {}).get("name") if isinstance(report.get("target"), dict) else None
+    if claimed and claimed in ARTIFACTS and claimed not in present and (report["target"].get("emitted") is not False):
+        results[f"target_{claimed}"] = {"equivalent": False,
+                                        "error": f"report.json records target {claimed!r} but {ARTIFACTS[claimed]} "
+                                                 "is missing"}
+    for name in present:
+        get_target(name)
+        reference = reference or run(graph, x, progress="verifying")
+        results[f"target_{name}"] = VERIFIERS[name](out, graph, x, reference)
+    return results
+
+
+def _source_checks(out, report, graph, x, given_inputs, approximate, model, weights, trust_pickle) -> dict:
+    """The source model (OUTDIR's copy, or verify's --model) against the deployed graph, and the replayed passes."""
+    if model is None:
+        model, copied = source_spec(out, report)
+        weights = weights or copied
+        if weights == copied:
+            trust_pickle = False  # spikec wrote it as a plain state_dict: never unpickle it
+    opts = _replay_options(report, model, weights, trust_pickle)
+    source = load_source(opts)
+    results = {"source_vs_deployed": compare_with_torch(source, graph, x, progress="verifying").summary()}
+    if given_inputs:
+        return results
+    replay = compile_model(dataclasses.replace(opts, target="none"), model=source, inputs=x)
+    results["passes_replayed"] = compare_graphs(replay.graph, graph, x).summary()
+    results["passes_replayed"]["passes"] = [r["name"] for r in replay.report["passes"]]
+    if approximate and (replay.report.get("ttfs") or {}).get("exact") is False:
+        r, bound = results["source_vs_deployed"], replay.report["final"]["max_rel_diff"]
+        r["approximate"] = True
+        r["equivalent"] = r["max_rel_diff"] <= bound * (1 + 1e-6) + 1e-12
+    return results
