@@ -116,6 +116,12 @@ def summary_text(report: dict) -> str:
         from spikec.ttfs.report import summary_lines
         lines += summary_lines(report["ttfs"])
     lines.append(f"  deployed   {_verdict(report['final'])}")
+    ties = report["final"].get("near_threshold")
+    if ties is not None:
+        probes = report["input"].get("probes") or 0
+        lines.append(f"  margins    {ties['count']:,} neuron values within {ties['tolerance']:g} of their threshold "
+                     f"({ties['exact_ties']:,} exact ties)" + (f"; {probes} probe samples appended to the inputs"
+                                                              if probes else ""))
     lines.append(f"  target     {target_text(report['target'])}")
     lines.append(f"  equivalent {str(report['equivalent']).lower()}")
     return "\n".join(lines)
