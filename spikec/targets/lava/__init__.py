@@ -17,6 +17,10 @@ Pipeline (``compile_lava``), on the deployed float graph and the verification in
    and the final ``v``, ``u`` of every population, bit for bit.
 4. Float vs fixed agreement per layer and on the outputs (approximate by nature: measured, labelled),
    resource estimate, and ``model.net`` (netx HDF5) when the graph is within netx's vocabulary.
+5. ``selfcheck.run_checks``: the deployment against its float graph -- weights round-to-nearest at their
+   scales as Lava applies them, read-outs within a stated bound of the float source, every population
+   started at the Lava step its producers imply -- faults the integer reference and Lava would share,
+   so bit-exactness cannot see them; a failure makes the target fail (``quantization_checks``).
 
 Artifacts: ``lava/quantized/`` (the integer reference IR), ``lava/network.json``, ``lava/params.npz``,
 ``model.net``. ``spikec verify OUTDIR`` re-runs Lava from those files (``verify_lava``).
@@ -32,21 +36,15 @@ from spikec.compiler.interpreter import run
 from spikec.compiler.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
 from spikec.targets.lava import ops as _ops  # noqa: F401  (defines the lava_* ops)
+from spikec.targets.lava.limits import int_inputs
 from spikec.targets.lava.emit import POPULATION_TYPES, compare, load_network, lower, run_lava, save_network
 from spikec.targets.lava.quantize import quantize, with_readouts
 from spikec.targets.lava.resources import agreement, partitions, resources
+from spikec.targets.lava.selfcheck import run_checks
 
 
 def _int_inputs(graph, inputs) -> dict:
-    names = [n.name for n in graph.inputs]
-    x = inputs if isinstance(inputs, dict) else {names[0]: inputs}
-    out = {}
-    for k, v in x.items():
-        v = np.asarray(v)
-        if not np.array_equal(v, np.round(v)):
-            raise BadInput(f"input {k!r} is not integral: the Lava target runs spike inputs only")
-        out[k] = v.astype(np.int64)
-    return out
+    return int_inputs(graph, inputs)   # refuses, by node, what int64 / Lava's 24 bits cannot hold
 
 
 def lava_available() -> str | None:
@@ -91,6 +89,7 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     lava = run_lava(net, arrays, x)
     steps = next(iter(x.values())).shape[0]
     result = compare(net, trace, lava, steps)
+    checks = run_checks(graph, q.graph, net, arrays, trace, reference)
     netx_info = netx.export_info(q.graph)
     if netx_note:
         netx_info["note"] = netx_note
@@ -133,6 +132,7 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
         "quantization": {"layers": {l.name: {"synapse": l.synapse, **l.info} for l in q.layers},
                          "calibration": q.calibration, "notes": q.notes},
         "overflow": q.calibration["overflow"],
+        "quantization_checks": checks,
         "pooling": "avgpool2d has no Lava process: each one is folded exactly (in real arithmetic) into the "
                    "adjacent conv2d/linear before quantization (see quantization.notes); maxpool2d over binary "
                    "spikes is an OR layer (all-ones depthwise Conv into a LIF firing when a > 0), exact",
@@ -146,7 +146,7 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     if netx_info.get("exportable"):
         files["model.net"] = lambda p: netx.write(q.graph, p)
     netx_ok = not netx_info.get("exportable") or netx_info["verification"].get("bit_exact") is not False
-    return TargetResult(report, result["bit_exact"] and netx_ok, files)
+    return TargetResult(report, result["bit_exact"] and netx_ok and checks["ok"], files)
 
 
 def _summary(r: dict) -> str:
@@ -177,8 +177,20 @@ def _summary(r: dict) -> str:
             f"{r['steps_compared']} steps (Lava fixed_pt sim {r['sim_seconds']:.2f} s)"
             + (f"\n             {'; '.join(extra)}" if extra else "")
             + ("; OVERFLOW in calibration" if r["overflow"] else "")
+            + f"\n             self-checks: {_checks_line(r['quantization_checks'])}"
             + f"\n             float vs fixed (approximate): {', '.join(agree)}"
             + f"\n             netx: {netx_text}")
+
+
+def _checks_line(c: dict) -> str:
+    if not c["ok"]:
+        return "FAILED: " + "; ".join(c["failures"][:3]) + (f" (and {len(c['failures']) - 3} more)"
+                                                              if len(c["failures"]) > 3 else "")
+    ro = [f"read-out {k} {v['max_error']:.3g} from the float source (bound {v['max_bound']:.3g})" if "max_error" in v
+          else f"read-out {k} {v['max_quantization_error_lsb']:.3g} LSB (bound {v['max_quantization_bound_lsb']:.3g})"
+          for k, v in c["readouts"]["per_layer"].items()]
+    return "ok: " + "; ".join([f"weights round to nearest (max {c['weight_rounding']['max_error_lsb']:.4f} LSB)",
+                               *ro, f"{c['schedule']['processes_checked']} starts minimal"])
 
 
 def _verify_netx(qgraph, x, samples) -> dict:
@@ -225,6 +237,7 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     lowered = [k for k in sorted(set(fresh) | set(arrays))
                if k not in fresh or k not in arrays or not np.array_equal(fresh[k], arrays[k])]
     trace = run(with_readouts(q), x, integer=True)
+    checks = run_checks(graph, q, net, arrays, trace, reference)
     lava = run_lava(net, arrays, x)
     result = compare(net, trace, lava, next(iter(x.values())).shape[0])
     netx_check = None
@@ -236,8 +249,8 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
         except ImportError as e:
             netx_check = {"loaded": False, "bit_exact": None, "skipped": f"{type(e).__name__}: {e}"}
     netx_ok = netx_check is None or netx_check.get("bit_exact") is not False
-    return {"equivalent": result["bit_exact"] and not lowered and netx_ok, "bit_exact": result["bit_exact"],
-            "netx": netx_check,
+    return {"equivalent": result["bit_exact"] and not lowered and netx_ok and checks["ok"],
+            "bit_exact": result["bit_exact"], "netx": netx_check, "quantization_checks": checks,
             "spikes_compared": result["spikes_compared"], "values_compared": result["values_compared"],
             "states_compared": result["states_compared"], "max_rel_diff": 0.0,
             "arrays_differing_from_lowering": lowered,

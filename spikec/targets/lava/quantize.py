@@ -47,6 +47,7 @@ from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.ops import _window
 from spikec.targets.lava import host as hostmod
 from spikec.targets.lava import ops as lops
+from spikec.targets.lava.limits import check_scale, int_inputs, to_int
 
 VTH_MAX = 2 ** 17 - 1          # LIF vth: unsigned 17-bit mantissa
 BIAS_MANT = (-4096, 4095)      # 13-bit signed
@@ -240,10 +241,21 @@ def _scalar_or_channels(v: np.ndarray) -> np.ndarray:
 
 
 def _full_range(w: np.ndarray) -> float:
-    """The scale mapping the largest |weight| onto the edge of the 8-bit range."""
+    """The scale mapping the largest |weight| onto the edge of the 8-bit range (no weight rounded beyond it)."""
+    c = float(_edge_scales(w.reshape(1, -1)).min(initial=np.inf))
+    return c if np.isfinite(c) else 1.0
+
+
+def _edge_scales(w: np.ndarray) -> np.ndarray:
+    """Per output row, the largest scale whose round-to-nearest keeps every weight in range. Mixed signs span
+    [-128, 127]: a positive weight may reach only 127.5 (exclusive), else it rounds to 128 and is clipped."""
     lo, hi, _ = weight_range(w)
-    mx = float(np.abs(w).max(initial=0))
-    return max(hi, -lo) / mx if mx > 0 else 1.0
+    edge = max(hi, -lo)
+    rows = w.reshape(w.shape[0], -1)
+    pos, neg = np.maximum(rows, 0).max(1, initial=0), np.maximum(-rows, 0).max(1, initial=0)
+    with np.errstate(divide="ignore"):
+        return np.minimum(np.where(pos > 0, min(edge, hi + 0.5 - 1e-6) / np.where(pos > 0, pos, 1), np.inf),
+                          np.where(neg > 0, edge / np.where(neg > 0, neg, 1), np.inf))
 
 
 def payload_bits(t: TensorType) -> int:
@@ -633,11 +645,9 @@ def _max_vth(pop: Population, weights: list, theta: np.ndarray) -> int:
     for s, w, _ in weights:
         if w is None:
             continue
-        lo, hi, _ = weight_range(w)
-        per = np.abs(w).reshape(w.shape[0], -1).max(1) if w.size else np.zeros(w.shape[0])
-        with np.errstate(divide="ignore"):
-            c = np.where(per > 0, max(hi, -lo) * theta / np.where(per > 0, per, 1), np.inf)
-        lim = min(lim, float(c.min()))
+        with np.errstate(over="ignore"):
+            c = _edge_scales(w) * theta
+        lim = min(lim, float(c.min(initial=np.inf)))
     return int(max(1, min(VTH_MAX, np.floor(lim) if np.isfinite(lim) else VTH_MAX)))
 
 
@@ -652,7 +662,7 @@ def _emit_stream(pop, s: Stream, w, scale, ctx: _Ctx, pops: dict) -> tuple[str, 
     else:
         lo, hi, mode = weight_range(w)
         wq_f = np.round(w * scale.reshape(_channel_axis(w)))
-        wq = np.clip(wq_f, lo, hi).astype(np.int64)
+        wq = to_int(np.clip(wq_f, lo, hi), node=pop.name, what=f"weights of synapse {s.name!r}")
         err = wq / scale.reshape(_channel_axis(w)) * gain - w * gain
         info = {"sign_mode": mode, "weight_range": [lo, hi], "weights_clipped": int((wq != wq_f).sum()),
                 "weight_rms_error": float(np.sqrt(np.mean(err ** 2))) if w.size else 0.0}
@@ -726,12 +736,13 @@ def quantize_population(pop: Population, ctx: _Ctx, pops: dict) -> None:
             ws = [w for _, w, _ in weights if w is not None]
             full = min((_full_range(w) for w in ws), default=1.0)
             scale = np.full(c, full * pop.gain)
-            vth = np.round(scale * theta).astype(np.int64)
+            vth = to_int(np.round(scale * theta), node=pop.name, what="thresholds (s theta)")
             info["scaling"] = f"weight-range (a threshold is <= 0): one scale for the population, gain {pop.gain:.3g}"
     else:
         ws = [w for _, w, _ in weights if w is not None]
         scale = np.full(c, min((_full_range(w) for w in ws), default=1.0) * pop.gain)
         info["scaling"] = "one scale for the read-out layer: y_int ~ s * y_float"
+    check_scale(pop.name, scale)
     pop.scale = scale
     terms, streams_info = [], []
     for s, w, _ in weights:
@@ -752,12 +763,13 @@ def quantize_population(pop: Population, ctx: _Ctx, pops: dict) -> None:
         info.update(process="LIF", lowering="OR layer: Lava LIF with du = dv = 4095, vth = 0 (fires iff a > 0)")
         return
     if pop.neuron is None:
-        bq = np.round(pop.bias * scale).astype(np.int64)
+        bq = to_int(np.round(pop.bias * scale), node=pop.name, what="read-out biases (s b)")
         ctx.emit(Node(pop.name, "lava_readout", (x,), TensorType(pop.out_shape), {}, {"bias": bq}, scope=pop.name))
         info.update(scale=float(scale[0]), process="Readout")
         return
     b = p["alpha"] * pop.bias + p["bias"]
-    bias_v = np.round(64 * scale * b / pop.bias_unit) * pop.bias_unit
+    bias_v = to_int(np.round(64 * scale * b / pop.bias_unit) * pop.bias_unit, node=pop.name,
+                    what="neuron biases (64 s b)")
     mant, exp, sat = bias_mant_exp(bias_v)
     info.update(bias_saturated=sat, bias_exp_max=int(exp.max(initial=0)),
                 scale=scale.tolist() if np.ptp(scale) else float(scale[0]), vth=_scalar_or_channels(vth).tolist())
@@ -775,14 +787,14 @@ def membrane_gain(pop: Population) -> np.ndarray:
     return 64 * pop.scale / (2 if pop.kind == "csilif" else 1)
 
 
-def _decay12(beta: np.ndarray) -> np.ndarray:
-    return np.clip(np.round(4096 * (1 - beta)), 0, DECAY_MAX).astype(np.int64)
+def _decay12(beta: np.ndarray, node: str = "") -> np.ndarray:
+    return to_int(np.clip(np.round(4096 * (1 - beta)), 0, DECAY_MAX), node=node, what="decays (4096 (1 - beta))")
 
 
 def _lif_node(pop, p, x, scale, vth, mant, exp, ctx):
-    dv = _decay12(p["beta"])
+    dv = _decay12(p["beta"], pop.name)
     hard = pop.neuron.attrs["reset"] == "zero"
-    v_reset = np.round(64 * scale * p["v_reset"]).astype(np.int64)
+    v_reset = to_int(np.round(64 * scale * p["v_reset"]), node=pop.name, what="reset values (64 s v_reset)")
     params = {"du": np.int64(4095), "dv": _scalar_or_channels(dv), "vth": _scalar_or_channels(vth),
               "bias_mant": mant, "bias_exp": exp}
     if hard and (v_reset != 0).any():
@@ -802,7 +814,7 @@ def _intfire_node(pop, p, x, scale, vth, mant, exp, ctx):
     n = pop.neuron
     d = int(n.attrs["max_spikes"])
     unrolled = n.op == "intfire_unrolled"
-    dv = _decay12(p["beta"])
+    dv = _decay12(p["beta"], pop.name)
     params = {"du": np.int64(4095), "dv": _scalar_or_channels(dv), "vth": _scalar_or_channels(vth),
               "bias_mant": mant, "bias_exp": exp}
     t = TensorType(pop.out_shape, "binary", None, d) if unrolled else TensorType(pop.out_shape, "integer", d)
@@ -826,9 +838,9 @@ def _silif_node(pop, p, x, scale, vth, mant, exp, ctx):
     a = p["decay"]
     if ((a < 0) | (a > 1)).any():
         raise refuse(pop.neuron, "a SiLIF decay outside [0, 1]")
-    aq = np.clip(np.round(DECAY_ONE * a), 0, DECAY_ONE).astype(np.int64)
+    aq = to_int(np.clip(np.round(DECAY_ONE * a), 0, DECAY_ONE), node=pop.name, what="decays (4096 a)")
     kappa = float(pop.neuron.attrs["kappa"])
-    k = np.round(64 * scale * kappa).astype(np.int64)
+    k = to_int(np.round(64 * scale * kappa), node=pop.name, what="resets (64 s kappa)")
     params = {"decay": _scalar_or_channels(aq), "vth": _scalar_or_channels(vth), "kappa": _scalar_or_channels(k),
               "bias_mant": mant, "bias_exp": exp}
     ctx.emit(Node(pop.name, "lava_silif", (x,), TensorType(pop.out_shape, "binary"), {"output": "spikes"}, params,
@@ -841,15 +853,15 @@ def _silif_node(pop, p, x, scale, vth, mant, exp, ctx):
 
 def _csilif_node(pop, p, x, scale, vth, mant, exp, ctx):
     are, aim = p["a_re"], p["a_im"]
-    qre = np.round(DECAY_ONE * are).astype(np.int64)
-    qim = np.round(DECAY_ONE * aim).astype(np.int64)
+    qre = to_int(np.round(DECAY_ONE * are), node=pop.name, what="decays (4096 a_re)")
+    qim = to_int(np.round(DECAY_ONE * aim), node=pop.name, what="decays (4096 a_im)")
     unstable = qre ** 2 + qim ** 2 >= DECAY_ONE ** 2
     while unstable.any():   # keep the fixed-point pole inside the unit circle, as the float one is
         qre = np.where(unstable, qre - np.sign(qre), qre)
         qim = np.where(unstable, qim - np.sign(qim), qim)
         unstable = qre ** 2 + qim ** 2 >= DECAY_ONE ** 2
     kappa = float(pop.neuron.attrs["kappa"])
-    k = np.round(64 * scale * kappa).astype(np.int64)
+    k = to_int(np.round(64 * scale * kappa), node=pop.name, what="resets (64 s kappa)")
     params = {"a_re": _scalar_or_channels(qre), "a_im": _scalar_or_channels(qim), "vth": _scalar_or_channels(vth),
               "kappa": _scalar_or_channels(k), "bias_mant": mant, "bias_exp": exp}
     ctx.emit(Node(pop.name, "lava_csilif", (x,), TensorType(pop.out_shape, "binary"), {"output": "spikes"}, params,
@@ -913,7 +925,8 @@ def assemble(graph: Graph, layers: list, hosts: dict | None = None, host_gains: 
         if n.op == "input":
             ctx.emit(Node(n.name, "input", (), n.type))
         elif n.name in pops:
-            quantize_population(pops[n.name], ctx, pops)
+            with np.errstate(over="ignore"):   # an overflow to inf is refused by to_int / check_scale, by node
+                quantize_population(pops[n.name], ctx, pops)
         elif n.name in hosts:
             _host_node(hosts[n.name], ctx, pops)
     outputs = []
@@ -1045,6 +1058,7 @@ def quantize(graph: Graph, calib_inputs, *, headroom_bits: int = HEADROOM_BITS, 
     _name_streams(layers)
     x = {i.name: np.asarray(calib_inputs[i.name] if isinstance(calib_inputs, dict) else calib_inputs)
          for i in graph.inputs}
+    int_inputs(graph, x)   # refuse what the integer run of calibration would cast to garbage
     host_gains = _host_gains(graph, mapper.hosts, x)
     notes = [n for l in layers for n in l.notes]
     probe = _Ctx(graph, host_gains)

@@ -27,6 +27,11 @@ Mapping (per scheme; the IR neuron is ``U = beta H + alpha X + bias``, ``S = [U 
 
 Neuron parameters may be scalars, per channel, or per neuron if constant within each channel (the IR holds
 one value per channel); anything else is refused naming the NIR node.
+
+Stability: a time constant (``tau``, ``tau_syn``, ``tau_mem``) must be positive and its decay at ``dt``
+(``1 - dt/tau``, Norse's ``1 - dt*(1/tau)``) within [0, 1]; otherwise the discretized neuron grows or
+flips sign every step, so the file is refused naming the node and the parameter unless
+``allow_unstable=True`` (the CLI's ``--allow-unstable``).
 """
 import re
 from pathlib import Path
@@ -57,14 +62,61 @@ def _unsupported(name, node, why, remedy=""):
     raise UnsupportedOp(why, where=f"NIR node {name!r} ({kind(node)})", remedy=remedy)
 
 
+TIME_CONSTANTS = {"LIF": ("tau",), "LI": ("tau",), "CubaLIF": ("tau_syn", "tau_mem"), "CubaLI": ("tau_syn", "tau_mem")}
+ALLOW = "pass --allow-unstable to compile it anyway"
+ROUNDING = 1e-12  # tau == dt may give a decay of -1 ulp (Norse's dt*(1/tau)): that is 0, not a sign flip
+
+
+def check_stability(nodes: dict, dt: float, scheme: str, allow_unstable: bool = False) -> None:
+    """Refuse a time constant that is not positive or whose decay at ``dt`` leaves [0, 1] (a membrane that
+    grows, or flips sign every step), naming the NIR node, the parameter and its value; ``allow_unstable``
+    lets a finite decay through (a zero or NaN time constant has no discrete form at all)."""
+    for name, node in nodes.items():
+        if isinstance(node, tuple):
+            continue
+        for param in TIME_CONSTANTS.get(kind(node), ()):
+            tau = np.asarray(getattr(node, param), dtype=np.float64)
+            _check_time_constant(name, node, param, tau, dt, scheme, allow_unstable)
+
+
+def _check_time_constant(name, node, param, tau, dt, scheme, allow_unstable):
+    where = f"NIR node {name!r} ({kind(node)})"
+    formula = f"1 - dt/{param}" if scheme == "snntorch" else f"1 - dt*(1/{param})"
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # tau = 0 or nan: reported below
+        decay = 1 - dt / tau if scheme == "snntorch" else 1 - dt * (1 / tau)
+    uniform = tau.size == 0 or bool((tau == tau.flat[0]).all())
+    at = lambda i: param if uniform else f"{param}[{', '.join(map(str, i))}]"   # the entry at fault, when per neuron
+    bad = ~np.isfinite(decay)
+    if bad.any():
+        i = tuple(np.argwhere(bad)[0])
+        raise BadInput(f"{at(i)} = {tau[i]:g} gives the decay {formula} = {decay[i]:g} at dt = {dt:g}: no discrete "
+                       "neuron has it", where=where, remedy=f"give {param} a positive value in the file")
+    if allow_unstable:
+        return
+    bad = ~(tau > 0)
+    if bad.any():
+        i = tuple(np.argwhere(bad)[0])
+        raise BadInput(f"{at(i)} = {tau[i]:g} is not a positive time constant: the decay {formula} = {decay[i]:g} "
+                       f"at dt = {dt:g} makes the membrane grow every step", where=where,
+                       remedy=f"give {param} a positive value in the file, or {ALLOW}")
+    bad = ~((decay >= -ROUNDING) & (decay <= 1))
+    if bad.any():
+        i = tuple(np.unravel_index(int(np.argmin(np.where(bad, decay, np.inf))), decay.shape))
+        raise BadInput(f"{at(i)} = {tau[i]:g} with dt = {dt:g} (dt > {param}) gives the decay {formula} = "
+                       f"{decay[i]:g}, outside [0, 1]: the discretized neuron flips sign every step and can grow",
+                       where=where, remedy=f"use a smaller --dt (at most {float(tau.min()):g}), or {ALLOW}")
+
+
 class _Converter:
-    def __init__(self, ctx: ConvertContext, graph: nir.NIRGraph, dt: float, scheme: str, scope: str):
+    def __init__(self, ctx: ConvertContext, graph: nir.NIRGraph, dt: float, scheme: str, scope: str,
+                 allow_unstable: bool = False):
         if scheme not in SCHEMES:
             raise BadInput(f"unknown NIR scheme {scheme!r}", remedy=f"use one of {', '.join(SCHEMES)}")
         if not dt > 0:
             raise BadInput(f"--dt must be positive, got {dt}")
         self.ctx, self.dt, self.scheme, self.scope = ctx, float(dt), scheme, scope
         self.nodes, self.edges = inline(graph)
+        check_stability(self.nodes, self.dt, scheme, allow_unstable)
         self.order, self.back = schedule(self.nodes, self.edges)
         self.value: dict[str, str] = {}
         self.rename = _spikec_names(graph)  # a spikec-written file: give nodes back their IR names
@@ -386,22 +438,23 @@ def _input_shape(graph: nir.NIRGraph) -> tuple[str, tuple[int, ...]]:
 
 
 def emit_nir(ctx: ConvertContext, graph: nir.NIRGraph, x: str, *, dt: float = DT, scheme: str = SCHEME,
-             scope: str = "") -> list[str]:
+             scope: str = "", allow_unstable: bool = False) -> list[str]:
     """Emit ``graph``'s IR into ``ctx`` reading its input from IR node ``x``; returns the output nodes."""
     name, _ = _input_shape(graph)
-    return _Converter(ctx, graph, dt, scheme, scope).run({name: x})
+    return _Converter(ctx, graph, dt, scheme, scope, allow_unstable).run({name: x})
 
 
 def load_nir(path, dt: float = DT, scheme: str = SCHEME, input_kind: str = "binary",
-             ceiling: int | None = None) -> Graph:
-    """The spikec IR of a ``.nir`` file, discretized at ``dt`` with ``scheme`` (verified)."""
+             ceiling: int | None = None, allow_unstable: bool = False) -> Graph:
+    """The spikec IR of a ``.nir`` file, discretized at ``dt`` with ``scheme`` (verified); unstable neuron
+    parameters are refused unless ``allow_unstable``."""
     graph = read(path)
     _, shape = _input_shape(graph)
     ctx = ConvertContext()
     node = Node("input", "input", (), TensorType(shape, input_kind, ceiling))
     ctx.nodes.append(node)
     ctx.types[node.name] = node.type
-    outputs = emit_nir(ctx, graph, "input", dt=dt, scheme=scheme)
+    outputs = emit_nir(ctx, graph, "input", dt=dt, scheme=scheme, allow_unstable=allow_unstable)
     meta = {"source": f"NIR file {Path(path).name}" if not isinstance(path, nir.NIRGraph) else "NIR graph",
             "nir": {"dt": dt, "scheme": scheme}}
     return verify(Graph(tuple(ctx.nodes), tuple(outputs), meta), "after reading the NIR file")
@@ -410,18 +463,20 @@ def load_nir(path, dt: float = DT, scheme: str = SCHEME, input_kind: str = "bina
 class NIRModel(nn.Module):
     """A ``.nir`` file as a model: forward runs spikec's NIR interpreter (float64) on ``[T, B, ...]``."""
 
-    def __init__(self, path, dt: float = DT, scheme: str = SCHEME):
+    def __init__(self, path, dt: float = DT, scheme: str = SCHEME, allow_unstable: bool = False):
         super().__init__()
         if scheme not in SCHEMES:
             raise BadInput(f"unknown NIR scheme {scheme!r}", remedy=f"use one of {', '.join(SCHEMES)}")
         if not dt > 0:
             raise BadInput(f"--dt must be positive, got {dt}")
         self.path, self.dt, self.scheme = str(path), float(dt), scheme
+        self.allow_unstable = bool(allow_unstable)
         self.graph = read(path)
         self.input_name, self.input_shape = _input_shape(self.graph)
         self.output_names = [n for n, v in self.graph.nodes.items() if isinstance(v, nir.Output)]
         nodes, edges = inline(self.graph)
         schedule(nodes, edges)  # fail early on unreachable nodes
+        check_stability(nodes, self.dt, scheme, self.allow_unstable)  # before forward runs a growing membrane
 
     def forward(self, x: torch.Tensor):
         run = interpreter.run(self.graph, {self.input_name: x.detach().double().numpy()}, dt=self.dt,
@@ -430,16 +485,18 @@ class NIRModel(nn.Module):
         return outs[0] if len(outs) == 1 else outs
 
     def extra_repr(self) -> str:
-        return f"{self.path}, dt={self.dt:g}, scheme={self.scheme!r}"
+        return f"{self.path}, dt={self.dt:g}, scheme={self.scheme!r}" + (", allow_unstable" if self.allow_unstable
+                                                                          else "")
 
 
-def nir_model(path, dt: float = DT, scheme: str = SCHEME) -> NIRModel:
-    """The driver's hook for a MODEL ending in ``.nir``."""
-    return NIRModel(path, dt, scheme)
+def nir_model(path, dt: float = DT, scheme: str = SCHEME, allow_unstable: bool = False) -> NIRModel:
+    """The driver's hook for a MODEL ending in ``.nir``; ``allow_unstable`` is the CLI's ``--allow-unstable``."""
+    return NIRModel(path, dt, scheme, allow_unstable)
 
 
 def _convert(ctx, module: NIRModel, name, x):
-    outs = emit_nir(ctx, module.graph, x, dt=module.dt, scheme=module.scheme, scope=name)
+    outs = emit_nir(ctx, module.graph, x, dt=module.dt, scheme=module.scheme, scope=name,
+                    allow_unstable=getattr(module, "allow_unstable", False))
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 

@@ -84,9 +84,11 @@ def test_max_pooling_as_or_layers_over_unrolled_spikes():
     kinds = {p["name"]: p["type"] for p in t["processes"]}
     assert kinds["layers.2.0"] == kinds["layers.5.0"] == "OR"
     assert t["schedule"]["lava_steps_per_physical_step"] == 3
-    for name in ("layers.2.0", "layers.5.0"):   # OR of the same spikes: exact, not approximate
-        assert t["float_vs_fixed"]["per_layer"][name]["spike_agreement"] >= \
-            min(t["float_vs_fixed"]["per_layer"][s]["spike_agreement"] for s in ("layers.1", "layers.4"))
+    # an OR output can differ only where one of its k*k inputs differs (union bound over the 2x2 window);
+    # the OR itself adds no error
+    for name, source in (("layers.2.0", "layers.1"), ("layers.5.0", "layers.4")):
+        disagree = 1 - t["float_vs_fixed"]["per_layer"][source]["spike_agreement"]
+        assert t["float_vs_fixed"]["per_layer"][name]["spike_agreement"] >= 1 - 4 * disagree
 
 
 def test_residual_streams_and_tdm_dual_kernel_delays():
