@@ -73,15 +73,21 @@ def deploy(graph, inputs, options=None):
     return q, net, arrays
 
 
-def compile_lava(graph, inputs, reference, options) -> TargetResult:
+def choose_deployment(graph, inputs, options) -> tuple:
+    """``(quantized, network, arrays, netx note)`` as the target deploys ``graph`` calibrated on ``inputs``."""
     from spikec.targets.lava import netx
-    start = time.perf_counter()
     q, net, arrays = deploy(graph, inputs, options)
-    netx_note = None
     if not netx.export_info(q.graph)["exportable"] and not netx.structural_blocking(q.graph):
         # netx can carry this graph once biases are whole weight LSBs (its bias exponent is fixed at 6)
         q, net, arrays = deploy(graph, inputs, dict(options, bias_unit=64))
-        netx_note = "biases rounded to whole weight LSBs (multiples of 64) so that netx can carry them"
+        return q, net, arrays, "biases rounded to whole weight LSBs (multiples of 64) so that netx can carry them"
+    return q, net, arrays, None
+
+
+def compile_lava(graph, inputs, reference, options) -> TargetResult:
+    from spikec.targets.lava import netx
+    start = time.perf_counter()
+    q, net, arrays, netx_note = choose_deployment(graph, inputs, options)
     x = _int_inputs(q.graph, inputs)
     t_ref = time.perf_counter()
     trace = run(with_readouts(q.graph), x, integer=True)
@@ -236,6 +242,7 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     fresh_net, fresh = lower(q)
     lowered = [k for k in sorted(set(fresh) | set(arrays))
                if k not in fresh or k not in arrays or not np.array_equal(fresh[k], arrays[k])]
+    requantized = _requantized(outdir, graph, q, inputs)
     trace = run(with_readouts(q), x, integer=True)
     checks = run_checks(graph, q, net, arrays, trace, reference)
     lava = run_lava(net, arrays, x)
@@ -249,14 +256,36 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
         except ImportError as e:
             netx_check = {"loaded": False, "bit_exact": None, "skipped": f"{type(e).__name__}: {e}"}
     netx_ok = netx_check is None or netx_check.get("bit_exact") is not False
-    return {"equivalent": result["bit_exact"] and not lowered and netx_ok and checks["ok"],
+    return {"equivalent": result["bit_exact"] and not lowered and netx_ok and checks["ok"]
+            and requantized.get("equal") is not False,
             "bit_exact": result["bit_exact"], "netx": netx_check, "quantization_checks": checks,
+            "quantized_rederived": requantized,
             "spikes_compared": result["spikes_compared"], "values_compared": result["values_compared"],
             "states_compared": result["states_compared"], "max_rel_diff": 0.0,
             "arrays_differing_from_lowering": lowered,
             "first_divergent_layer": result["first_divergent_layer"],
             "mismatch_counts": result["mismatch_counts"], "first_mismatches": result["first_mismatches"],
             "sim_seconds": lava["sim_seconds"]}
+
+
+def _requantized(outdir, graph, written, inputs) -> dict:
+    """``lava/quantized`` derived again from ``graph.json`` on the recorded inputs, node by node and bit for
+    bit against the written one (skipped, and said so, when verifying on other inputs: calibration differs)."""
+    from spikec.compiler.serialize import graph_to_json
+    try:
+        with np.load(Path(outdir) / "io.npz", allow_pickle=False) as z:
+            recorded = z["input"]
+    except (OSError, KeyError, ValueError):
+        recorded = None
+    if recorded is None or not np.array_equal(recorded, inputs):
+        return {"equal": None, "skipped": "inputs are not the recorded ones: calibration would differ"}
+    q = choose_deployment(graph, inputs, {})[0].graph
+    differing = [n.name for n in q.nodes if n.name not in written
+                 or any(not np.array_equal(v, written.node(n.name).params.get(k)) for k, v in n.params.items())]
+    differing += [n.name for n in written.nodes if n.name not in q]
+    if not differing and graph_to_json(q) != graph_to_json(written):
+        differing.append("graph structure or attributes")
+    return {"equal": not differing, "differing_nodes": differing[:10]}
 
 
 class Deployed:
