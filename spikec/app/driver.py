@@ -5,6 +5,7 @@ into place atomically (``outdir.publish``); a compile that is not equivalent nev
 holding an equivalent one (it goes beside it, ``NAME.not-equivalent``).
 """
 import json
+import math
 import shutil
 import time
 from dataclasses import KW_ONLY, dataclass, field
@@ -61,7 +62,20 @@ class Compiled:
     files: dict = field(default_factory=dict)  # artifacts: file name (may contain one '/') -> writer(path)
 
 
+def check_options(opts: CompileOptions) -> None:
+    """Values the CLI's types let through but nothing can use: empty paths, a negative seed, a NaN or Inf step."""
+    for flag, value in (("--weights", opts.weights), ("--inputs", opts.inputs)):
+        if value is not None and not str(value).strip():
+            raise BadInput(f"{flag} names no file (an empty path)", remedy=f"give {flag} a file, or drop it")
+    if isinstance(opts.seed, bool) or not isinstance(opts.seed, int) or opts.seed < 0:
+        raise BadInput(f"--seed {opts.seed!r} is not an integer >= 0", remedy="give --seed an integer >= 0, e.g. 0")
+    for flag, value in (("--dt", opts.nir_dt), ("--ttfs-dt", opts.ttfs_dt)):
+        if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise BadInput(f"{flag} {value!r} is not a finite positive time step", remedy=f"give {flag} e.g. 1e-3")
+
+
 def load_source(opts: CompileOptions) -> torch.nn.Module:
+    check_options(opts)
     if opts.model.endswith(".nir") and opts.weights:
         raise BadInput("a .nir MODEL carries its own weights", remedy="drop --weights")
     model = loader.build_model(opts.model, nir_dt=opts.nir_dt, nir_scheme=opts.nir_scheme,
@@ -74,8 +88,22 @@ def load_source(opts: CompileOptions) -> torch.nn.Module:
     return model.eval()
 
 
+def _declared(model, name: str):
+    """The model's ``input_shape`` (a non-empty tuple of ints >= 1) or ``steps`` (an int >= 1), or None."""
+    value = getattr(model, name, None)
+    if value is None:
+        return None
+    dims = tuple(value) if name == "input_shape" and isinstance(value, (tuple, list, torch.Size)) else (value,)
+    if (name == "input_shape" and not isinstance(value, (tuple, list, torch.Size))) or not dims \
+            or any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in dims):
+        want = "a tuple of integers >= 1, e.g. (1, 8, 8)" if name == "input_shape" else "an integer >= 1"
+        raise BadInput(f"the model declares {name} = {value!r}, which is not {want}",
+                       where=f"model {type(model).__qualname__}", remedy=f"fix the model's `{name}` attribute")
+    return tuple(int(d) for d in dims) if name == "input_shape" else int(value)
+
+
 def _per_step_shape(model, opts: CompileOptions):
-    declared = getattr(model, "input_shape", None)
+    declared = _declared(model, "input_shape")
     if opts.input_shape and declared is not None and tuple(opts.input_shape) != tuple(declared):
         raise BadInput(f"--input-shape {','.join(map(str, opts.input_shape))} contradicts the model's declared "
                        f"input_shape {tuple(declared)}", remedy="drop --input-shape, or fix the model's input_shape")
@@ -86,9 +114,7 @@ def make_inputs(model, opts: CompileOptions) -> tuple[np.ndarray, tuple, str]:
     """The verification inputs ``[T, B, ...]`` (before probes), the per-step shape, and where they came from."""
     shape = _per_step_shape(model, opts)
     if opts.inputs:
-        x = loader.load_inputs(opts.inputs, opts.max_input_bytes)
-        if x.ndim < 3:
-            raise BadInput(f"inputs in {opts.inputs!r} have shape {x.shape}; expected [T, B, ...]")
+        x = loader.load_inputs(opts.inputs, opts.max_input_bytes)  # a finite, non-empty [T, B, ...] array
         if shape is not None and tuple(x.shape[2:]) != tuple(shape):
             raise BadInput(f"inputs in {opts.inputs!r} have per-step shape {tuple(x.shape[2:])}, "
                            f"the model expects {tuple(shape)}", remedy="lay the file out as [T, B, *input_shape]")
@@ -96,7 +122,7 @@ def make_inputs(model, opts: CompileOptions) -> tuple[np.ndarray, tuple, str]:
     if shape is None:
         raise BadInput("the per-step input shape is unknown",
                        remedy="pass --input-shape C,H,W (or give the model an `input_shape` attribute)")
-    steps = opts.steps or getattr(model, "steps", None) or 4
+    steps = opts.steps or _declared(model, "steps") or 4
     loader.check_input_size((steps, opts.batch, *shape), "the random verification input", opts.max_input_bytes)
     rng = np.random.default_rng(opts.seed)
     x = (rng.random((steps, opts.batch, *shape)) < 0.3).astype(np.float64)
@@ -218,7 +244,11 @@ def write_outdir(outdir, compiled: Compiled, reads=()) -> Path:
 
 def check_written(directory: Path, compiled: Compiled) -> None:
     """The files just written read back to exactly what was computed (graph, weights, io arrays and dtypes)."""
-    graph = load_graph(directory)
+    try:
+        graph = load_graph(directory)
+    except IRError as e:
+        raise IRError(f"the written OUTDIR does not read back as computed: {e.what}", where=str(directory),
+                      remedy="this is a compiler bug: report it with the model") from e
     differs = [n.name for n in compiled.graph.nodes
                if n.name not in graph or any(k not in graph.node(n.name).params
                                              or graph.node(n.name).params[k].dtype != v.dtype

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 
 from spikec.app import outdir as owned
-from spikec.app.driver import CompileOptions, compile_model, load_source
-from spikec.app.provenance import source_spec
+from spikec.app.driver import CompileOptions, check_options, compile_model, load_source
+from spikec.app.provenance import SOURCE_DIR, WEIGHTS_COPY, source_spec
 from spikec.compiler import loader
 from spikec.compiler.checker import Comparison, compare_graphs, compare_with_torch
-from spikec.compiler.errors import BadInput
+from spikec.compiler.errors import BadInput, IRError, SpikecError
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph
 from spikec.compiler.serialize import load_graph
@@ -24,6 +24,7 @@ from spikec.targets import VERIFIERS, get_target
 
 ARTIFACTS = {"lava": "lava/network.json", "nir": "model.nir", "onnx": "model.onnx"}
 REPLAYED = ("passes", "target", "seed", "nir_dt", "nir_scheme", "coding", "ttfs_dt", "allow_unstable")
+CHOICES = {"nir_scheme": ("snntorch", "norse"), "coding": ("native", "ttfs")}  # as the CLI's click.Choice
 
 
 def _read_report(out: Path) -> dict:
@@ -32,11 +33,15 @@ def _read_report(out: Path) -> dict:
                        remedy="point at a directory written by `spikec compile` (recompile older ones)")
     try:
         report = json.loads((out / "report.json").read_text())
-    except (OSError, ValueError) as e:
-        raise BadInput(f"{str(out)!r} holds no readable report.json: {e}",
+    except (OSError, ValueError, RecursionError) as e:  # RecursionError: JSON nested too deep to parse
+        raise BadInput(f"{str(out)!r} holds no readable report.json: {type(e).__name__}: {e}",
                        remedy="point at a directory written by `spikec compile`") from e
     if not isinstance(report, dict):
         raise BadInput(f"{str(out)!r}: report.json is not a JSON object", remedy="recompile")
+    for key in ("provenance", "options"):
+        if report.get(key) is not None and not isinstance(report[key], dict):
+            raise BadInput(f"{str(out)!r}: report.json {key!r} is a JSON {type(report[key]).__name__}, not an object",
+                           remedy="recompile")
     return report
 
 
@@ -50,19 +55,50 @@ def _replay_options(report: dict, model: str, weights: str | None, trust_pickle:
             continue
         value, default = recorded[key], getattr(defaults, key)
         types = (type(default),) if default is not None else (int, float)
-        if value is not None and not isinstance(value, types) or isinstance(value, bool) != isinstance(default, bool):
+        if (value is None and default is not None) or value is not None and not isinstance(value, types) \
+                or isinstance(value, bool) != isinstance(default, bool):
             raise BadInput(f"report.json option {key!r} = {value!r} has the wrong type", remedy="recompile")
+        if key in CHOICES and value not in CHOICES[key]:
+            raise BadInput(f"report.json option {key!r} = {value!r} is not one of {', '.join(CHOICES[key])}",
+                           remedy="recompile")
         kept[key] = value
     opts = dataclasses.replace(defaults, weights=weights, trust_pickle=trust_pickle, **kept)
+    try:
+        check_options(dataclasses.replace(opts, weights=None))  # seed >= 0, finite positive time steps
+    except BadInput as e:
+        raise BadInput(f"report.json options: {e.what}", remedy="recompile") from e
     get_target(opts.target)
     return opts
 
 
 def _recorded(out: Path, max_bytes) -> dict:
     arrays = loader.load_npz(out / "io.npz", max_bytes=max_bytes, what="io.npz", required=("input",))
-    if arrays["input"].ndim < 3 or arrays["input"].dtype.kind not in "fiub":
-        raise BadInput(f"{str(out)!r}: io.npz's input is not a [T, B, ...] number array", remedy="recompile")
+    odd = [k for k, v in arrays.items() if v.dtype.kind not in "fiub"]
+    if odd:
+        raise BadInput(f"{str(out / 'io.npz')!r}: array {odd[0]!r} has dtype {arrays[odd[0]].dtype}, not numbers",
+                       remedy="recompile")
+    arrays["input"] = loader.check_spike_input(arrays["input"], f"array 'input' of {str(out / 'io.npz')!r}")
     return arrays
+
+
+def _check_input_shape(graph: Graph, x: np.ndarray, what: str) -> None:
+    """``x`` is ``[T, B, *shape]`` for the graph's input node."""
+    shape = graph.inputs[0].type.shape if graph.inputs else None
+    if shape is not None and tuple(x.shape[2:]) != tuple(shape):
+        raise BadInput(f"{what} has per-step shape {tuple(x.shape[2:])}, the graph's input takes {tuple(shape)}",
+                       remedy="lay the inputs out as [T, B, *input_shape] (or recompile)")
+
+
+def _check_runs(graph: Graph, x: np.ndarray, out: Path) -> None:
+    """One sample (every step: BNTT and delays need T) through the loaded graph: attributes the verifier does not
+    type (a neuron's reset, a kernel size) fail here as a malformed graph.json, not deep inside a check."""
+    try:
+        run(graph, x[:, :1], record="outputs")
+    except SpikecError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as e:
+        raise IRError(f"the IR in {str(out / 'graph.json')!r} cannot be run: {type(e).__name__}: {e}",
+                      remedy="recompile (`spikec compile` writes the IR and reads it back as written)") from e
 
 
 def compare_io(graph: Graph, x, recorded: dict, approximate: bool) -> dict:
@@ -70,7 +106,9 @@ def compare_io(graph: Graph, x, recorded: dict, approximate: bool) -> dict:
     keys = ["deployed_output"] if approximate else \
         [f"output{'' if i == 0 else i}" for i in range(len(graph.outputs))]
     stored = sorted(k for k in recorded if k.startswith("output") or k == "deployed_output")
-    if any(k not in recorded for k in keys) or any(k not in keys for k in stored if k.startswith("output")):
+    # an approximate (TTFS) OUTDIR also records the source's own ``output``: the deployed one is compared here
+    if any(k not in recorded for k in keys) or \
+            (not approximate and any(k not in keys for k in stored if k.startswith("output"))):
         return {"equivalent": False, "error": f"io.npz holds outputs {stored}, the graph has "
                                               f"{len(graph.outputs)} ({', '.join(graph.outputs)})"}
     values = run(graph, x, record="outputs").values
@@ -91,7 +129,9 @@ def verify_outdir(outdir, inputs: str | None = None, *, model: str | None = None
     # a TTFS graph with an approximate LayerNorm is compared with its own recorded run, and with the source
     # only as closely as a replay of the compile measures (never the report's figure)
     approximate = "deployed_output" in recorded and any(n.op.startswith("ttfs_") for n in graph.nodes)
-    x = loader.load_inputs(inputs, max_input_bytes) if inputs else recorded["input"].astype(np.float64)
+    x = loader.load_inputs(inputs, max_input_bytes) if inputs is not None else recorded["input"]
+    _check_input_shape(graph, x, f"array 'input' of {str(inputs if inputs is not None else out / 'io.npz')!r}")
+    _check_runs(graph, x, out)
     if not inputs:
         results["io_outputs"] = compare_io(graph, x, recorded, approximate)
     results.update(_target_checks(out, graph, x, report))
@@ -111,13 +151,20 @@ def _target_checks(out: Path, graph: Graph, x, report: dict) -> dict:
     for name in present:
         get_target(name)
         reference = reference or run(graph, x, progress="verifying")
-        results[f"target_{name}"] = VERIFIERS[name](out, graph, x, reference)
+        try:
+            results[f"target_{name}"] = VERIFIERS[name](out, graph, x, reference)
+        except OSError as e:  # the artifact cannot be read at all (not a file of its format, unreadable)
+            raise BadInput(f"cannot read {str(out / ARTIFACTS[name])!r}: {type(e).__name__}: {e}",
+                           remedy="recompile (verify re-checks every target artifact OUTDIR holds)") from e
     return results
 
 
 def _source_checks(out, report, graph, x, given_inputs, approximate, model, weights, trust_pickle) -> dict:
     """The source model (OUTDIR's copy, or verify's --model) against the deployed graph, and the replayed passes."""
     if model is None:
+        copy = out / SOURCE_DIR / WEIGHTS_COPY
+        if copy.exists() and not copy.is_file():
+            raise BadInput(f"{str(copy)!r} is not a file", remedy="recompile")
         model, copied = source_spec(out, report)
         weights = weights or copied
         if weights == copied:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from spikec.compiler.errors import BadInput, SpikecError
 from spikec.compiler.ir import Graph
 from spikec.compiler.interpreter import Trace, run
 
@@ -58,11 +59,14 @@ class Comparison:
             bad = expected != got
             self.spikes_compared += expected.size
             self.spike_mismatches += int(bad.sum())
-        else:
-            scale = max(np.abs(expected).max(initial=0.0), np.abs(got).max(initial=0.0), np.finfo(float).tiny)
-            diff = np.abs(expected - got) / scale
+        else:  # relative to the largest finite magnitude; a NaN or Inf matches only the identical value
+            finite = np.isfinite(expected) & np.isfinite(got)
+            scale = max(np.abs(expected[finite]).max(initial=0.0), np.abs(got[finite]).max(initial=0.0),
+                        np.finfo(float).tiny)
+            with np.errstate(invalid="ignore", over="ignore"):
+                diff = np.where(finite, np.abs(np.where(finite, expected - got, 0.0)) / scale, 0.0)
             self.max_rel_diff = max(self.max_rel_diff, float(diff.max(initial=0.0)))
-            bad = diff > REL_TOL
+            bad = (diff > REL_TOL) | (~finite & (expected != got))
             self.values_compared += expected.size
             self.real_mismatches += int(bad.sum())
         for pos in np.argwhere(bad)[: max(0, MAX_REPORTED - len(self.mismatches))]:
@@ -123,13 +127,27 @@ def run_torch(model: torch.nn.Module, inputs: np.ndarray, modules=()) -> tuple[n
     named = dict(model.named_modules())
     hooks = [named[m].register_forward_hook(lambda mod, i, o, m=m: seen.setdefault(m, []).append(o))
              for m in modules if m in named]
+    where = f"model {type(model).__qualname__}"
     try:
         with torch.no_grad():
             out = model(torch.as_tensor(np.asarray(inputs), dtype=torch.float64))
+    except SpikecError:
+        raise
+    except Exception as e:  # the user's forward failed on real data (fx traced it symbolically)
+        raise BadInput(f"forward raised {type(e).__name__}: {e}", where=where,
+                       remedy="make forward run on a float64 [T, B, ...] tensor of the declared input shape") from e
     finally:
         for h in hooks:
             h.remove()
     outs = out if isinstance(out, (tuple, list)) else (out,)
+    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
+        raise BadInput(f"forward returned {type(out).__name__}, not a tensor or a flat tuple of tensors", where=where,
+                       remedy="return the output tensor (or a tuple of output tensors) from forward")
+    for i, o in enumerate(outs):
+        if o.is_complex() or not torch.isfinite(o).all():
+            raise BadInput(f"output {i} of forward holds NaN, Inf or complex values on the verification inputs: "
+                           "no deployment can be checked against it", where=where,
+                           remedy="check the weights and the scale of the inputs (an overflow gives Inf)")
     captured = {m: v[0].numpy() for m, v in seen.items() if len(v) == 1 and isinstance(v[0], torch.Tensor)}
     return [o.numpy() for o in outs], captured
 

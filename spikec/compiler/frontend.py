@@ -14,7 +14,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from spikec.compiler.errors import BadInput, SpikecError, UnsupportedOp
+from spikec.compiler.errors import BadInput, ShapeError, SpikecError, UnsupportedOp
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.ops import infer_type
 from spikec.compiler.verify import verify
@@ -132,6 +132,17 @@ def trace(model: nn.Module, input_shape, *, input_kind: str = "binary", ceiling:
         raise UnsupportedOp(f"torch.fx cannot trace the model: {type(e).__name__}: {e}",
                             where=f"model {type(model).__qualname__}",
                             remedy="keep data-dependent control flow inside leaf modules with a registered converter")
+    try:
+        return _convert_graph(model, fx_graph, input_shape, input_kind, ceiling)
+    except ShapeError as e:  # the usual cause: a per-step input shape the model's first layers cannot take
+        if e.remedy:
+            raise
+        raise ShapeError(e.what, where=e.where, remedy=f"check the per-step input shape {tuple(input_shape)} "
+                                                         "(--input-shape, or the model's input_shape) against the "
+                                                         "layer named, or fix that layer") from e
+
+
+def _convert_graph(model, fx_graph, input_shape, input_kind, ceiling) -> Graph:
     ctx, env, outputs = ConvertContext(), {}, []
     modules = dict(model.named_modules())
     for fx_node in fx_graph.nodes:
@@ -149,8 +160,7 @@ def trace(model: nn.Module, input_shape, *, input_kind: str = "binary", ceiling:
         elif fx_node.op in ("call_function", "call_method"):
             env[fx_node.name] = _convert_function(ctx, fx_node, env)
         elif fx_node.op == "output":
-            result = fx_node.args[0]
-            outputs = [env[a.name] for a in (result if isinstance(result, (tuple, list)) else (result,))]
+            outputs = _outputs(fx_node.args[0], env, model)
         else:
             raise UnsupportedOp(f"fx node {fx_node.name!r} of kind {fx_node.op} ({fx_node.target}) is not supported",
                                 remedy="register parameters inside modules rather than reading them in forward()")
@@ -158,6 +168,25 @@ def trace(model: nn.Module, input_shape, *, input_kind: str = "binary", ceiling:
             "converters": sorted(ctx.mappings.items()),
             "module_outputs": sorted(ctx.module_outputs.items())}
     return verify(Graph(tuple(ctx.nodes), tuple(outputs), meta), "after tracing")
+
+
+def _outputs(result, env, model) -> list[str]:
+    """The node names ``forward`` returns: one tensor, or a flat tuple/list of tensors; anything else is bad input."""
+    items = result if isinstance(result, (tuple, list)) else (result,)
+    names = [env.get(a.name) if isinstance(a, torch.fx.Node) else None for a in items]
+    if items and all(isinstance(n, str) for n in names):
+        return names
+
+    def kind(v):  # an fx node standing for something other than one tensor is a module's tuple
+        return "a tuple" if isinstance(v, torch.fx.Node) else "None" if v is None else "a dict" \
+            if isinstance(v, dict) else f"a {type(v).__name__}"
+    bad = next((a for a, n in zip(items, names) if not isinstance(n, str)), None)
+    what = kind(result) if not isinstance(result, (tuple, list)) else \
+        f"an empty {type(result).__name__}" if not items else f"a {type(result).__name__} holding {kind(bad)}"
+    cls = type(model.model if isinstance(model, _Root) else model).__qualname__
+    raise BadInput(f"forward returns {what}, not a tensor [T, B, ...] or a flat tuple of tensors",
+                   where=f"the output of model {cls}",
+                   remedy="return the output tensor (or a tuple of output tensors) from forward")
 
 
 def _input(ctx, input_shape, kind, ceiling):

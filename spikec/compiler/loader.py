@@ -2,6 +2,7 @@
 import importlib
 import importlib.util
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -15,15 +16,21 @@ SPEC_HINT = "MODEL is path/to/file.py:factory or package.module:factory; the fac
 
 def load_factory(spec: str):
     """Resolve ``path/to/file.py:factory`` or ``package.module:factory`` to the factory callable."""
-    if ":" not in spec:
-        raise ModelLoadError(f"{spec!r} names no factory", remedy=SPEC_HINT)
     where, _, attr = spec.rpartition(":")
+    if ":" not in spec or not attr:
+        raise ModelLoadError(f"MODEL {spec!r} names no factory", remedy=SPEC_HINT)
+    if not attr.isidentifier():
+        raise ModelLoadError(f"MODEL {spec!r}: the factory {attr!r} is not a Python name", remedy=SPEC_HINT)
+    if not where.strip():
+        raise ModelLoadError(f"MODEL {spec!r} names no file or module before ':'", remedy=SPEC_HINT)
+    if "\0" in where:
+        raise ModelLoadError(f"MODEL {spec!r} contains a NUL byte", remedy=SPEC_HINT)
     if where.endswith(".py"):
         module = _module_from_file(Path(where))
     else:
         try:
             module = importlib.import_module(where)
-        except ImportError as e:
+        except (ImportError, ValueError, TypeError) as e:  # '', '.x' (relative) and the like are not ImportErrors
             raise ModelLoadError(f"cannot import module {where!r}: {e}", remedy=SPEC_HINT) from e
     factory = getattr(module, attr, None)
     if not callable(factory):
@@ -33,13 +40,28 @@ def load_factory(spec: str):
     return factory
 
 
+def _not_a_file(path: Path) -> str | None:
+    """Why ``path`` cannot be opened as a regular file (a directory, missing, a NUL byte, a name too long), or None."""
+    if "\0" in str(path):
+        return "contains a NUL byte"
+    try:
+        if path.is_file():
+            return None
+        return "is a directory, not a file" if path.is_dir() else "does not exist"
+    except OSError as e:  # ENAMETOOLONG, EACCES on a parent, ...: pathlib ignores only ENOENT and the like
+        return f"cannot be read: {e.strerror or e}"
+
+
 def _module_from_file(path: Path):
-    if not path.is_file():
-        raise ModelLoadError(f"model file {str(path)!r} does not exist", remedy=SPEC_HINT)
+    what = _not_a_file(path)
+    if what:
+        raise ModelLoadError(f"model file {str(path)!r} {what}", remedy=SPEC_HINT)
     name = f"spikec_user_model_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent.resolve()))  # let the file import its siblings
+    no_bytecode = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True  # no __pycache__ beside the user's file (or inside an OUTDIR being verified)
     try:
         spec.loader.exec_module(module)
     except SystemExit as e:  # user code exiting must not pass for spikec's own exit status
@@ -50,6 +72,7 @@ def _module_from_file(path: Path):
         raise ModelLoadError(f"importing {str(path)!r} raised {type(e).__name__}: {e}",
                              remedy="fix the model file so that it imports on its own") from e
     finally:
+        sys.dont_write_bytecode = no_bytecode
         sys.path.pop(0)
     return module
 
@@ -58,6 +81,11 @@ def build_model(spec: str, *, nir_dt: float = 1e-4, nir_scheme: str = "snntorch"
                 allow_unstable: bool = False) -> nn.Module:
     """The source model: a factory's module, or a ``.nir`` file run at ``nir_dt`` in ``nir_scheme``."""
     if spec.endswith(".nir"):
+        path = Path(spec)
+        what = _not_a_file(path)
+        if what:
+            raise ModelLoadError(f"NIR file {spec!r} {what}",
+                                 remedy="give the path of a .nir file written by nir.write (or a FILE.py:factory)")
         from spikec.targets.nir.frontend import nir_model
         return nir_model(spec, dt=nir_dt, scheme=nir_scheme, allow_unstable=allow_unstable)
     factory = load_factory(spec)
@@ -76,33 +104,77 @@ def build_model(spec: str, *, nir_dt: float = 1e-4, nir_scheme: str = "snntorch"
 
 
 def load_weights(model: nn.Module, path: str, *, trust_pickle: bool = False, search_path: str | None = None) -> None:
-    """Load a state_dict (``weights_only=True``); a pickled module only with ``trust_pickle``."""
+    """Load a state_dict (``weights_only=True``); a pickled module only with ``trust_pickle``.
+
+    Every entry is checked against the model before anything is copied: its key, that it is a tensor, its
+    shape, its kind of dtype (a float parameter takes only floats) and that it is finite.
+    """
     p = Path(path)
-    if not p.is_file():
-        raise CheckpointError(f"checkpoint {path!r} does not exist")
+    what = _not_a_file(p)
+    if what:
+        raise CheckpointError(f"checkpoint {path!r} {what}",
+                              remedy="give --weights the file written by torch.save(model.state_dict(), path)")
     try:
         state = torch.load(p, map_location="cpu", weights_only=True)
     except Exception as e:
         if not trust_pickle:
+            first = (str(e).splitlines() or [""])[0]
             raise CheckpointError(
-                f"checkpoint {path!r} is not a plain state_dict ({type(e).__name__}: {str(e).splitlines()[0]})",
+                f"checkpoint {path!r} is not a plain state_dict ({type(e).__name__}: {first})",
                 remedy="save it with torch.save(model.state_dict(), path); or, if you trust the file's author, "
                        "pass --trust-pickle (unpickling runs arbitrary code)") from e
         state = _unpickle(p, search_path)
     if isinstance(state, nn.Module):
         state = state.state_dict()
     if not isinstance(state, dict):
-        raise CheckpointError(f"checkpoint {path!r} holds a {type(state).__name__}, not a state_dict")
-    bad = [k for k, v in state.items() if isinstance(v, torch.Tensor) and v.is_floating_point()
-           and not torch.isfinite(v).all()]
-    if bad:
-        raise CheckpointError(f"checkpoint {path!r} has NaN or Inf in {', '.join(bad)}",
-                              remedy="retrain or repair those tensors; a non-finite weight has no deployment")
-    result = model.load_state_dict(state, strict=False)
+        raise CheckpointError(f"checkpoint {path!r} holds a {type(state).__name__}, not a state_dict",
+                              remedy=STATE_HINT)
+    _check_state(model, state, path)
+    try:
+        result = model.load_state_dict(state, strict=False)
+    except (RuntimeError, TypeError, ValueError, AttributeError) as e:  # what _check_state did not foresee
+        raise CheckpointError(f"checkpoint {path!r} cannot be loaded into the model: {e}", remedy=STATE_HINT) from e
     if result.missing_keys or result.unexpected_keys:
         raise CheckpointError(f"checkpoint {path!r} does not fit the model: missing keys "
                               f"{result.missing_keys or 'none'}; unexpected keys {result.unexpected_keys or 'none'}",
                               remedy="use the checkpoint saved from this factory's model")
+
+
+STATE_HINT = "save it with torch.save(model.state_dict(), path): a flat dict of parameter name -> tensor"
+
+
+def _check_state(model: nn.Module, state: dict, path) -> None:
+    """A CheckpointError naming the first entry of ``state`` the model cannot take as it is."""
+    where = f"checkpoint {str(path)!r}"
+    bad_keys = [k for k in state if not isinstance(k, str)]
+    if bad_keys:
+        raise CheckpointError(f"{where} has a key {bad_keys[0]!r} of type {type(bad_keys[0]).__name__}; "
+                              "state_dict keys are parameter names (strings)", remedy=STATE_HINT)
+    nested = [k for k, v in state.items() if isinstance(v, dict) and not k.endswith("_extra_state")]
+    if nested:
+        raise CheckpointError(f"{where}: key {nested[0]!r} holds a dict, not a tensor (a nested checkpoint, "
+                              f"e.g. {{'{nested[0]}': model.state_dict(), ...}}?)",
+                              remedy=f"save the state_dict itself, e.g. torch.save(checkpoint[{nested[0]!r}], path)")
+    wanted = model.state_dict()
+    for key, value in state.items():
+        if key.endswith("_extra_state") and key in wanted:
+            continue  # a module's get_extra_state(): any object, by design
+        if not isinstance(value, torch.Tensor):
+            raise CheckpointError(f"{where}: {key!r} holds a {type(value).__name__}, not a tensor", remedy=STATE_HINT)
+        if value.is_floating_point() and not torch.isfinite(value).all():
+            raise CheckpointError(f"{where} has NaN or Inf in {key}",
+                                  remedy="retrain or repair those tensors; a non-finite weight has no deployment")
+        if key not in wanted:
+            continue  # reported with every other unexpected key by load_state_dict
+        own = wanted[key]
+        if tuple(value.shape) != tuple(own.shape):
+            raise CheckpointError(f"{where}: {key!r} has shape {tuple(value.shape)}, the model's has shape "
+                                  f"{tuple(own.shape)}", remedy="use the checkpoint saved from this factory's model")
+        if value.is_complex() or (own.is_floating_point() and not value.is_floating_point()) \
+                or (not own.is_floating_point() and value.is_floating_point()):
+            raise CheckpointError(f"{where}: {key!r} has dtype {str(value.dtype).removeprefix('torch.')}, the model's "
+                                  f"has {str(own.dtype).removeprefix('torch.')}",
+                                  remedy="save the model's own state_dict (its tensors keep their dtypes)")
 
 
 def _unpickle(p: Path, search_path: str | None):
@@ -163,9 +235,14 @@ def load_npz(path, keys=None, *, max_bytes: int | None = None, what: str = "file
     """Arrays of an ``.npz`` (no pickles), each size-checked from its header before it is read."""
     p = Path(path)
     try:
-        with np.load(p, allow_pickle=False) as z:
-            if not hasattr(z, "zip"):
-                raise ValueError("not an .npz archive")
+        z = np.load(p, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise BadInput(f"cannot read {what} {str(path)!r}: {e}", remedy="give an .npz written by np.savez") from e
+    if not isinstance(z, np.lib.npyio.NpzFile):  # a bare .npy array
+        raise BadInput(f"{what} {str(path)!r} is a single .npy array, not an .npz archive",
+                       remedy="save it with np.savez(path, input=x)")
+    try:
+        with z:
             missing = [k for k in required if k not in z.files]
             if missing:
                 raise BadInput(f"{what} {str(path)!r} has no key {missing[0]!r} (keys: {z.files})",
@@ -181,15 +258,31 @@ def load_npz(path, keys=None, *, max_bytes: int | None = None, what: str = "file
                 check_input_size(shape, f"array {key!r} of {what} {str(path)!r}", max_bytes)
                 out[key] = z[key]
             return out
-    except (OSError, ValueError, EOFError) as e:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise BadInput(f"cannot read {what} {str(path)!r}: {e}", remedy="give an .npz written by np.savez") from e
 
 
+def check_spike_input(x: np.ndarray, what: str) -> np.ndarray:
+    """``x`` as float64 if it is a finite, non-empty ``[T, B, ...]`` number array; else BadInput naming ``what``."""
+    remedy = "save it with np.savez(path, input=x): x a finite float, int or bool array laid out [T, B, *input_shape]"
+    if x.dtype.kind not in "fiub":
+        raise BadInput(f"{what} must be finite numbers, got dtype {x.dtype}", remedy=remedy)
+    if x.ndim < 3:
+        raise BadInput(f"{what} has shape {x.shape}; expected [T, B, ...] (at least 3 dimensions)", remedy=remedy)
+    if 0 in x.shape:
+        raise BadInput(f"{what} is empty: shape {x.shape} (T steps, B samples, per-step shape)", remedy=remedy)
+    with np.errstate(over="ignore"):
+        x = x.astype(np.float64)
+    if not np.isfinite(x).all():
+        raise BadInput(f"{what} must be finite numbers: it holds NaN or Inf", remedy=remedy)
+    return x
+
+
 def load_inputs(path: str, max_bytes: int | None = None) -> np.ndarray:
+    if not str(path).strip():
+        raise BadInput("--inputs names no file (an empty path)", remedy="give --inputs an .npz file, or drop it")
     x = load_npz(path, ["input"], max_bytes=max_bytes, what="inputs file", required=("input",))["input"]
-    if x.dtype.kind not in "fiub" or not np.isfinite(x.astype(np.float64)).all():
-        raise BadInput(f"inputs in {path!r} must be finite numbers, got dtype {x.dtype}")
-    return x.astype(np.float64)
+    return check_spike_input(x, f"array 'input' of {str(path)!r}")
 
 
 def value_kind(x: np.ndarray) -> tuple[str, int | None]:

@@ -2,6 +2,7 @@
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -21,15 +22,57 @@ def graph_to_json(graph: Graph) -> dict:
 
 
 def graph_from_json(doc: dict, weights) -> Graph:
-    if doc.get("format") != FORMAT or doc.get("version") != VERSION:
-        raise IRError(f"not a {FORMAT} v{VERSION} document (format={doc.get('format')!r}, "
-                      f"version={doc.get('version')!r})")
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        found = f"format={doc.get('format')!r}, version={doc.get('version')!r}" if isinstance(doc, dict) else \
+            f"a JSON {type(doc).__name__}"
+        raise IRError(f"not a {FORMAT} v{VERSION} document ({found})")
+    problem = _document_problem(doc)
+    if problem:
+        raise IRError(problem)
     nodes = []
     for d in doc["nodes"]:
-        params = {p: weights[f"{d['name']}/{p}"] for p in d["params"]}
-        nodes.append(Node(d["name"], d["op"], tuple(d["inputs"]), TensorType.from_json(d["type"]),
-                          d["attrs"], params, d.get("scope", "")))
+        where = f"node {d['name']!r}"
+        missing = [p for p in d["params"] if f"{d['name']}/{p}" not in weights]
+        if missing:
+            raise IRError(f"{where}: parameter {missing[0]!r} is not in weights.npz")
+        try:
+            nodes.append(Node(d["name"], d["op"], tuple(d["inputs"]), TensorType.from_json(d["type"]),
+                              d["attrs"], {p: weights[f"{d['name']}/{p}"] for p in d["params"]}, d.get("scope", "")))
+        except IRError as e:
+            raise IRError(f"{where}: {e.what}") from e
     return verify(Graph(tuple(nodes), tuple(doc["outputs"]), doc.get("meta", {})), "after loading")
+
+
+def _document_problem(doc: dict) -> str | None:
+    """What makes ``doc`` not a graph document (a JSON type in the wrong place), naming the node and field."""
+    def is_list_of(v, t):
+        return isinstance(v, list) and all(isinstance(x, t) for x in v)
+
+    def is_int(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+    if not isinstance(doc.get("nodes"), list):
+        return f"'nodes' is {type(doc.get('nodes')).__name__}, not a list of nodes"
+    if not is_list_of(doc.get("outputs"), str):
+        return f"'outputs' is {doc.get('outputs')!r}, not a list of node names"
+    if not isinstance(doc.get("meta", {}), dict):
+        return "'meta' is not an object"
+    for i, d in enumerate(doc["nodes"]):
+        if not isinstance(d, dict):
+            return f"node #{i} is a JSON {type(d).__name__}, not an object"
+        if not isinstance(d.get("name"), str):
+            return f"node #{i} has name {d.get('name')!r}, not a string"
+        where = f"node {d['name']!r}"
+        t = d.get("type")
+        fields = {"op": isinstance(d.get("op"), str), "inputs": is_list_of(d.get("inputs"), str),
+                  "attrs": isinstance(d.get("attrs"), dict), "params": is_list_of(d.get("params"), str),
+                  "scope": isinstance(d.get("scope", ""), str),
+                  "type": isinstance(t, dict) and is_list_of(t.get("shape"), int)
+                  and all(is_int(x) for x in t["shape"]) and isinstance(t.get("kind"), str)
+                  and (t.get("ceiling") is None or is_int(t.get("ceiling"))) and is_int(t.get("substeps", 1))}
+        wrong = [k for k, ok in fields.items() if not ok]
+        if wrong:
+            return f"{where}: field {wrong[0]!r} is malformed ({d.get(wrong[0])!r})"
+    return None
 
 
 def default_mode(directory: bool = False) -> int:
@@ -68,11 +111,27 @@ def _savez(tmp, arrays):
 
 def load_graph(directory) -> Graph:
     directory = Path(directory)
+    remedy = "recompile (`spikec compile` writes the IR and reads it back as written)"
+    where = f"cannot load the IR from {directory}"
     try:
         doc = json.loads((directory / "graph.json").read_text())
-        with np.load(directory / "weights.npz", allow_pickle=False) as z:
-            weights = {k: z[k] for k in z.files}
-        return graph_from_json(doc, weights)
-    except (OSError, ValueError, KeyError) as e:
-        raise IRError(f"cannot load the IR from {directory}: {type(e).__name__}: {e}",
+    except (OSError, ValueError, RecursionError) as e:  # RecursionError: JSON nested too deep to parse
+        raise IRError(f"{where}: graph.json: {type(e).__name__}: {e}",
                       remedy="point at a directory written by `spikec compile` (graph.json + weights.npz)") from e
+    try:
+        z = np.load(directory / "weights.npz", allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise ValueError("a single .npy array, not an .npz archive")
+        with z:
+            weights = {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise IRError(f"{where}: weights.npz: {type(e).__name__}: {e}",
+                      remedy="point at a directory written by `spikec compile` (graph.json + weights.npz)") from e
+    odd = [(k, v.dtype) for k, v in weights.items() if v.dtype not in (np.dtype(np.float64), np.dtype(np.int64))]
+    if odd:
+        raise IRError(f"{where}: weights.npz array {odd[0][0]!r} has dtype {odd[0][1]}; the IR holds float64 and "
+                      "int64 parameters only", remedy=remedy)
+    try:
+        return graph_from_json(doc, weights)
+    except IRError as e:
+        raise IRError(f"{where}: graph.json: {e.what}", where=e.where, remedy=e.remedy or remedy) from e

@@ -6,6 +6,12 @@ from spikec.compiler.ir import NAME_CHARS, Graph
 from spikec.compiler.ops import OPS, infer_type
 
 
+# attributes whose value selects a behaviour, by op (None: every op): any other value would silently select a
+# default branch in the interpreter or a target
+CHOICES = {(None, "output"): ("spikes", "membrane"), ("lif", "reset"): ("subtract", "zero"),
+           ("lif_snntorch", "reset"): ("subtract", "zero", "none")}
+
+
 def problems(graph: Graph) -> list[str]:
     """Every rule the graph breaks, each naming its node or edge; empty when the graph is well formed."""
     found, seen = [], {}
@@ -35,6 +41,9 @@ def _node_problems(node, seen) -> list[str]:
     out += [f"{where}: unexpected parameter {p!r}" for p in extra]
     out += [f"{where}: parameter {k!r} holds NaN or Inf" for k, v in node.params.items()
             if v.dtype.kind == "f" and not np.isfinite(v).all()]
+    out += [f"{where}: attribute {k!r} = {node.attrs[k]!r} is not one of {', '.join(map(repr, allowed))}"
+            for (op, k), allowed in CHOICES.items()
+            if op in (None, node.op) and k in node.attrs and node.attrs[k] not in allowed]
     if out:
         return out
     try:
