@@ -27,6 +27,18 @@ def _shape(ctx, param, value):
     return dims
 
 
+class SafePath(click.Path):
+    """``click.Path`` that reports a NUL byte or an over-long name as a usage error (exit 2), not a traceback."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and "\0" in value:
+            self.fail("the path contains a NUL byte", param, ctx)
+        try:
+            return super().convert(value, param, ctx)
+        except (OSError, ValueError) as e:
+            self.fail(f"{value[:80]!r}...: {e}" if len(str(value)) > 80 else f"{value!r}: {e}", param, ctx)
+
+
 def _fail(message: str, code: int, debug: bool) -> int:
     if debug:
         traceback.print_exc()
@@ -81,7 +93,7 @@ def main(debug):
 
 model_options = [
     click.argument("model"),
-    click.option("--weights", type=click.Path(dir_okay=False), help="state_dict checkpoint (torch.save)."),
+    click.option("--weights", type=SafePath(dir_okay=False), help="state_dict checkpoint (torch.save)."),
     click.option("--input-shape", callback=_shape, help="per-step input shape, e.g. 1,8,8."),
     click.option("--steps", type=click.IntRange(min=1), help="time steps T of the verification inputs."),
     click.option("--trust-pickle", is_flag=True, help="allow a pickled checkpoint (runs its code)."),
@@ -134,10 +146,10 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
 
 @main.command("compile")
 @_with(model_options)
-@click.option("-o", "--out", "outdir", required=True, type=click.Path(file_okay=False),
+@click.option("-o", "--out", "outdir", required=True, type=SafePath(file_okay=False),
               help="output directory: new, empty, or one spikec wrote before.")
 @click.option("--batch", type=click.IntRange(min=1), default=4, show_default=True)
-@click.option("--inputs", type=click.Path(dir_okay=False), help=".npz with key 'input' shaped [T, B, ...].")
+@click.option("--inputs", type=SafePath(dir_okay=False), help=".npz with key 'input' shaped [T, B, ...].")
 @click.option("--passes", default="default", show_default=True, help="default | none | a,b,c")
 @click.option("--target", default="none", show_default=True, help="none | lava | nir | onnx")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the random verification inputs.")
@@ -187,10 +199,10 @@ def _first_problem(r: dict) -> str:
 
 
 @main.command("verify")
-@click.argument("outdir", type=click.Path())
-@click.option("--inputs", type=click.Path(dir_okay=False), help="re-check on these inputs instead of io.npz.")
+@click.argument("outdir", type=SafePath())
+@click.option("--inputs", type=SafePath(dir_okay=False), help="re-check on these inputs instead of io.npz.")
 @click.option("--model", help="verify against this MODEL instead of OUTDIR's copy (FILE.py:factory or .nir).")
-@click.option("--weights", type=click.Path(dir_okay=False), help="with --model: its state_dict checkpoint.")
+@click.option("--weights", type=SafePath(dir_okay=False), help="with --model: its state_dict checkpoint.")
 @click.option("--trust-pickle", is_flag=True, help="allow --weights to be a pickle (runs its code).")
 @click.option("--max-input-bytes", type=click.IntRange(min=1), help="largest input array accepted (float64 bytes).")
 @_guard

@@ -46,7 +46,16 @@ def check_outdir(path, reads=()) -> Path:
     """
     if path is None or not str(path).strip():
         raise BadInput("-o names no directory (an empty path)", remedy="give -o a directory path, e.g. -o build/out")
-    out = Path(os.path.abspath(os.fspath(path)))
+    if "\0" in str(path):
+        raise BadInput("-o contains a NUL byte", remedy="give -o a plain directory path")
+    try:
+        return _check(Path(os.path.abspath(os.fspath(path))), [r for r in reads if r and "\0" not in str(r)])
+    except OSError as e:  # a name too long, a loop of symbolic links, a path through a file...
+        raise BadInput(f"OUTDIR {str(path)!r} cannot be used: {e.strerror or e}",
+                       remedy="give -o a shorter, plain directory path") from e
+
+
+def _check(out: Path, reads) -> Path:
     where = f"OUTDIR {str(out)!r}"
     if out.is_symlink():
         raise BadInput(f"{where} is a symbolic link", remedy="give -o the real directory path")

@@ -9,6 +9,7 @@ on its own command line.
 import hashlib
 import importlib.util
 import shutil
+import sys
 from pathlib import Path
 
 import torch
@@ -55,6 +56,21 @@ def provenance(opts, inputs_file: str | None) -> dict:
             "weights": _file_record(opts.weights), "inputs": _file_record(inputs_file)}
 
 
+def sibling_modules(src: Path) -> dict[str, Path]:
+    """Python files under the model file's folder that are loaded now (the model's own imports of its
+    siblings, e.g. a data helper), by their path relative to that folder; spikec's own modules excluded."""
+    root, src = src.parent.resolve(), src.resolve()
+    found = {}
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if not path or name == "spikec" or name.startswith("spikec."):
+            continue
+        p = Path(path).resolve()
+        if p.suffix == ".py" and p != src and root in p.parents:
+            found[str(p.relative_to(root))] = p
+    return found
+
+
 def source_files(opts, model: torch.nn.Module) -> dict:
     """``OUTDIR`` file name -> writer, for the copies verify runs from."""
     src = model_file(opts.model)
@@ -63,6 +79,9 @@ def source_files(opts, model: torch.nn.Module) -> dict:
     files = {f"{SOURCE_DIR}/{WEIGHTS_COPY}": lambda p: torch.save(model.state_dict(), p)}
     if src is not None and src.is_file():
         files[f"{SOURCE_DIR}/{MODEL_COPY}"] = lambda p: shutil.copyfile(src, p)
+        for rel, path in sibling_modules(src).items():
+            if rel != MODEL_COPY:
+                files[f"{SOURCE_DIR}/{rel}"] = lambda p, path=path: shutil.copyfile(path, p)
     return files
 
 

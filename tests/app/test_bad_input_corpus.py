@@ -383,19 +383,11 @@ def test_mutated_model_specs(corpus, parts, absolute):
         check(ws, args, 2, _expected_spec_phrases(spec, ws))
 
 
-# Known failures in files this corpus's author may not edit (spikec/app/cli.py, spikec/app/outdir.py): strict, so
-# each turns into a failure once fixed, and its marker is then removed.
-OUTDIR_PY = pytest.mark.xfail(strict=True, reason="spikec/app/outdir.py check_outdir: Path.resolve()/is_symlink() "
-                                                  "raise ValueError (NUL) or OSError (ENAMETOOLONG): 'unexpected'")
-CLICK_PATH = pytest.mark.xfail(strict=True, reason="spikec/app/cli.py: click.Path converts with os.stat, which raises "
-                                                   "ValueError on a NUL byte before the command's guard runs")
-
-
 @pytest.mark.parametrize("spec", ["os:getcwd", "os:getpid", "os:system", "json:loads", "builtins:object",
                                   "torch.nn:Module", "torch.nn:Identity", "os.path:sep", "sys:exit", "os:nope",
                                   "no_such_pkg_spikec:f", "os.:getcwd", ".os:getcwd", "os..path:sep", ":f", "::",
                                   ":", "", " ", "os:", "model.py:", "model.py::good", "./model.py:good:", "\x00:f",
-                                  "model.py\x00:good", pytest.param("dir\x00.nir", marks=OUTDIR_PY),
+                                  "model.py\x00:good", "dir\x00.nir",
                                   "x" * 300 + ".py:good", "x" * 300 + ".nir", "x" * 300 + ":good"])
 def test_stdlib_and_malformed_specs(ws, spec):
     result = check(ws, compile_args(ws, spec), 2, _expected_spec_phrases(spec, ws))
@@ -842,14 +834,12 @@ OUTDIR_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=OUTDIR_PY) if c == "too long a name" else c
-                                  for c in OUTDIR_CASES])
+@pytest.mark.parametrize("case", list(OUTDIR_CASES))
 def test_bad_outdir(ws, case):
     make, phrases = OUTDIR_CASES[case]
     check(ws, ["compile", model(ws), "-o", make(ws)], 2, *phrases)
 
 
-@CLICK_PATH
 @pytest.mark.parametrize("where", ["compile -o", "verify", "--weights", "--inputs"])
 def test_nul_byte_in_a_path_option(ws, where):
     nul = f"{ws}/o\x00ut"

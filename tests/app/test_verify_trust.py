@@ -1,6 +1,7 @@
 """``spikec verify`` trusts nothing in OUTDIR: report.json is data; code and weights come from OUTDIR/source."""
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -165,3 +166,28 @@ def test_verify_does_not_change_outdir(outdir):
     before = snapshot(outdir)
     assert cli("verify", outdir).exit_code == 0
     assert snapshot(outdir) == before
+
+
+def test_a_model_importing_its_siblings_verifies_from_outdir_alone(tmp_path, monkeypatch):
+    """The sibling modules the model file imports are copied too, so verify needs nothing outside OUTDIR."""
+    src = tmp_path / "project"
+    (src / "helpers").mkdir(parents=True)
+    (src / "helpers" / "__init__.py").write_text("")
+    (src / "helpers" / "sizes.py").write_text("FEATURES = 12\n")
+    (src / "layers.py").write_text("from torch import nn\n\ndef head(n):\n    return nn.Linear(n, 3)\n")
+    (src / "net.py").write_text(
+        "import torch\nfrom torch import nn\nimport spikec.nn as snn\nfrom layers import head\n"
+        "from helpers.sizes import FEATURES\n\n"
+        "def build():\n    torch.manual_seed(0)\n"
+        "    m = nn.Sequential(nn.Linear(FEATURES, 8), snn.LIF(beta=0.5, threshold=0.5), head(8))\n"
+        "    m.input_shape, m.steps = (FEATURES,), 3\n    return m\n")
+    out = tmp_path / "out"
+    result = cli("compile", f"{src / 'net.py'}:build", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert {"model.py", "layers.py", "helpers/sizes.py"} <= {str(p.relative_to(out / "source"))
+                                                             for p in (out / "source").rglob("*.py")}
+    shutil.rmtree(src)
+    for name in ("layers", "helpers", "helpers.sizes"):  # as in a new process: imported again, from OUTDIR
+        monkeypatch.delitem(sys.modules, name)
+    result = cli("verify", out)
+    assert result.exit_code == 0, result.output
