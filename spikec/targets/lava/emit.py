@@ -33,10 +33,6 @@ silent at every other recorded step; final states are read after the last update
   to StateProbes that write ``.npy`` files directly.
 """
 import json
-import os
-import shutil
-import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +42,7 @@ from spikec.compiler.ir import Graph, thaw
 from spikec.targets.lava import ops as lops
 
 FORMAT, VERSION = "spikec-lava-network", 2
-ERRORS_ENV = "SPIKEC_LAVA_ERRORS"   # (the same name as procs/models.py: that package is imported only with Lava)
+ERRORS_ENV = "SPIKEC_LAVA_ERRORS"   # (the same name as procs/models.py and supervisor.py, which must not import this)
 MAX_FOLDED_WEIGHTS = 3e7     # int entries of one batch-folded (block-diagonal) Dense
 MAX_REPORTED = 10
 MAX_AXON_DELAY = 62          # DelayDense on Loihi 2: delays 0..62
@@ -555,13 +551,11 @@ def build(net: dict, arrays: dict, x: dict, steps: int, workdir: Path):
 def run_lava(net: dict, arrays: dict, x: dict) -> dict:
     """Run the network on ``x`` (name -> ``[T, B, *ir]`` integers) in Loihi2SimCfg(select_tag="fixed_pt").
 
+    Lava runs in a supervised process session (``supervisor.py``): an interrupt or a killed compiler
+    leaves no Lava process, shared-memory segment or work directory behind.
     Returns ``{"outputs": name -> [steps, B, *ir], "states": (var, name) -> [B, *ir], "steps", timings}``.
     """
-    from spikec.targets.lava._shim import import_lava
-    import_lava()
-    from lava.magma.core.run_conditions import RunSteps
-    from lava.magma.core.run_configs import Loihi2SimCfg
-
+    from spikec.targets.lava import supervisor
     first = next(iter(x.values()))
     t, batch = first.shape[:2]
     steps = lava_steps(net, t)
@@ -569,47 +563,29 @@ def run_lava(net: dict, arrays: dict, x: dict) -> dict:
     ir = {r["name"]: tuple(r["ir_shape"]) for r in net["recorded"]}
     ir.update({p["name"]: tuple(p["ir_shape"]) for p in net["processes"] if p["type"] in POPULATION_TYPES})
     outputs, states = {}, {}
-    build_s = sim_s = 0.0
-    for lo in range(0, batch, chunk):
-        xb = {k: np.asarray(v)[:, lo:lo + chunk] for k, v in x.items()}
-        b = next(iter(xb.values())).shape[1]
-        workdir = Path(tempfile.mkdtemp(prefix="spikec-lava-"))
-        errors = workdir / "errors"
-        errors.mkdir()
-        previous = os.environ.get(ERRORS_ENV)
-        os.environ[ERRORS_ENV] = str(errors)   # guarded ProcessModels write their tracebacks here
-        try:
-            start = time.perf_counter()
-            procs, aux, files = build(net, arrays, xb, steps, workdir)
-            build_s += time.perf_counter() - start
-            source = procs[net["inputs"][0]["name"]]
-            start = time.perf_counter()
-            try:
-                source.run(condition=RunSteps(num_steps=steps), run_cfg=Loihi2SimCfg(select_tag="fixed_pt"))
-            finally:
-                source.stop()
-            sim_s += time.perf_counter() - start
-            failed = sorted(errors.iterdir())
-            if failed:
-                raise IRError("a Lava process failed during the run:\n" + "\n".join(f.read_text() for f in failed),
-                              where=f"Lava process {failed[0].name.split('.')[0]!r}",
-                              remedy="this is a compiler bug: report it with the model")
-            for (what, name), path in files.items():
-                r = np.load(path)
+    with supervisor.workdir("spikec-lava-") as workdir:
+        (workdir / "network.json").write_text(json.dumps(net))
+        with open(workdir / "params.npz", "wb") as f:
+            np.savez(f, **arrays)
+        with open(workdir / "inputs.npz", "wb") as f:
+            np.savez(f, *[np.asarray(v) for v in x.values()])   # positional: any input name is safe
+        r = supervisor.run("network", workdir, {"steps": steps, "chunk": chunk, "inputs": list(x)})
+        failed = sorted((workdir / "errors").iterdir())   # guarded ProcessModels' tracebacks (ERRORS_ENV)
+        if failed:
+            raise IRError("a Lava process failed during the run:\n" + "\n".join(f.read_text() for f in failed),
+                          where=f"Lava process {failed[0].name.split('.')[0]!r}",
+                          remedy="this is a compiler bug: report it with the model")
+        for c in r["chunks"]:
+            for what, name, rel in c["files"]:
+                data = np.load(workdir / rel, allow_pickle=False)
                 if what == "spikes":
-                    outputs.setdefault(name, []).append(unfold_data(r, b, ir[name]))
+                    outputs.setdefault(name, []).append(unfold_data(data, c["batch"], ir[name]))
                 else:
-                    states.setdefault((what, name), []).append(unfold_state(r, b, ir[name]))
-        finally:
-            if previous is None:
-                os.environ.pop(ERRORS_ENV, None)
-            else:
-                os.environ[ERRORS_ENV] = previous
-            shutil.rmtree(workdir, ignore_errors=True)
+                    states.setdefault((what, name), []).append(unfold_state(data, c["batch"], ir[name]))
     return {"outputs": {k: np.concatenate(v, axis=1) for k, v in outputs.items()},
             "states": {k: np.concatenate(v, axis=0) for k, v in states.items()},
             "steps": steps, "batch_chunk": chunk, "chunks": -(-batch // chunk),
-            "build_seconds": round(build_s, 3), "sim_seconds": round(sim_s, 3)}
+            "build_seconds": round(r["build_seconds"], 3), "sim_seconds": round(r["sim_seconds"], 3)}
 
 
 # -- comparison ---------------------------------------------------------------------------

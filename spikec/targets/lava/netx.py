@@ -189,7 +189,8 @@ def import_netx():
 
 def run_netx(path, x: np.ndarray, steps: int, workdir: Path) -> dict:
     """Load ``model.net`` with netx and run one sample ``x`` ``[T, *ir]``: every layer's spikes (all steps)
-    and final ``v``, ``u``."""
+    and final ``v``, ``u``. Runs Lava in this process: call it through ``supervisor.run("netx", ...)``
+    (as ``verify`` does), which runs it in ``runner.py``."""
     from spikec.targets.lava.emit import to_lava
     hdf5, note = import_netx()
     from lava.magma.core.run_conditions import RunSteps
@@ -218,13 +219,32 @@ def run_netx(path, x: np.ndarray, steps: int, workdir: Path) -> dict:
     return {"files": files, "layers": len(net.layers), "note": note, "table": str(net)}
 
 
+def _compare_sample(pops, trace, files, b, steps) -> tuple[int, int, list]:
+    """Sample ``b``'s netx recordings against the reference trace: ``(spikes, states compared, mismatches)``."""
+    from spikec.targets.lava.emit import to_lava
+    compared = states = 0
+    mismatches = []
+    for i, name in enumerate(pops):
+        got = np.load(files[("spikes", i)])
+        exp = np.stack([to_lava(trace.values[name][s, b]) for s in range(steps)], axis=-1)
+        compared += exp.size
+        if not np.array_equal(got, exp):
+            pos = tuple(int(v) for v in np.argwhere(got != exp)[0])
+            mismatches.append({"node": name, "sample": b, "lava_index": list(pos[:-1]), "step": pos[-1],
+                               "expected": int(exp[pos]), "got": int(got[pos])})
+        for var in ("v", "u"):
+            got = np.load(files[(var, i)])
+            exp = to_lava(trace.values[f"{name}.{var}"][steps - 1, b])
+            states += exp.size
+            if not np.array_equal(got, exp):
+                mismatches.append({"node": name, "sample": b, "what": f"final_{var}"})
+    return compared, states, mismatches
+
+
 def verify(q: Graph, path, x: np.ndarray, samples: int = 1) -> dict:
     """Load ``path`` with netx, run the first ``samples`` samples of ``x`` ``[T, B, ...]`` and compare every
     layer's spikes at every step and the final states with ``netx_reference(q)`` bit for bit."""
-    import shutil
-    import tempfile
     from spikec.compiler.interpreter import run
-    from spikec.targets.lava.emit import to_lava
     from spikec.targets.lava.quantize import measure, with_readouts
     ref_graph = netx_reference(q)
     pops = [d["pop"].name for d in layers(q)]
@@ -238,27 +258,16 @@ def verify(q: Graph, path, x: np.ndarray, samples: int = 1) -> dict:
     peaks, _ = measure(ref_graph, {q.inputs[0].name: xs})
     compared = states = 0
     mismatches, note, table = [], "", ""
-    for b in range(xs.shape[1]):
-        workdir = Path(tempfile.mkdtemp(prefix="spikec-netx-"))
-        try:
-            r = run_netx(path, xs[:, b], steps, workdir)
-            note, table = r["note"], r["table"]
-            for i, name in enumerate(pops):
-                got = np.load(r["files"][("spikes", i)])
-                exp = np.stack([to_lava(trace.values[name][s, b]) for s in range(steps)], axis=-1)
-                compared += exp.size
-                if not np.array_equal(got, exp):
-                    pos = tuple(int(v) for v in np.argwhere(got != exp)[0])
-                    mismatches.append({"node": name, "sample": b, "lava_index": list(pos[:-1]), "step": pos[-1],
-                                       "expected": int(exp[pos]), "got": int(got[pos])})
-                for var in ("v", "u"):
-                    got = np.load(r["files"][(var, i)])
-                    exp = to_lava(trace.values[f"{name}.{var}"][steps - 1, b])
-                    states += exp.size
-                    if not np.array_equal(got, exp):
-                        mismatches.append({"node": name, "sample": b, "what": f"final_{var}"})
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+    if xs.shape[1]:
+        from spikec.targets.lava import supervisor
+        with supervisor.workdir("spikec-netx-") as workdir:   # netx runs Lava: in a supervised session
+            np.save(workdir / "x.npy", xs)
+            r = supervisor.run("netx", workdir, {"path": str(Path(path).resolve()), "steps": steps})
+            for b, sample in enumerate(r["samples"]):
+                files = {(what, i): workdir / rel for what, i, rel in sample["files"]}
+                note, table = sample["note"], sample["table"]
+                c, st, m = _compare_sample(pops, trace, files, b, steps)
+                compared, states, mismatches = compared + c, states + st, mismatches + m
     return {"loaded": True, "bit_exact": not mismatches, "samples": int(xs.shape[1]), "steps": steps,
             "spikes_compared": compared, "states_compared": states, "first_mismatches": mismatches[:10],
             "reference": "netx_reference: file values (weight factor f, vThMant and bias times f), a one-step "
