@@ -145,3 +145,58 @@ def test_real_valued_tolerance(graph, inputs, rel, equivalent):
     else:
         assert c.max_rel_diff > REL_TOL and c.real_mismatches > 0
         assert {m.node for m in c.mismatches} == {"head.1"}
+
+
+# -- the last time step, and T = 1 ------------------------------------------------------------
+# A checker that skipped the last step (``expected[:-1]``) would compare nothing at T = 1, the static
+# models' case, and would miss a divergence that only shows at the end of a run. These pin both.
+def lif_graph(alpha: float):
+    """``x`` (3 real channels) -> LIF (threshold 1, no leak) read as spikes and as membrane."""
+    from spikec.compiler.ir import Graph, Node, TensorType
+    p = {"beta": 0.0, "alpha": alpha, "bias": 0.0, "threshold": 1.0, "v_reset": 0.0}
+    x = Node("x", "input", (), TensorType((3,)))
+    lif = Node("lif", "lif", ("x",), TensorType((3,), "binary"), {"reset": "zero"}, p)
+    mem = Node("lif.membrane", "lif", ("x",), TensorType((3,)), {"reset": "zero", "output": "membrane"}, p)
+    return Graph((x, lif, mem), ("lif", "lif.membrane"))
+
+
+@pytest.mark.parametrize("steps", [1, 2, 5])
+def test_a_difference_at_the_last_step_only_is_found(steps):
+    batch = 2
+    x = np.zeros((steps, batch, 3))
+    x[-1] = 0.75                              # silent until the last step; there U = 0.75 vs 1.5 (threshold 1)
+    c = compare_graphs(lif_graph(1.0), lif_graph(2.0), x)
+    assert not c.equivalent
+    assert c.spikes_compared == c.values_compared == steps * batch * 3
+    assert c.spike_mismatches == c.real_mismatches == batch * 3
+    assert {m.step for m in c.mismatches} == {steps - 1}
+    assert {(m.node, m.expected, m.got) for m in c.mismatches} == {("lif", 0.0, 1.0), ("lif.membrane", 0.75, 1.5)}
+    assert all(m.margin is not None for m in c.mismatches if m.node == "lif")
+    same = compare_graphs(lif_graph(1.0), lif_graph(1.0), x)
+    assert same.equivalent and same.spikes_compared == steps * batch * 3
+
+
+@pytest.mark.parametrize("spike", [True, False], ids=["spikes", "real"])
+def test_single_step_tensors_are_compared(spike):
+    """``Comparison.add`` on ``[T=1, B, ...]``: the one step there is counted and checked."""
+    expected = np.zeros((1, 2, 4))
+    got = expected.copy()
+    got[0, 1, 3] = 1.0
+    c = checker.Comparison()
+    c.add("n", expected, got, spike)
+    assert not c.equivalent
+    assert (c.spike_mismatches, c.real_mismatches) == ((1, 0) if spike else (0, 1))
+    assert (c.spikes_compared if spike else c.values_compared) == 8
+    (m,) = c.mismatches
+    assert (m.node, m.step, m.index, m.expected, m.got) == ("n", 0, (1, 3), 0.0, 1.0)
+
+
+def test_static_run_of_the_digits_model_is_compared(graph, inputs):
+    """T = 1 (a static, SDNA-like run): a nudged threshold still shows, at step 0."""
+    one = inputs[-1:]
+    bad = perturb(graph, "lif1", "threshold", lambda a: a + 0.05)
+    c = compare_graphs(graph, bad, one)
+    assert not c.equivalent and c.spike_mismatches > 0
+    spiking = [n for n in graph.nodes if n.op != "input" and n.type.is_spike]
+    assert c.spikes_compared == sum(n.type.size for n in spiking) * one.shape[1]
+    assert {m.step for m in c.mismatches} == {0}

@@ -12,7 +12,7 @@ import spikec.nn as snn
 from spikec.compiler.checker import compare_graphs, compare_with_torch
 from spikec.compiler.errors import PassError
 from spikec.compiler.frontend import trace
-from spikec.compiler.ops import deployed_params
+from spikec.ops import deployed_params
 from spikec.compiler.passes import run_passes
 from spikec.compiler.report import source_params
 from spikec.compiler.verify import verify
@@ -411,3 +411,104 @@ def test_branch_whose_output_has_another_reader_is_not_fused(as_output):
     assert "a.1" in after
     x = rng.normal(size=(3, 2, 2, 5, 5))
     assert compare_graphs(graph, after, x).equivalent
+
+
+# -- biased branch convolutions ------------------------------------------------------------------
+# RepConv's own branches have bias-free convs; a hand-built unit may not. A branch conv's bias then passes
+# through its BN (``s * (conv + b) + c = s * conv + (b * s + c)``): these tests pin that term, which no
+# other test or example exercises (a mutant ``b + c`` survived the whole suite before them).
+class BiasedBranches(nn.Module):
+    """``BN(conv3x3(x) + b1) + BN(conv1x1(x) + b2) [+ BN(conv1x3(x) + b3)]`` -> LIF: biased branch convs."""
+
+    def __init__(self, c_in, c_out, stride=1, three=True):
+        super().__init__()
+        self.a = snn.TimeDistributed(nn.Conv2d(c_in, c_out, 3, stride, 1, bias=True), nn.BatchNorm2d(c_out))
+        self.b = snn.TimeDistributed(nn.Conv2d(c_in, c_out, 1, stride, 0, bias=True), nn.BatchNorm2d(c_out))
+        self.c = snn.TimeDistributed(nn.Conv2d(c_in, c_out, (1, 3), stride, (0, 1), bias=True),
+                                     nn.BatchNorm2d(c_out)) if three else None
+        self.lif = snn.LIF(beta=0.7, threshold=0.4)
+
+    def forward(self, x):
+        y = self.a(x) + self.b(x)
+        if self.c is not None:
+            y = y + self.c(x)
+        return self.lif(y)
+
+
+def _biased_unit(c_in, c_out, stride, three, seed):
+    rng = np.random.default_rng(seed)
+    # gamma away from 1 (and negative): b * s + c and b + c must differ on every channel
+    model = randomize(BiasedBranches(c_in, c_out, stride, three), rng, gamma_signs=(-1.0, 1.0))
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.Conv2d):
+                m.bias.copy_(T64(rng.uniform(0.5, 1.5, m.bias.shape) * rng.choice([-1.0, 1.0], m.bias.shape)))
+    return model, rng
+
+
+def _branches(model):
+    """(W, b, s, c) per branch as float64 numpy: conv weight and bias, BN scale ``s`` and shift ``c``."""
+    out = []
+    with torch.no_grad():
+        for branch in (model.a, model.b, model.c):
+            if branch is not None:
+                (w, b), (gamma, beta, mean, var) = ([v.double() for v in vs] for vs in (
+                    (branch[0].weight, branch[0].bias), (branch[1].weight, branch[1].bias, branch[1].running_mean,
+                                                         branch[1].running_var)))
+                s = gamma / torch.sqrt(var + branch[1].eps)
+                out.append(tuple(v.numpy() for v in (w, b, s, beta - mean * s)))
+    return out
+
+
+def _expected_fused(model):
+    """The fused (W, b), computed here from the torch modules, independently of the pass's helpers."""
+    w_sum, b_sum = 0.0, 0.0
+    for w, b, s, c in _branches(model):
+        kh, kw = w.shape[2:]
+        full = np.zeros(w.shape[:2] + (3, 3))
+        full[:, :, (3 - kh) // 2:(3 - kh) // 2 + kh, (3 - kw) // 2:(3 - kw) // 2 + kw] = w
+        w_sum = w_sum + full * s[:, None, None, None]
+        b_sum = b_sum + b * s + c
+    return w_sum, b_sum
+
+
+def _fires(graph, x) -> int:
+    """How often the unit's LIF fires on ``x`` (a silent neuron would compare nothing of interest)."""
+    from spikec.compiler.interpreter import run
+    return int(run(graph, x).values["lif"].sum())
+
+
+@pytest.mark.parametrize("c_in, c_out, stride, three", [(3, 4, 1, True), (2, 3, 2, False), (4, 4, 1, False)])
+def test_biased_branch_convs_fold_their_bias_through_the_bn(c_in, c_out, stride, three):
+    model, rng = _biased_unit(c_in, c_out, stride, three, seed=20 + c_in + stride)
+    graph = trace(model, (c_in, 6, 7), input_kind="binary")
+    assert all("bias" in n.params for n in graph.nodes if n.op == "conv2d")
+    result = fuse_repconv(graph)
+    assert result.skipped == ()
+    after = verify(result.graph)
+    assert ops(after) == ["input", "conv2d", "lif"]
+    fused = after.node(after.node("lif").inputs[0])
+    w, b = _expected_fused(model)
+    np.testing.assert_allclose(fused.params["weight"], w, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(fused.params["bias"], b, rtol=1e-12, atol=1e-13)
+    # the bias really matters: without the BN scale on it, the bias would be off on every channel
+    wrong = sum(b + c for _, b, _, c in _branches(model))
+    assert np.all(np.abs(wrong - fused.params["bias"]) > 1e-3)
+    x = binary(rng, (4, 3, c_in, 6, 7))
+    c = compare_graphs(graph, after, x)
+    assert c.equivalent, c.describe()
+    assert c.spikes_compared == x.shape[0] * x.shape[1] * graph.node("lif").type.size
+    assert 0 < _fires(graph, x) < x.shape[0] * x.shape[1] * graph.node("lif").type.size
+    assert compare_with_torch(model, after, x).equivalent
+
+
+def test_biased_branch_unit_through_the_pass_manager_is_equivalent():
+    """The same unit through ``run_passes``: a wrong fused bias is a spike mismatch the pass manager reports."""
+    model, rng = _biased_unit(3, 3, 1, True, seed=31)
+    graph = trace(model, (3, 5, 5), input_kind="binary")
+    x = binary(rng, (5, 2, 3, 5, 5))
+    out, (record,) = run_passes(graph, [FUSE_REPCONV], x, explicit=True)
+    assert ops(out) == ["input", "conv2d", "lif"]
+    assert record.spike_mismatches == 0 and record.comparison["spikes_compared"] > 0
+    np.testing.assert_allclose(out.node(out.node("lif").inputs[0]).params["bias"], _expected_fused(model)[1],
+                               rtol=1e-12, atol=1e-13)
