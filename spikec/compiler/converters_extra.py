@@ -20,9 +20,8 @@ from torch import nn
 
 from spikec.compiler.errors import IRError, ShapeError, UnsupportedOp
 from spikec.compiler.frontend import register_converter
-from spikec.compiler.interpreter import register_kernel
 from spikec.compiler.ir import TensorType
-from spikec.compiler.ops import define
+from spikec.ops import define, register_kernel
 
 
 def _refuse(name, module, why, remedy):

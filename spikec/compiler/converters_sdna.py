@@ -21,9 +21,10 @@ import torch.nn.functional as F
 
 from spikec.compiler.errors import IRError, UnsupportedOp
 from spikec.compiler.frontend import register_converter
-from spikec.compiler.interpreter import register_kernel
 from spikec.compiler.ir import TensorType
-from spikec.compiler.ops import _need, _per_channel, _sizes, define
+from spikec.ops import define, register_kernel
+from spikec.ops.common import per_channel as _per_channel, sizes as _sizes
+from spikec.ops.registry import need as _need
 from spikec.nn.sdna import SDNALinear, SDNAPairwise, sdna_pairwise, window_scale
 
 BN_PARAMS = ("bn_gamma", "bn_beta", "bn_mean", "bn_var")

@@ -10,10 +10,11 @@ import torch.nn.functional as F
 
 from spikec.compiler.interpreter import Trace
 from spikec.compiler.ir import Graph
-from spikec.compiler.ops import OPS
+from spikec.ops import OPS
 from spikec.compiler.report import synaptic_kind
 
-E_MAC_PJ, E_AC_PJ = 4.6, 0.9
+E_MAC_PJ, E_AC_PJ = 4.6, 0.9   # pJ per multiply-accumulate / accumulate; shared with the TTFS report
+ENERGY_SOURCE = "45 nm, Horowitz 2014 (estimate)"
 
 
 def dense_ops(graph: Graph, node) -> int:
@@ -60,7 +61,7 @@ def cost_report(graph: Graph, trace: Trace, e_mac: float = E_MAC_PJ, e_ac: float
     rates = {n.name: float(trace.values[n.name].mean()) for n in graph.nodes
              if n.op != "input" and OPS[n.op].stateful and n.type.is_spike and n.op != "delay"}
     return {"per_inference": "one sample over all T steps, averaged over the verification batch",
-            "energy_constants_pj": {"mac": e_mac, "ac": e_ac, "source": "45 nm, Horowitz 2014 (estimate)"},
+            "energy_constants_pj": {"mac": e_mac, "ac": e_ac, "source": ENERGY_SOURCE},
             "layers": layers, "firing_rates": rates,
             "total_ac_ops": sum(l["ac_ops"] for l in layers), "total_mac_ops": sum(l["mac_ops"] for l in layers),
             "synaptic_energy_pj": sum(l["energy_pj"] for l in layers),

@@ -16,7 +16,7 @@ from torch import nn
 
 from spikec.compiler.errors import BadInput, ShapeError, SpikecError, UnsupportedOp
 from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.ops import infer_type
+from spikec.ops import infer_type
 from spikec.compiler.verify import verify
 
 CONVERTERS: dict[type, Callable] = {}

@@ -13,7 +13,7 @@ from spikec.compiler.checker import compare_traces
 from spikec.compiler.interpreter import Trace, run
 from spikec.compiler.errors import NotEquivalent, PassError, SpikecError
 from spikec.compiler.ir import Graph
-from spikec.compiler.ops import deployed_params
+from spikec.ops import deployed_params
 from spikec.compiler.verify import verify
 
 

@@ -2,7 +2,7 @@
 from torch import nn
 
 from spikec.compiler.ir import Graph
-from spikec.compiler.ops import OPS, deployed_params
+from spikec.ops import OPS, deployed_params
 
 
 def source_params(model: nn.Module) -> int:

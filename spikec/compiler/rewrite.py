@@ -22,7 +22,7 @@ def sole_consumer(graph: Graph, name: str):
 
 def retype(graph: Graph) -> Graph:
     """Recompute every node's type from its inputs, in order (after a rewrite changed kinds or time bases)."""
-    from spikec.compiler.ops import infer_type
+    from spikec.ops import infer_type
     types, nodes = {}, []
     for n in graph.nodes:
         if n.op != "input":

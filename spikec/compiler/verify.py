@@ -3,7 +3,7 @@ import numpy as np
 
 from spikec.compiler.errors import IRError, SpikecError
 from spikec.compiler.ir import NAME_CHARS, Graph
-from spikec.compiler.ops import OPS, infer_type
+from spikec.ops import OPS, infer_type
 
 
 # attributes whose value selects a behaviour, by op (None: every op): any other value would silently select a

@@ -31,7 +31,7 @@ import numpy as np
 from spikec.compiler.errors import PassError
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.ops import infer_type
+from spikec.ops import infer_type
 
 NET_PATH = Path(__file__).resolve().parent / "data" / "rsqrt_net.npz"
 

@@ -35,9 +35,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from spikec.compiler.interpreter import register_kernel
 from spikec.compiler.ir import TensorType
-from spikec.compiler.ops import OPS, _need, define
+from spikec.ops import OPS, define, register_kernel
+from spikec.ops.registry import need as _need
 
 
 def _same(node, ins):
@@ -107,7 +107,7 @@ define("ttfs_decode", 1, _same)
 define("ttfs_mat", 1, _same)
 define("ttfs_bmul", 2, _broadcast)
 define("ttfs_affine", 1, _infer_affine, ("gain",), ("bias",), count=_count("gain", "bias"))
-if "layernorm" not in OPS:  # a shared LayerNorm op may land in spikec.compiler.ops: keep that one
+if "layernorm" not in OPS:  # a shared LayerNorm op may land in spikec.ops: keep that one
     define("layernorm", 1, _infer_layernorm, ("gamma", "beta"), count=_count("gamma", "beta"), dense=True)
 
 

@@ -44,7 +44,7 @@ import numpy as np
 from spikec.compiler.errors import PassError, UnsupportedOp
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.ops import infer_type
+from spikec.ops import infer_type
 from spikec.compiler.rewrite import sole_consumer
 from spikec.compiler.verify import verify
 

@@ -17,7 +17,7 @@ from spikec.compiler.checker import compare_with_torch
 from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.frontend import ConvertContext, trace
 from spikec.compiler.interpreter import run
-from spikec.compiler.ops import OPS, deployed_params
+from spikec.ops import OPS, deployed_params
 from spikec.nn.sdna import SDNALinear, SDNAPairwise
 
 SDNA = Path(__file__).resolve().parents[2] / "examples" / "sdna"

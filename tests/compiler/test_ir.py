@@ -12,7 +12,7 @@ from spikec.compiler.errors import IRError, ShapeError
 from spikec.compiler.frontend import trace
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.ops import OPS, infer_type
+from spikec.ops import OPS, infer_type
 from spikec.compiler.serialize import load_graph, save_graph
 from spikec.compiler.verify import problems, verify
 

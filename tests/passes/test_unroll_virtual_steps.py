@@ -17,7 +17,7 @@ from spikec.compiler.errors import IRError
 from spikec.compiler.frontend import trace
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.ops import OPS
+from spikec.ops import OPS
 from spikec.compiler.passes import run_passes
 from spikec.compiler.report import layers_report, lowering, product_kind
 from spikec.compiler.verify import verify

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from spikec.compiler.ir import Node, TensorType
-from spikec.compiler.ops import OPS
+from spikec.ops import OPS, KernelContext
 
 # ops a host partition runs: the dense ops of the IR and the per-time-step affine ones (no static synapse
 # holds a different gain at every step)
@@ -30,15 +30,7 @@ def out_shape(op: str, node, ins) -> tuple:
     return OPS[op].infer(fake, [TensorType(t.shape) for t in ins]).shape
 
 
-_KERNELS = None
-
-
-def _kernels():
-    global _KERNELS
-    if _KERNELS is None:
-        from spikec.compiler.interpreter import _Kernels
-        _KERNELS = _Kernels(False, {})
-    return _KERNELS
+_FLOAT = KernelContext(False, {})  # host partitions run the float64 kernels
 
 
 class _Node:
@@ -68,10 +60,10 @@ def _host_step(op, attrs, params, t, inputs):
     for k, v in params.items():
         v = np.asarray(v, dtype=np.float64)
         p[k] = torch.from_numpy(np.array(v[t:t + 1] if op in PER_STEP else v))
-    fn = getattr(_kernels(), op)
+    kernel = OPS[op].kernel
     outs = []
     for b in range(inputs[0].shape[0]):
         xs = [torch.from_numpy(np.ascontiguousarray(np.asarray(x[b], dtype=np.float64)[None, None]))
               for x in inputs]
-        outs.append(fn(node, p, *xs).numpy()[0, 0])
+        outs.append(kernel(_FLOAT, node, p, *xs).numpy()[0, 0])
     return np.stack(outs)

@@ -54,10 +54,12 @@ or a sub-step stream (the ops are stateless and run on any time base).
 import numpy as np
 import torch
 
-from spikec.compiler import interpreter
 from spikec.compiler.errors import IRError
 from spikec.compiler.ir import TensorType
-from spikec.compiler.ops import OPS, TIME_BASE_OPS, _infer_conv, _need, _per_channel, _sizes, define
+from spikec.ops import OPS, define, register_kernel
+from spikec.ops.common import EXACT_FLOAT, NeuronOut, channel, per_channel as _per_channel, sizes as _sizes
+from spikec.ops.registry import need as _need
+from spikec.ops.synapses import infer_conv as _infer_conv
 
 STATE_BITS = 24
 M = 2 ** (STATE_BITS - 1)
@@ -134,7 +136,7 @@ def _conv(node, p, x):
         xs = (xs != 0).astype(np.int64)
     w = _np(p["weight"])
     bound = float(np.abs(w).reshape(w.shape[0], -1).sum(1).max(initial=0)) * float(np.abs(xs).max(initial=0))
-    if bound >= interpreter.EXACT_FLOAT:
+    if bound >= EXACT_FLOAT:
         raise IRError(f"conv sums may reach {bound:.3g} >= 2**53 and lose exactness", where=f"node {node.name!r}")
     z = torch.from_numpy(xs.astype(np.float64))
     y = torch.nn.functional.conv2d(z.flatten(0, 1), torch.from_numpy(w.astype(np.float64)), None,
@@ -171,7 +173,7 @@ def decay(x: np.ndarray, factor) -> np.ndarray:
     return np.sign(y) * (np.abs(y) >> 12)
 
 
-class _StateOut(interpreter._NeuronOut):
+class _StateOut(NeuronOut):
     """Per-step outputs of one population run (spikes, states, flags, margin); each read-out node picks one."""
 
     def __init__(self, shape, names, spike_steps=None):
@@ -310,7 +312,7 @@ def _infer_readout(node, ins):
 
 
 def _readout(node, p, x):
-    return x + interpreter._channel(p["bias"], x.dim() - 1)
+    return x + channel(p["bias"], x.dim() - 1)
 
 
 # -- host partition ----------------------------------------------------------------------
@@ -325,7 +327,7 @@ def _host(node, p, *xs):
     for i, x in enumerate(xs):
         v = x.numpy().astype(np.float64)
         g = p.get(f"gain{i}")
-        ins.append(v if g is None else v / interpreter._channel(g, v.ndim - 1).numpy())
+        ins.append(v if g is None else v / channel(g, v.ndim - 1).numpy())
     steps = ins[0].shape[0]
     outs = [host.host_step(node.attrs["op"], dict(node.attrs["attrs"]), host.params_of(node), t,
                            [v[t] for v in ins]) for t in range(steps)]
@@ -342,7 +344,7 @@ def quantize_values(x: np.ndarray, gain, bits: int) -> np.ndarray:
 
 
 def _quant(node, p, x):
-    g = interpreter._channel(p["gain"], x.dim() - 1).numpy()
+    g = channel(p["gain"], x.dim() - 1).numpy()
     return torch.from_numpy(quantize_values(x.numpy(), g, node.attrs.get("bits", 0)))
 
 
@@ -361,9 +363,9 @@ def register() -> None:
                                    else _sizes(n, *names))
     define("lava_lif", 1, _infer_lif, LIF_PARAMS, ("v_reset",), stateful=True,
            count=neuron_count(*LIF_PARAMS, "v_reset"))
+    # like intfire_unrolled, lava_intfire defines its output's time base (D sub-steps)
     define("lava_intfire", 1, _infer_neuron(LIF_PARAMS, _intfire_spikes), LIF_PARAMS, stateful=True,
-           count=neuron_count(*LIF_PARAMS))
-    TIME_BASE_OPS.add("lava_intfire")   # like intfire_unrolled, it defines its output's time base (D sub-steps)
+           count=neuron_count(*LIF_PARAMS), time_base=True)
     define("lava_silif", 1, _infer_neuron(SILIF_PARAMS, lambda n, t: TensorType(t.shape, "binary")), SILIF_PARAMS,
            stateful=True, count=neuron_count(*SILIF_PARAMS))
     define("lava_csilif", 1, _infer_neuron(CSILIF_PARAMS, lambda n, t: TensorType(t.shape, "binary")),
@@ -374,17 +376,17 @@ def register() -> None:
         define(f"lava_host{arity}" if arity > 1 else "lava_host", arity, _infer_host, (),
                tuple(f"gain{i}" for i in range(arity)) + HOST_PARAMS, dense=True, stateful=True)
     define("lava_quant", 1, _infer_quant, ("gain",), count=lambda n: 0)
-    interpreter.register_kernel("lava_dense", _dense)
-    interpreter.register_kernel("lava_conv", _conv)
-    interpreter.register_kernel("lava_lif", _lif)
-    interpreter.register_kernel("lava_intfire", _intfire)
-    interpreter.register_kernel("lava_silif", _silif)
-    interpreter.register_kernel("lava_csilif", _csilif)
-    interpreter.register_kernel("lava_or", _or)
-    interpreter.register_kernel("lava_readout", _readout)
+    register_kernel("lava_dense", _dense)
+    register_kernel("lava_conv", _conv)
+    register_kernel("lava_lif", _lif)
+    register_kernel("lava_intfire", _intfire)
+    register_kernel("lava_silif", _silif)
+    register_kernel("lava_csilif", _csilif)
+    register_kernel("lava_or", _or)
+    register_kernel("lava_readout", _readout)
     for op in ("lava_host", "lava_host2", "lava_host3"):
-        interpreter.register_kernel(op, _host)
-    interpreter.register_kernel("lava_quant", _quant)
+        register_kernel(op, _host)
+    register_kernel("lava_quant", _quant)
 
 
 # parameters a wrapped host op may carry (prefixed "p_" to keep them apart from the input gains)

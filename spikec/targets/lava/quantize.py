@@ -44,7 +44,7 @@ import numpy as np
 from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.ops import _window
+from spikec.ops.common import window as _window
 from spikec.targets.lava import host as hostmod
 from spikec.targets.lava import ops as lops
 from spikec.targets.lava.limits import check_scale, int_inputs, to_int

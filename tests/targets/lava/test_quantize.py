@@ -219,7 +219,8 @@ def _resonator(op, params, shape=(2,)):
 def test_silif_and_csilif_kernels_match_the_float_neurons_when_exact():
     # decays that are exact in 12-bit fractions (1, and a 90 degree rotation) leave no rounding: the integer
     # states are exactly 64 s times the float ones (here s = 1: kappa 0.5 -> K = 32, v_th 2 -> vth 2 on Re m)
-    from spikec.compiler.interpreter import _Kernels
+    from spikec.ops import KernelContext
+    from spikec.ops.neurons import csilif, silif
     rng = np.random.default_rng(5)
     x = rng.integers(0, 4, (12, 2, 2))
     zero = np.zeros(2, np.int64)
@@ -228,8 +229,8 @@ def test_silif_and_csilif_kernels_match_the_float_neurons_when_exact():
     got = run(g, x, integer=True).values
     node = Node("f", "silif", ("i",), TensorType((2,), "binary"), {"kappa": 0.5},
                 {"decay": np.ones(2), "b": np.ones(2), "v_th": np.full(2, 2.0)})
-    k = _Kernels(False, {})
-    ref = k.silif(node, {kk: torch.as_tensor(np.array(v)) for kk, v in node.params.items()},
+    k = KernelContext(False, {})
+    ref = silif(k, node, {kk: torch.as_tensor(np.array(v)) for kk, v in node.params.items()},
                   torch.as_tensor(x.astype(np.float64)))
     assert np.array_equal(got["pop"], ref.spikes.numpy()) and np.array_equal(got["pop.v"], 64 * ref.membrane.numpy())
     g = _resonator("lava_csilif", {"a_re": np.int64(0), "a_im": np.int64(4096), "vth": np.int64(1),
@@ -237,7 +238,7 @@ def test_silif_and_csilif_kernels_match_the_float_neurons_when_exact():
     got = run(g, x, integer=True).values
     node = Node("f", "csilif", ("i",), TensorType((2,), "binary"), {"kappa": 0.5},
                 {"a_re": np.zeros(2), "a_im": np.ones(2), "b": np.ones(2), "v_th": np.full(2, 2.0)})
-    ref = k.csilif(node, {kk: torch.as_tensor(np.array(v)) for kk, v in node.params.items()},
+    ref = csilif(k, node, {kk: torch.as_tensor(np.array(v)) for kk, v in node.params.items()},
                    torch.as_tensor(x.astype(np.float64)))
     assert np.array_equal(got["pop"], ref.spikes.numpy())
     assert np.array_equal(got["pop.v"], 32 * ref.membrane.numpy())      # U = 2 Re m; v = 64 Re m
@@ -245,7 +246,8 @@ def test_silif_and_csilif_kernels_match_the_float_neurons_when_exact():
 
 
 def test_host_step_is_per_sample_and_matches_the_float_kernel():
-    from spikec.compiler.interpreter import _Kernels
+    from spikec.ops import KernelContext
+    from spikec.ops.attention import dsmpa
     from spikec.targets.lava import host
     rng = np.random.default_rng(6)
     c = 3
@@ -257,7 +259,7 @@ def test_host_step_is_per_sample_and_matches_the_float_kernel():
                           for i in range(4)])
     assert np.array_equal(y, one)                          # no result depends on how samples are grouped
     node = Node("d", "dsmpa", ("a", "b", "c"), TensorType((c, 2, 3)), {"eps": 1e-6}, params)
-    ref = _Kernels(False, {}).dsmpa(node, {k: torch.as_tensor(v) for k, v in params.items()},
+    ref = dsmpa(KernelContext(False, {}), node, {k: torch.as_tensor(v) for k, v in params.items()},
                                     *(torch.as_tensor(v[None]) for v in (u, s, x)))
     assert np.allclose(y, ref.numpy()[0], rtol=1e-12, atol=1e-12)
 

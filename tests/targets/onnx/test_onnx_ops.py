@@ -10,9 +10,9 @@ import onnx
 import pytest
 
 from spikec.compiler.errors import BadInput, UnsupportedOp
-from spikec.compiler.interpreter import KERNELS, register_kernel, run
+from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.ops import OPS, define, infer_type
+from spikec.ops import OPS, define, infer_type
 from spikec.compiler.verify import verify
 from spikec.passes.unroll_virtual_steps import unroll_virtual_steps
 from spikec.targets.onnx import check_model_against, export, run_model
@@ -323,11 +323,9 @@ def test_bntt_steps_must_match():
 def op_without_onnx_form():
     """An op the IR and the interpreter know but the ONNX target does not (as a new op would be)."""
     name = "test_square_no_onnx"
-    define(name, 1, lambda n, i: i[0])
-    register_kernel(name, lambda node, p, x: x * x)
+    define(name, 1, lambda n, i: i[0], kernel=lambda ctx, node, p, x: x * x)
     yield name
     OPS.pop(name)
-    KERNELS.pop(name)
 
 
 def test_refuses_op_without_onnx_form(op_without_onnx_form):

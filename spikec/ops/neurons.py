@@ -1,0 +1,158 @@
+"""Neurons: membrane dynamics, a threshold, spikes, and the firing margin ``|U - boundary|``.
+
+Parameters are a scalar or one value per channel, ``()`` or ``(C,)`` (``shape[0]`` of the step).
+  lif        beta, alpha, bias, threshold, v_reset; attr reset "subtract" | "zero"
+             U_t = beta H_{t-1} + alpha X_t + bias; S_t = [U_t >= threshold];
+             H_t = U_t - threshold S_t (subtract) or U_t (1 - S_t) + v_reset S_t (zero)
+  intfire    beta, alpha, threshold, optional bias; attrs max_spikes D, rounding "round" | "floor"
+             q_t = clamp(floor(U_t / threshold + 1/2 or 0), 0, D); H_t = U_t - threshold q_t
+  silif      decay, b, v_th (C,); attr kappa        u_t = decay (u_{t-1} - kappa s_{t-1}) + b x_t
+  csilif     a_re, a_im, b, v_th (C,); attr kappa   complex m_t = a (m_{t-1} - kappa s_{t-1}) + b x_t, u = 2 Re m
+  intfire_unrolled  as intfire, its count replayed as D binary sub-step spikes (a new time base)
+  substep_sum       sums the D sub-steps of each physical step, plus an optional per-channel bias once
+Neurons take attr ``output``: "spikes" (default) or "membrane" (the pre-reset ``U``, real).
+"""
+import torch
+
+from spikec.compiler.ir import TensorType
+from spikec.ops.common import NeuronOut, channel, float_only, per_channel, sizes
+from spikec.ops.registry import define, need
+
+LIF_PARAMS = ("beta", "alpha", "bias", "threshold", "v_reset")
+INTFIRE_PARAMS = ("beta", "alpha", "threshold")
+
+
+def neuron_type(names, spikes):
+    """Type inference of a neuron: per-channel parameters, and spikes or the real membrane."""
+    def infer(node, ins):
+        (t,) = ins
+        per_channel(node, t, names)
+        output = node.attrs.get("output", "spikes")
+        need(output in ("spikes", "membrane"), node, f"output must be 'spikes' or 'membrane', got {output!r}")
+        return spikes(node, t) if output == "spikes" else TensorType(t.shape)
+    return infer
+
+
+def _binary(node, t):
+    return TensorType(t.shape, "binary")
+
+
+def lif(ctx, node, p, x):
+    float_only(ctx, node)
+    beta, alpha, bias, theta, v_reset = (channel(p[k], x.dim() - 1) for k in LIF_PARAMS)
+    out = NeuronOut(x)
+    h = torch.zeros_like(x[0])
+    for t in range(x.shape[0]):
+        u = beta * h + alpha * x[t] + bias
+        s = (u - theta >= 0).to(x.dtype)
+        h = u - theta * s if node.attrs["reset"] == "subtract" else u * (1 - s) + v_reset * s
+        out.put(t, s, u, (u - theta).abs())
+    return out
+
+
+def _integer_update(node, p, x):
+    """The integer neuron's per-step count ``q``, residual and margin, as a generator over t."""
+    beta, alpha, theta = (channel(p[k], x.dim() - 1) for k in INTFIRE_PARAMS)
+    offset = 0.5 if node.attrs["rounding"] == "round" else 0.0
+    bias = channel(p["bias"], x.dim() - 1) if "bias" in p else None
+    h = torch.zeros_like(x[0])
+    for t in range(x.shape[0]):
+        u = beta * h + alpha * x[t] if bias is None else beta * h + alpha * x[t] + bias
+        z = u / theta
+        q = torch.clamp(torch.floor(z + offset), 0, node.attrs["max_spikes"])
+        h = u - theta * q
+        frac = z + offset - torch.floor(z + offset)
+        yield t, q, u, torch.minimum(frac, 1 - frac) * theta
+
+
+def intfire(ctx, node, p, x):
+    float_only(ctx, node)
+    out = NeuronOut(x)
+    for t, q, u, margin in _integer_update(node, p, x):
+        out.put(t, q, u, margin)
+    return out
+
+
+def intfire_unrolled(ctx, node, p, x):
+    """The integer neuron's physical-step update, its count replayed as D binary sub-step spikes.
+
+    The count ``q`` and residual are computed exactly as ``intfire`` computes them, and the sub-step
+    spikes are the thermometer code ``s_d = [d < q]``: what the sub-step neuron (``v = U + theta/2``;
+    ``s_d = [v >= theta]``; ``v -= theta s_d``) emits in exact arithmetic. In float64 that neuron's
+    repeated subtraction can round a decimal tie differently from ``floor(U/theta + 1/2)``; the
+    fixed-point targets run it in integers, where both agree.
+    """
+    float_only(ctx, node)
+    d_max = node.attrs["max_spikes"]
+    spikes = torch.empty((x.shape[0] * d_max, *x.shape[1:]), dtype=x.dtype)
+    margin = torch.empty_like(spikes)
+    for t, q, _, m in _integer_update(node, p, x):
+        for d in range(d_max):
+            spikes[t * d_max + d] = (q > d).to(x.dtype)
+            margin[t * d_max + d] = m
+    return spikes, margin
+
+
+def silif(ctx, node, p, x):
+    float_only(ctx, node)
+    a, b, v_th = (channel(p[k], x.dim() - 1) for k in ("decay", "b", "v_th"))
+    kappa = node.attrs["kappa"]
+    out = NeuronOut(x)
+    u, s = torch.zeros_like(x[0]), torch.zeros_like(x[0])
+    for t in range(x.shape[0]):
+        u = a * (u - kappa * s) + b * x[t]
+        s = (u - v_th >= 0).to(x.dtype)
+        out.put(t, s, u, (u - v_th).abs())
+    return out
+
+
+def csilif(ctx, node, p, x):
+    float_only(ctx, node)
+    a_re, a_im, b, v_th = (channel(p[k], x.dim() - 1) for k in ("a_re", "a_im", "b", "v_th"))
+    kappa = node.attrs["kappa"]
+    out = NeuronOut(x)
+    m_re, m_im, s = torch.zeros_like(x[0]), torch.zeros_like(x[0]), torch.zeros_like(x[0])
+    for t in range(x.shape[0]):
+        z_re = m_re - kappa * s
+        m_re, m_im = a_re * z_re - a_im * m_im + b * x[t], a_re * m_im + a_im * z_re
+        u = 2 * m_re
+        s = (u - v_th >= 0).to(x.dtype)
+        out.put(t, s, u, (u - v_th).abs())
+    return out
+
+
+def substep_sum(ctx, node, p, x):
+    d = ctx.substeps[node.inputs[0]]
+    y = x.reshape(x.shape[0] // d, d, *x.shape[1:]).sum(1)
+    return y + channel(p["bias"], y.dim() - 1) if "bias" in p else y
+
+
+def infer_unrolled(node, ins):
+    (t,) = ins
+    per_channel(node, t, INTFIRE_PARAMS + ("bias",))
+    need(t.substeps == 1, node, "an unrolled integer neuron integrates physical steps")
+    return TensorType(t.shape, "binary", None, node.attrs["max_spikes"])
+
+
+def infer_substep_sum(node, ins):
+    (t,) = ins
+    need(t.substeps >= 1, node, "substep_sum needs a sub-step input")
+    if "bias" in node.params:
+        need(node.params["bias"].shape == (t.shape[0],), node, f"bias must have shape ({t.shape[0]},)")
+    if t.kind == "real" or "bias" in node.params:
+        return TensorType(t.shape)
+    return TensorType(t.shape, "integer", (t.ceiling or 1) * t.substeps)
+
+
+define("lif", 1, neuron_type(LIF_PARAMS, _binary), LIF_PARAMS, kernel=lif, stateful=True, neuron=True)
+define("intfire", 1, neuron_type(INTFIRE_PARAMS + ("bias",),
+                                 lambda n, t: TensorType(t.shape, "integer", n.attrs["max_spikes"])),
+       INTFIRE_PARAMS, ("bias",), kernel=intfire, stateful=True, neuron=True)  # bias: a folded BN's shift
+define("silif", 1, neuron_type(("decay", "b", "v_th"), _binary), ("decay", "b", "v_th"),
+       count=lambda n: 3 * n.params["b"].size, kernel=silif, stateful=True, neuron=True)
+define("csilif", 1, neuron_type(("a_re", "a_im", "b", "v_th"), _binary), ("a_re", "a_im", "b", "v_th"),
+       count=lambda n: 5 * n.params["b"].size, kernel=csilif, stateful=True, neuron=True)
+define("intfire_unrolled", 1, infer_unrolled, INTFIRE_PARAMS, ("bias",), kernel=intfire_unrolled, stateful=True,
+       neuron=True, time_base=True)
+define("substep_sum", 1, infer_substep_sum, (), ("bias",), count=lambda n: sizes(n, "bias"), kernel=substep_sum,
+       time_base=True)

@@ -1,0 +1,62 @@
+"""Normalization and affine ops.
+
+Array layouts:
+  batchnorm gamma, beta, mean, var (C,); attr eps               -- inference BatchNorm, per channel
+  bntt      gamma, beta, mean, var (T, C); attr eps            -- one BatchNorm per time step
+  scale     no params; attrs a, b (scalars)                    -- y = a x + b
+"""
+import torch
+import torch.nn.functional as F
+
+from spikec.compiler.errors import BadInput
+from spikec.compiler.ir import TensorType
+from spikec.ops.common import channel, float_only, per_step, sizes
+from spikec.ops.registry import define, need
+
+STATISTICS = ("gamma", "beta", "mean", "var")
+
+
+def infer_bn(node, ins):
+    (t,) = ins
+    for n in STATISTICS:
+        need(node.params[n].shape == (t.shape[0],), node,
+             f"{n} has shape {node.params[n].shape}, expected ({t.shape[0]},)")
+    return TensorType(t.shape)
+
+
+def infer_bntt(node, ins):
+    (t,) = ins
+    steps = node.params["gamma"].shape[0]
+    for n in STATISTICS:
+        need(node.params[n].shape == (steps, t.shape[0]), node,
+             f"{n} has shape {node.params[n].shape}, expected ({steps}, {t.shape[0]})")
+    return TensorType(t.shape)
+
+
+def batchnorm(ctx, node, p, x):
+    float_only(ctx, node)
+    return per_step(lambda z: F.batch_norm(z, p["mean"], p["var"], p["gamma"], p["beta"], False, 0.0,
+                                           node.attrs["eps"]), x)
+
+
+def bntt(ctx, node, p, x):
+    float_only(ctx, node)
+    if x.shape[0] != p["gamma"].shape[0]:
+        raise BadInput(f"BNTT holds statistics for T={p['gamma'].shape[0]} steps, the input has T={x.shape[0]}",
+                       where=f"node {node.name!r}", remedy=f"run with --steps {p['gamma'].shape[0]}")
+    scale = p["gamma"] / torch.sqrt(p["var"] + node.attrs["eps"])
+    shift = p["beta"] - p["mean"] * scale
+    return torch.stack([x[t] * channel(scale[t], x.dim() - 1) + channel(shift[t], x.dim() - 1)
+                        for t in range(x.shape[0])])
+
+
+def scale(ctx, node, p, x):
+    a, b = node.attrs["a"], node.attrs["b"]
+    if ctx.integer and (a != int(a) or b != int(b)):
+        float_only(ctx, node)
+    return x * a + b if not ctx.integer else x * int(a) + int(b)
+
+
+define("batchnorm", 1, infer_bn, STATISTICS, count=lambda n: sizes(n, "gamma", "beta"), kernel=batchnorm)
+define("bntt", 1, infer_bntt, STATISTICS, count=lambda n: sizes(n, "gamma", "beta"), kernel=bntt, stateful=True)
+define("scale", 1, lambda node, ins: TensorType(ins[0].shape), kernel=scale)

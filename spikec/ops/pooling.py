@@ -1,0 +1,36 @@
+"""Pooling. attrs kernel, stride, padding (pairs), optional dilation, ceil_mode, count_include_pad (avg)."""
+import torch.nn.functional as F
+
+from spikec.compiler.ir import TensorType
+from spikec.ops.common import float_only, per_step, spike_or_real, window
+from spikec.ops.registry import define, need
+
+
+def infer_pool(node, ins, keep_kind):
+    (t,) = ins
+    need(len(t.shape) == 3, node, f"expects a (C, H, W) input, got shape {t.shape}")
+    (kh, kw), (sh, sw), (ph, pw) = node.attrs["kernel"], node.attrs["stride"], node.attrs["padding"]
+    dh, dw = node.attrs.get("dilation", (1, 1))
+    ceil = node.attrs.get("ceil_mode", False)
+    h, w = window(t.shape[1], kh, sh, ph, dh, ceil), window(t.shape[2], kw, sw, pw, dw, ceil)
+    need(h >= 1 and w >= 1, node, f"pool window {(kh, kw)} does not fit input {t.shape[1:]}")
+    shape = (t.shape[0], h, w)
+    return spike_or_real(t, shape) if keep_kind else TensorType(shape)
+
+
+def avgpool2d(ctx, node, p, x):
+    float_only(ctx, node)
+    a = node.attrs
+    return per_step(lambda z: F.avg_pool2d(z, a["kernel"], a["stride"], a["padding"], a.get("ceil_mode", False),
+                                           a.get("count_include_pad", True)), x)
+
+
+def maxpool2d(ctx, node, p, x):
+    a = node.attrs
+    pool = lambda z: F.max_pool2d(z, a["kernel"], a["stride"], a["padding"], a.get("dilation", (1, 1)),
+                                  a.get("ceil_mode", False))
+    return per_step(pool, x.double()).to(x.dtype) if ctx.integer else per_step(pool, x)
+
+
+define("avgpool2d", 1, lambda n, i: infer_pool(n, i, False), kernel=avgpool2d)
+define("maxpool2d", 1, lambda n, i: infer_pool(n, i, True), kernel=maxpool2d)

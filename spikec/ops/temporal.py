@@ -1,0 +1,51 @@
+"""Ops over time.
+
+Array layouts:
+  tdm       lam (C,)                 -- y_t = (1 + lam) x_t - lam x_{t-1}
+  delay     no params; attr steps    -- y_t = x_{t - steps} (zeros before), on any time base
+  step_bias bias (T, C)              -- y_t = x_t + bias[t]: a per-time-step bias schedule
+"""
+import torch
+
+from spikec.compiler.errors import BadInput
+from spikec.compiler.ir import TensorType
+from spikec.ops.common import channel, float_only, sizes
+from spikec.ops.registry import define, need
+
+
+def infer_tdm(node, ins):
+    (t,) = ins
+    need(node.params["lam"].shape == (t.shape[0],), node, f"lam must have shape ({t.shape[0]},)")
+    return TensorType(t.shape)
+
+
+def infer_step_bias(node, ins):
+    (t,) = ins
+    need(node.params["bias"].ndim == 2 and node.params["bias"].shape[1] == t.shape[0], node,
+         f"bias schedule must be (T, {t.shape[0]}), got {node.params['bias'].shape}")
+    return TensorType(t.shape)
+
+
+def tdm(ctx, node, p, x):
+    float_only(ctx, node)
+    lam = channel(p["lam"], x.dim() - 1)
+    prev = torch.cat([torch.zeros_like(x[:1]), x[:-1]])
+    return (1 + lam) * x - lam * prev
+
+
+def delay(ctx, node, p, x):
+    k = min(node.attrs["steps"] * node.type.substeps, x.shape[0])
+    return torch.cat([torch.zeros_like(x[:k]), x[: x.shape[0] - k]])
+
+
+def step_bias(ctx, node, p, x):
+    if x.shape[0] != p["bias"].shape[0]:
+        raise BadInput(f"the bias schedule holds T={p['bias'].shape[0]} steps, the input has T={x.shape[0]}",
+                       where=f"node {node.name!r}", remedy=f"run with --steps {p['bias'].shape[0]}")
+    return torch.stack([x[t] + channel(p["bias"][t], x.dim() - 1) for t in range(x.shape[0])])
+
+
+define("tdm", 1, infer_tdm, ("lam",), count=lambda n: sizes(n, "lam"), kernel=tdm, stateful=True)
+define("delay", 1, lambda n, i: i[0], kernel=delay, stateful=True, time_base=True)
+define("step_bias", 1, infer_step_bias, ("bias",), count=lambda n: sizes(n, "bias"), kernel=step_bias,
+       stateful=True)
