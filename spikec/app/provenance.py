@@ -6,10 +6,10 @@ was, so verify never unpickles). The report's ``provenance`` records absolute pa
 the originals, for people; verify reads code and weights only from ``OUTDIR/source`` or from paths given
 on its own command line.
 """
+import ast
 import hashlib
 import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import torch
@@ -56,18 +56,38 @@ def provenance(opts, inputs_file: str | None) -> dict:
             "weights": _file_record(opts.weights), "inputs": _file_record(inputs_file)}
 
 
+def _imported_names(path: Path) -> set[str]:
+    """Absolute module names a Python file imports (``import a.b``, ``from a.b import c``)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+            names |= {f"{node.module}.{a.name}" for a in node.names}  # ``from pkg import module``
+    return names
+
+
 def sibling_modules(src: Path) -> dict[str, Path]:
-    """Python files under the model file's folder that are loaded now (the model's own imports of its
-    siblings, e.g. a data helper), by their path relative to that folder; spikec's own modules excluded."""
+    """The Python files beside the model file that it imports, directly or through each other (a data helper,
+    a layers module, a local package), by path relative to the model's folder. Read from the import
+    statements, so the answer does not depend on what this process happens to have loaded."""
     root, src = src.parent.resolve(), src.resolve()
-    found = {}
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None)
-        if not path or name == "spikec" or name.startswith("spikec."):
-            continue
-        p = Path(path).resolve()
-        if p.suffix == ".py" and p != src and root in p.parents:
-            found[str(p.relative_to(root))] = p
+    found, todo = {}, [src]
+    while todo:
+        for name in sorted(_imported_names(todo.pop())):
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):  # each package on the way, then the module
+                base = root.joinpath(*parts[:i])
+                for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                    rel = str(candidate.relative_to(root))
+                    if candidate.is_file() and candidate != src and rel not in found:
+                        found[rel] = candidate
+                        todo.append(candidate)
     return found
 
 
