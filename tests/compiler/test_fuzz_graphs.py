@@ -78,10 +78,9 @@ def test_every_spec_builds_even_when_shrunk_to_nothing():
 
 
 # -- the campaigns -----------------------------------------------------------------------------------
-def _known_nir_bug(spec: Spec) -> bool:
-    """The NIR export bug this fuzzer found (see test_nir_hard_reset_lif_with_negative_alpha): a hard-reset LIF
-    with a negative input gain alpha (fold_batchnorm's BN -> LIF rule gives one for a negative BN gamma).
-    Remove this filter with the xfail once spikec/targets/nir/export.py exports (or refuses) such a neuron."""
+def _negative_alpha(spec: Spec) -> bool:
+    """A hard-reset LIF with a negative input gain alpha after the passes (fold_batchnorm's BN -> LIF rule gives
+    one for a negative BN gamma): the graph the fuzzer found the NIR export firing the wrong way on."""
     graph, x = build(spec), inputs(spec)
     deployed, _ = run_passes(graph, select("default")[0], x)
     return any(n.op == "lif" and (n.attrs["reset"] == "zero" or not np.any(n.params["beta"]))
@@ -98,7 +97,7 @@ def test_random_graphs(stage):
         if lava_available() is not None:
             pytest.skip(f"Lava does not import here: {lava_available()}")
     campaign = fuzz.fuzz(seeds(stage), (stage,), shrink_failures=False)
-    failures = [r for r in campaign.failures if not (stage == "nir" and _known_nir_bug(r.spec))]
+    failures = campaign.failures
     if failures:
         small, out = shrink(failures[0].spec, failures[0].outcome, seconds=60)
         pytest.fail(f"{len(failures)} of {len(campaign.reports)} random graphs fail stage {stage!r} "
@@ -116,16 +115,16 @@ NIR_NEGATIVE_ALPHA = Spec(seed=212, shape=(2, 2, 2), steps=1, batch=1, head="rea
 
 def test_nir_negative_alpha_reproducer_is_a_valid_graph():
     """The passes and the ONNX target get it right: the IR keeps its meaning, only the NIR export is wrong."""
-    assert _known_nir_bug(NIR_NEGATIVE_ALPHA)
+    assert _negative_alpha(NIR_NEGATIVE_ALPHA)
     assert check(NIR_NEGATIVE_ALPHA, "passes").status == "ok"
     assert check(NIR_NEGATIVE_ALPHA, "onnx").status == "ok"
 
 
-@pytest.mark.xfail(strict=True, reason="NIR export: a hard-reset LIF with alpha < 0 fires on the wrong side "
-                                       "(spikec/targets/nir/export.py _hard_reset); found by the fuzzer")
-def test_nir_hard_reset_lif_with_negative_alpha():
+def test_nir_hard_reset_lif_with_negative_alpha_is_refused_by_name():
+    """Found by the fuzzer: the export fired such a neuron the wrong way round; it is now refused, naming it."""
     out = check(NIR_NEGATIVE_ALPHA, "nir")
-    assert out.status == "ok", out.detail
+    assert out.status == "refused", out.detail
+    assert "alpha is <= 0" in out.detail and "--passes none" in out.detail
 
 
 # -- the fuzzer finds planted bugs -------------------------------------------------------------------

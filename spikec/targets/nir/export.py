@@ -352,6 +352,12 @@ class _Exporter:
         self.single(node, known["membrane" if membrane else "spikes"])
 
     def _hard_reset(self, node, beta, alpha, bias, theta, v_reset) -> str:
+        if (alpha <= 0).any():  # NIR's comparison is v >= v_threshold on r-scaled input: r <= 0 cannot flip it
+            _refuse(node, "the neuron's input gain alpha is <= 0 on some channel (a BatchNorm with a negative "
+                          "gamma folded into a hard-reset neuron gives alpha < 0); NIR's LIF/IF scales the input "
+                          "by r and fires on v >= v_threshold, which cannot express the flipped comparison",
+                    "compile for NIR with --passes none (the BatchNorm then stays a separate affine), or "
+                    "train with a positive BatchNorm gamma before this neuron")
         below = np.nextafter(theta, -np.inf)
         if (beta == 1).all():
             if (bias != 0).any():
