@@ -29,7 +29,10 @@ from spikec.compiler.report import layers_report, params_report
 from spikec.compiler.serialize import graph_to_json, load_graph, save_graph
 from spikec.passes import select
 from spikec.targets import get_target
-import spikec.ttfs  # noqa: E402,F401  (registers the TTFS ops, so TTFS graphs load and run)
+from spikec.ttfs import TTFS_CODING  # also registers the TTFS ops, so TTFS graphs load and run
+
+# --coding NAME -> its pass and verifier (spikec.ttfs.compile.Coding); "native" keeps the model's own coding
+CODINGS = {"ttfs": TTFS_CODING}
 
 
 @dataclass(frozen=True)
@@ -148,8 +151,7 @@ def _verification_inputs(model, opts: CompileOptions, inputs) -> tuple[np.ndarra
 def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None, inputs=None) -> Compiled:
     """Compile ``opts.model`` (or the given ``model``) on its verification inputs (or the given ``inputs``)."""
     target = get_target(opts.target)
-    if opts.coding == "ttfs" and target is not None:
-        raise BadInput(f"--target {opts.target} has no lowering for a TTFS graph", remedy="use --target none")
+    coding = _coding(opts)
     passes, explicit = select(opts.passes)
     start = time.perf_counter()
     model = load_source(opts) if model is None else model
@@ -163,15 +165,14 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         if front.equivalent else (graph, [])
     trace_final = last[0] if last else traced
     del traced, last
-    ttfs = spikec.ttfs.compile_ttfs(model, deployed, x, {"dt": opts.ttfs_dt}) \
-        if opts.coding == "ttfs" and front.equivalent else None
-    if ttfs:  # the deployed graph is now the TTFS graph: run it for the checks below
-        deployed = ttfs.graph
-        trace_final = run(deployed, x, progress="verifying deployed graph")
+    coded = None  # the coding's verdict, a TargetResult
+    if coding and front.equivalent:
+        deployed, trace_final, records, coded = _recode(coding, opts, model, deployed, x, records)
     final = compare_with_torch(model, deployed, x, trace=trace_final, source=reference)
-    # an approximate TTFS mapping (LayerNorm) cannot match the source to 1e-9: it verifies itself (exact to its
-    # decomposed ANN) and its measured distance to the source is reported, labelled approximate
-    final_ok = final.equivalent or bool(ttfs and ttfs.ok and not ttfs.report["exact"])
+    # an approximate coding (TTFS LayerNorm) cannot match the source to 1e-9: its verifier checks it exactly against
+    # what it approximates and measures the distance to the source; the report labels it approximate
+    approximate = not final.equivalent and bool(coded and coded.ok and coded.report.get("exact") is False)
+    final_ok = final.equivalent or approximate
     cost = cost_report(deployed, trace_final)
     # a graph that failed its own proof is not emitted: a target's verdict on it would mean nothing
     emitted = target(deployed, x, trace_final, {"seed": opts.seed}) if target and front.equivalent and final_ok \
@@ -186,10 +187,10 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         "frontend": {**front.summary(), "converters": dict(graph.meta.get("converters", ()))},
         "params": params_report(model, deployed),
         "passes": [r.to_json() for r in records],
-        "final": {**final.summary(), "near_threshold": ties},
+        "final": {**final.summary(), "near_threshold": ties, "approximate": approximate},
         "equivalent": front.equivalent and final_ok and all(r.spike_mismatches == 0 for r in records)
-        and (target is None or (emitted is not None and emitted.ok)) and (ttfs is None or ttfs.ok),
-        "ttfs": ttfs.report if ttfs else None,
+        and (target is None or (emitted is not None and emitted.ok)) and (coded is None or coded.ok),
+        **{name: None for name in CODINGS}, **({opts.coding: coded.report} if coded else {}),
         "layers": layers_report(deployed),
         "ac_share": cost["ac_share"],
         "cost": cost,
@@ -203,10 +204,31 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         "seconds": round(time.perf_counter() - start, 3),
     }
     io = {"input": x, **{f"output{'' if i == 0 else i}": o for i, o in enumerate(reference[0])}}
-    if ttfs:
+    if approximate:  # no source output matches it: verify compares the deployed graph with its own recorded run
         io["deployed_output"] = run(deployed, x, record="outputs").values[deployed.outputs[0]]
     files = {**source_files(opts, model), **(emitted.files if emitted else {})} if inputs is None else {}
     return Compiled(report, deployed, io, files)
+
+
+def _coding(opts: CompileOptions):
+    """The hook of ``--coding`` (None for ``native``); BadInput for an unknown coding or a target it cannot use."""
+    if opts.coding == "native":
+        return None
+    if opts.coding not in CODINGS:
+        raise BadInput(f"--coding {opts.coding!r} is not known", remedy=f"use native or one of: {', '.join(CODINGS)}")
+    coding = CODINGS[opts.coding]
+    if opts.target not in coding.targets:
+        raise BadInput(f"--target {opts.target} has no lowering for a {opts.coding.upper()} graph",
+                       remedy=f"use --target {' or '.join(coding.targets)}")
+    return coding
+
+
+def _recode(coding, opts: CompileOptions, model, graph: Graph, x, records: list):
+    """The coding's pass (by the pass manager, recorded after the others), its graph's run, and its verdict."""
+    options = coding.options(opts)
+    coded, more, trace_coded = coding.lower(model, graph, x, options)
+    verdict = coding.verify(model, graph, coded, x, options, reference=trace_coded)
+    return coded, trace_coded, records + more, verdict
 
 
 def _not_emitted(name: str, front_ok: bool, final_ok: bool) -> dict | None:

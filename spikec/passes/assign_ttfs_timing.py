@@ -5,18 +5,20 @@ this module wraps it as a ``Pass`` for the pass manager. The pass needs calibrat
 ``Graph -> PassResult`` function does not receive, so it is built per compile:
 ``make_pass(calibration, **options)``. The TTFS graph's outputs decode the ANN outputs and keep their
 names, so the pass manager's checker compares them with the ANN's (1e-9 relative, float64); inputs that
-clip (outside the calibration range) show up there as mismatches. ``spikec.ttfs.compile_ttfs`` is the
-driver hook: it runs this mapping, the event-driven simulator and the full verification report.
+clip (outside the calibration range) show up there as mismatches. ``--coding ttfs`` runs it
+(``spikec.ttfs.compile.lower_ttfs``, after decomposing LayerNorm) and verifies the result with the
+event-driven simulator (``spikec.ttfs.verify.verify_ttfs``).
 """
 import numpy as np
 
 from spikec.compiler.passes import Pass, PassResult
-from spikec.ttfs.layernorm import expand_layernorm, has_layernorm
 from spikec.ttfs.timing import assign_ttfs_timing
 
+NAME = "assign_ttfs_timing"
 REQUIRES = ("a stateless ANN: Linear/Conv (with bias), ReLU / shift-ReLU / identity, average pooling, flatten, "
-            "BatchNorm, scalar affine, residual additions, element-wise products, LayerNorm (decomposed, "
-            "approximate); anything else (max-pool, sigmoid, spiking neurons) is refused with the node named")
+            "BatchNorm, scalar affine, residual additions, element-wise products, LayerNorm decomposed first "
+            "(spikec.ttfs.layernorm; --coding ttfs does); anything else (max-pool, sigmoid, spiking neurons) is "
+            "refused with the node named")
 ENSURES = ("a TTFS graph: one spike per neuron at most, windows t_min(n) = t_max(n-1), delays aligning residual "
            "operands, thresholds tau*theta = sum_j W'_ij L_src + U - b'; outputs decode to the ANN's")
 
@@ -24,16 +26,10 @@ ENSURES = ("a TTFS graph: one spike per neuron at most, windows t_min(n) = t_max
 def make_pass(calibration: np.ndarray, **options) -> Pass:
     """The pass with its calibration inputs ``[T, B, ...]`` and ``assign_ttfs_timing`` options bound."""
     def run(graph):
-        ann = graph
-        notes = []
-        if has_layernorm(graph):
-            ann, records = expand_layernorm(graph, calibration)
-            notes += [f"{r['node']}: LayerNorm decomposed into seven TTFS sub-layers; 1/sqrt APPROXIMATE "
-                      f"(fit rel. error {r['fit_max_rel_error']:.2g})" for r in records]
-        plan = assign_ttfs_timing(ann, calibration, **options)
-        notes += [f"{l.name}: {l.kind} ({l.coding}) window [{l.t_min:g}, {l.t_max:g}], scale {l.scale:.4g}"
-                  for l in plan.layers]
+        plan = assign_ttfs_timing(graph, calibration, **options)
+        notes = [f"{l.name}: {l.kind} ({l.coding}) window [{l.t_min:g}, {l.t_max:g}], scale {l.scale:.4g}"
+                 for l in plan.layers]
         notes.append(f"latency {plan.latency:g} tau_c")
         changed = tuple(n.name for n in plan.graph.nodes if n.op != "input")
         return PassResult(plan.graph, changed, (), tuple(notes))
-    return Pass("assign_ttfs_timing", run, REQUIRES, ENSURES)
+    return Pass(NAME, run, REQUIRES, ENSURES)

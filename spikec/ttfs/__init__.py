@@ -3,9 +3,13 @@
 - ``timing``     the pass (structure, calibration, windows, delays, closed-form thresholds) -> TTFS IR graph
 - ``simulate``   event-driven simulator: exact spike times, and a discrete-time mode with step ``dt``
 - ``layernorm``  LayerNorm as seven TTFS sub-layers (APPROXIMATE: a fitted 1/sqrt network, ``fit_rsqrt.py``)
-- ``compile``    ``compile_ttfs(model, graph, inputs, options)``: the driver hook and its report
+- ``settings``   the coding's options (``DEFAULTS``) and data sets (calibration, verification, evaluation)
+- ``compile``    ``TTFS_CODING``, the driver's hook: ``lower_ttfs`` (the ``assign_ttfs_timing`` pass, run by the
+                 pass manager) and ``verify_ttfs``; ``compile_ttfs(model, graph, inputs, options)`` does both
+- ``verify``     ``verify_ttfs``: simulator checks, a ``TargetResult`` whose report is the report's ``ttfs`` object
+- ``figures``    the parts of that report (layers, spikes, energy, accuracy, discrete-time table, approximations)
 - ``report``     the summary lines of the report's ``ttfs`` object
-- ``onnx``       ONNX emitters of the TTFS ops (``--target onnx`` can export a TTFS graph)
+- ``onnx``       ONNX emitters of the TTFS ops (``--coding ttfs --target onnx`` exports and checks a TTFS graph)
 - ``ops``        the IR ops (ttfs_encode, ttfs_delay, ttfs_charge, ttfs_dynsyn, ttfs_fire, ttfs_decode, and the
                  ANN-side layernorm, ttfs_mat, ttfs_bmul, ttfs_affine)
 - ``nn``         ``ShiftReLU`` (``max(x, -s)``, the R-TTFS activation)
@@ -37,5 +41,6 @@ except ImportError:
 from spikec.ttfs.nn import ShiftReLU  # noqa: F401
 from spikec.ttfs.simulate import simulate  # noqa: F401
 from spikec.ttfs.timing import assign_ttfs_timing  # noqa: F401
-from spikec.ttfs.compile import TTFSResult, compile_ttfs  # noqa: F401
+from spikec.ttfs.compile import TTFS_CODING, TTFSResult, compile_ttfs, lower_ttfs  # noqa: F401
+from spikec.ttfs.verify import verify_ttfs  # noqa: F401
 from spikec.ttfs.report import summary_lines  # noqa: F401

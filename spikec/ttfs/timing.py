@@ -154,133 +154,160 @@ def _channel_shape(v: np.ndarray, shape) -> np.ndarray:
 
 
 # -- 1. structure -------------------------------------------------------------------------------
-def structure(ann: Graph) -> Plan:
-    layers: list[Layer] = []
-    sym: dict = {}           # ANN node name -> ("mat", layer) | ("expr", Expr)
-    mat_cache: dict = {}     # ANN node name -> layer materialised for it
-    handled: set = set()
+class _Walk:
+    """One walk over the ANN: the layers so far, and what each ANN value is in terms of them."""
 
-    def new_layer(name, kind, shape, scope="", **kw) -> int:
-        layers.append(Layer(len(layers), name, kind, tuple(shape), scope=scope, **kw))
-        mat_cache[name] = len(layers) - 1
-        return len(layers) - 1
+    def __init__(self, ann: Graph):
+        self.ann = ann
+        self.layers: list[Layer] = []
+        self.sym: dict = {}          # ANN node name -> ("mat", layer) | ("expr", Expr)
+        self.mat_cache: dict = {}    # ANN node name -> layer materialised for it
+        self.handled: set = set()    # nodes mapped by a pattern that starts before them (shift-ReLU)
 
-    def as_expr(name) -> Expr:
-        s = sym[name]
+    def new_layer(self, name, kind, shape, scope="", **kw) -> int:
+        self.layers.append(Layer(len(self.layers), name, kind, tuple(shape), scope=scope, **kw))
+        self.mat_cache[name] = len(self.layers) - 1
+        return len(self.layers) - 1
+
+    def as_expr(self, name) -> Expr:
+        s = self.sym[name]
         if s[0] == "mat":
-            return Expr([Term(s[1], [])], np.zeros(ann.node(name).type.shape))
+            return Expr([Term(s[1], [])], np.zeros(self.ann.node(name).type.shape))
         return s[1]
 
-    def materialize(name, kind) -> int:
+    def materialize(self, name, kind) -> int:
         """The layer carrying node ``name``'s value (identity coding unless it already is a layer)."""
-        s = sym[name]
+        s = self.sym[name]
         if s[0] == "mat":
             return s[1]
-        if name in mat_cache:
-            return mat_cache[name]
-        node = ann.node(name)
-        return new_layer(name, kind, node.type.shape, node.scope, expr=s[1])
+        if name in self.mat_cache:
+            return self.mat_cache[name]
+        node = self.ann.node(name)
+        return self.new_layer(name, kind, node.type.shape, node.scope, expr=s[1])
 
-    def operand(name):
+    def operand(self, name):
         """(layer, view chain): a layer, a transpose/reshape of one, or else a new identity layer."""
-        s = sym[name]
+        s = self.sym[name]
         if s[0] == "mat":
             return s[1], ()
         e = s[1]
         if len(e.terms) == 1 and not e.bias.any() and all(n.op in VIEWS for n in e.terms[0].chain):
             return e.terms[0].source, tuple(e.terms[0].chain)
-        return materialize(name, "identity"), ()
+        return self.materialize(name, "identity"), ()
 
-    def linear_step(node, lin, bias_fn):
-        e = as_expr(node.inputs[0])
+    def linear_step(self, node, lin, bias_fn):
+        """The input's expression with the linear part ``lin`` appended to every term and ``bias_fn`` on the bias."""
+        e = self.as_expr(node.inputs[0])
         bias = apply_chain([lin], e.bias[None])[0] if lin is not None else e.bias
         bias = bias_fn(bias)
         terms = [Term(t.source, t.chain + ([lin] if lin is not None else [])) for t in e.terms]
         return ("expr", Expr(terms, np.broadcast_to(bias, node.type.shape).astype(np.float64)))
 
+
+def _linear(w: _Walk, node: Node):
+    lin = node.with_(params={"weight": node.params["weight"]})
+    b, shape = node.params.get("bias"), node.type.shape
+    add_b = (lambda x: x) if b is None else (
+        (lambda x: x + b) if node.op == "linear" else (lambda x: x + _channel_shape(b, shape)))
+    return w.linear_step(node, lin, add_b)
+
+
+def _scale(w: _Walk, node: Node):
+    a, b = float(node.attrs["a"]), float(node.attrs["b"])
+    return w.linear_step(node, node.with_(attrs={"a": a, "b": 0.0}), lambda x: x + b)
+
+
+def _batchnorm(w: _Walk, node: Node):
+    p, shape = node.params, node.type.shape
+    s = p["gamma"] / np.sqrt(p["var"] + node.attrs["eps"])
+    c = p["beta"] - p["mean"] * s
+    lin = Node(node.name, "ttfs_affine", node.inputs, TensorType(shape), params={"gain": _channel_shape(s, shape)},
+               scope=node.scope)
+    return w.linear_step(node, lin, lambda x: x + _channel_shape(c, shape))
+
+
+def _affine(w: _Walk, node: Node):
+    bias = node.params.get("bias")
+    return w.linear_step(node, node.with_(params={"gain": node.params["gain"]}),
+                         lambda x: x if bias is None else x + bias)
+
+
+def _add(w: _Walk, node: Node):
+    a, b = w.as_expr(node.inputs[0]), w.as_expr(node.inputs[1])
+    return ("expr", Expr(a.terms + b.terms, a.bias + b.bias))
+
+
+def _relu(w: _Walk, node: Node):
+    shift = _shift_relu(w.ann, node) if node.op == "relu" else None
+    if shift is not None:  # relu(x + s) - s: one R-TTFS layer whose lower clip is the shift
+        pre, post, s = shift
+        k = w.new_layer(post.name, "shift_relu", post.type.shape, post.scope, expr=w.as_expr(pre.inputs[0]), shift=s)
+        w.sym[post.name] = ("mat", k)
+        w.handled.add(post.name)
+        return ("expr", Expr([Term(k, [])], np.full(node.type.shape, s)))
+    s = w.sym[node.inputs[0]]
+    if s[0] == "mat" and w.layers[s[1]].kind in NONNEG:
+        return s  # ReLU of a non-negative layer is that layer
+    return ("mat", w.new_layer(node.name, "relu", node.type.shape, node.scope, expr=w.as_expr(node.inputs[0])))
+
+
+def _mat(w: _Walk, node: Node):
+    if node.attrs["activation"] == "relu":
+        return _relu(w, node)
+    s = w.sym[node.inputs[0]]
+    return s if s[0] == "mat" else ("mat", w.new_layer(node.name, "identity", node.type.shape, node.scope, expr=s[1]))
+
+
+def _product(w: _Walk, node: Node):
+    (ka, va), (kb, vb) = (w.operand(i) for i in node.inputs)
+    act = node.attrs.get("activation")
+    if act is None:
+        act = "relu" if w.layers[ka].kind in NONNEG and w.layers[kb].kind in NONNEG else "identity"
+    depth = w.ann.node(node.inputs[0]).type.shape[-1] if node.op == "matmul" else 1
+    return ("mat", w.new_layer(node.name, f"product_{act}", node.type.shape, node.scope, operands=(ka, kb),
+                               views=(va, vb), contract=node.op == "matmul", depth=depth))
+
+
+def _refuse_op(node: Node):
+    if node.op == "layernorm":
+        _refuse(node, "LayerNorm must be decomposed before timing assignment",
+                "compile with --coding ttfs (it decomposes LayerNorm first), or call "
+                "spikec.ttfs.layernorm.expand_layernorm")
+    if node.op in NO_TTFS:
+        _refuse(node, *NO_TTFS[node.op])
+    if node.op in SPIKING:
+        _refuse(node, f"{node.op} is a spiking neuron: TTFS timing assignment converts a trained ANN "
+                "(Linear/Conv with bias, ReLU, average pooling, residual additions)",
+                "give the ANN the spiking model was trained from, or compile without --coding ttfs")
+    _refuse(node, f"op {node.op} has no TTFS form; supported: Linear/Conv (with bias), ReLU, shift-ReLU, "
+            "identity, average pooling, flatten, BatchNorm, scalar affine, residual additions, "
+            "element-wise products, LayerNorm (decomposed, approximate)",
+            "replace it with a supported op (e.g. max-pool -> avg-pool, sigmoid -> ReLU)")
+
+
+SYMBOLS = {"linear": _linear, "conv2d": _linear, "scale": _scale, "batchnorm": _batchnorm, "ttfs_affine": _affine,
+           "add": _add, "relu": _relu, "ttfs_mat": _mat, "mul": _product, "ttfs_bmul": _product,
+           "matmul": _product, **{op: (lambda w, node: w.linear_step(node, node, lambda x: x)) for op in PURE_LINEAR}}
+
+
+def structure(ann: Graph) -> Plan:
+    """The layers (materialised values) and, for every other ANN value, its affine expression over them."""
+    walk = _Walk(ann)
     for node in ann.nodes:
-        op = node.op
-        if node.name in handled:
+        if node.name in walk.handled:
             continue
-        if op == "input":
-            sym[node.name] = ("mat", new_layer(node.name, "input", node.type.shape))
-        elif op in ("linear", "conv2d"):
-            lin = node.with_(params={"weight": node.params["weight"]})
-            b = node.params.get("bias")
-            shape = node.type.shape
-            add_b = (lambda x: x) if b is None else (
-                (lambda x: x + b) if op == "linear" else (lambda x: x + _channel_shape(b, shape)))
-            sym[node.name] = linear_step(node, lin, add_b)
-        elif op in PURE_LINEAR:
-            sym[node.name] = linear_step(node, node, lambda x: x)
-        elif op == "scale":
-            a, b = float(node.attrs["a"]), float(node.attrs["b"])
-            sym[node.name] = linear_step(node, node.with_(attrs={"a": a, "b": 0.0}), lambda x: x + b)
-        elif op == "batchnorm":
-            p = node.params
-            s = p["gamma"] / np.sqrt(p["var"] + node.attrs["eps"])
-            c = p["beta"] - p["mean"] * s
-            shape = node.type.shape
-            lin = Node(node.name, "ttfs_affine", node.inputs, TensorType(shape),
-                       params={"gain": _channel_shape(s, shape)}, scope=node.scope)
-            sym[node.name] = linear_step(node, lin, lambda x: x + _channel_shape(c, shape))
-        elif op == "ttfs_affine":
-            lin = node.with_(params={"gain": node.params["gain"]})
-            bias = node.params.get("bias")
-            sym[node.name] = linear_step(node, lin, lambda x: x if bias is None else x + bias)
-        elif op == "add":
-            a, b = as_expr(node.inputs[0]), as_expr(node.inputs[1])
-            sym[node.name] = ("expr", Expr(a.terms + b.terms, a.bias + b.bias))
-        elif op == "relu" or (op == "ttfs_mat" and node.attrs["activation"] == "relu"):
-            shift = _shift_relu(ann, node) if op == "relu" else None
-            if shift is not None:
-                pre, post, s = shift
-                k = new_layer(post.name, "shift_relu", post.type.shape, post.scope, expr=as_expr(pre.inputs[0]),
-                              shift=s)
-                sym[node.name] = ("expr", Expr([Term(k, [])], np.full(node.type.shape, s)))
-                sym[post.name] = ("mat", k)
-                handled.add(post.name)
-                continue
-            s = sym[node.inputs[0]]
-            if s[0] == "mat" and layers[s[1]].kind in NONNEG:
-                sym[node.name] = s  # ReLU of a non-negative layer is that layer
-            else:
-                sym[node.name] = ("mat", new_layer(node.name, "relu", node.type.shape, node.scope,
-                                                   expr=as_expr(node.inputs[0])))
-        elif op == "ttfs_mat":
-            s = sym[node.inputs[0]]
-            sym[node.name] = s if s[0] == "mat" else ("mat", new_layer(
-                node.name, "identity", node.type.shape, node.scope, expr=s[1]))
-        elif op in ("mul", "ttfs_bmul", "matmul"):
-            (ka, va), (kb, vb) = (operand(i) for i in node.inputs)
-            act = node.attrs.get("activation")
-            if act is None:
-                act = "relu" if layers[ka].kind in NONNEG and layers[kb].kind in NONNEG else "identity"
-            sym[node.name] = ("mat", new_layer(node.name, f"product_{act}", node.type.shape, node.scope,
-                                               operands=(ka, kb), views=(va, vb), contract=op == "matmul",
-                                               depth=ann.node(node.inputs[0]).type.shape[-1] if op == "matmul" else 1))
-        elif op == "layernorm":
-            _refuse(node, "LayerNorm must be decomposed before timing assignment",
-                    "call spikec.ttfs.layernorm.expand_layernorm first (compile_ttfs does)")
-        elif op in NO_TTFS:
-            _refuse(node, *NO_TTFS[op])
-        elif op in SPIKING:
-            _refuse(node, f"{op} is a spiking neuron: TTFS timing assignment converts a trained ANN "
-                    "(Linear/Conv with bias, ReLU, average pooling, residual additions)",
-                    "give the ANN the spiking model was trained from, or compile without --coding ttfs")
+        if node.op == "input":
+            walk.sym[node.name] = ("mat", walk.new_layer(node.name, "input", node.type.shape))
+        elif node.op in SYMBOLS:
+            walk.sym[node.name] = SYMBOLS[node.op](walk, node)
         else:
-            _refuse(node, f"op {op} has no TTFS form; supported: Linear/Conv (with bias), ReLU, shift-ReLU, "
-                    "identity, average pooling, flatten, BatchNorm, scalar affine, residual additions, "
-                    "element-wise products, LayerNorm (decomposed, approximate)",
-                    "replace it with a supported op (e.g. max-pool -> avg-pool, sigmoid -> ReLU)")
-    outputs = []
-    for o in ann.outputs:
-        outputs.append((o, materialize(o, "identity")))
-    for layer in layers:
+            _refuse_op(node)
+    outputs = [(o, walk.materialize(o, "identity")) for o in ann.outputs]
+    for layer in walk.layers:
         if layer.expr is not None and not layer.expr.terms:
             raise PassError(f"layer {layer.name!r} does not depend on the input (a constant)",
                             remedy="remove the constant branch from the model")
-    return Plan(ann, layers, outputs)
+    return Plan(ann, walk.layers, outputs)
 
 
 def _shift_relu(ann: Graph, relu: Node):
@@ -371,111 +398,132 @@ def _fold_gain(chain, ratio):
     return chain + [Node("gain", "scale", ("x",), TensorType((1,)), {"a": float(ratio), "b": 0.0})]
 
 
+class _Timing:
+    """Emits the TTFS graph layer by layer: windows, shared delay and charge nodes, synapses, thresholds."""
+
+    def __init__(self, plan: Plan, tau: float, headroom: float):
+        self.plan, self.layers, self.tau, self.headroom = plan, plan.layers, tau, headroom
+        self.em = _Emitter()
+        self.delayed: dict = {}   # (source layer, delay) -> spike node
+        self.charges: dict = {}   # (spike node, t_min) -> charge node
+
+    def bound(self, k) -> float:
+        """The largest |value| layer ``k`` can carry, in ANN units."""
+        l = self.layers[k]
+        return max(-l.lo, l.hi) / l.scale
+
+    def spikes_at(self, src, t_min):
+        """(spike node, delay): layer ``src``'s spikes, delayed so that its window ends at ``t_min``."""
+        s = self.layers[src]
+        d = t_min - s.t_max
+        if d < -1e-12 * max(1.0, abs(t_min)):
+            raise PassError(f"layer {s.name!r} ends after its consumer's window starts")
+        d = max(d, 0.0)
+        if d == 0:
+            return s.fire, d
+        key = (src, d)
+        if key not in self.delayed:
+            self.delayed[key] = self.em.emit(f"{s.name}.ttfs.delay", "ttfs_delay", [s.fire], {"delay": d})
+        return self.delayed[key], d
+
+    def charge(self, node, t_min, name) -> str:
+        key = (node, t_min)
+        if key not in self.charges:
+            self.charges[key] = self.em.emit(name, "ttfs_charge", [node], {"t_min": t_min})
+        return self.charges[key]
+
+    def input_layer(self, layer: Layer) -> None:
+        self.em.add(self.plan.ann.node(layer.name))
+        layer.scale, layer.lo, layer.hi = _window_for(layer, layer.window, self.headroom, 0.0)
+        layer.t_min, layer.t_ref, layer.t_max = 0.0, layer.hi, layer.window
+        layer.fire = self.em.emit(f"{layer.name}.ttfs", "ttfs_encode", [layer.name],
+                                  {"t_min": 0.0, "t_ref": layer.t_ref, "t_max": layer.window, "lo": layer.lo,
+                                   "hi": layer.hi, "gain": layer.scale})
+
+    def floor(self, layer: Layer) -> float:
+        """The conditioning floor of the layer's range: ``KAPPA`` times the largest input it can receive."""
+        if layer.expr is None:
+            return KAPPA * self.bound(layer.operands[0]) * self.bound(layer.operands[1]) * layer.depth
+        absin = np.abs(layer.expr.bias)
+        for t in layer.expr.terms:
+            const = np.full((1, *self.layers[t.source].shape), self.bound(t.source))
+            absin = absin + apply_chain([_abs_node(n) for n in t.chain], const)[0]
+        return KAPPA * float(absin.max())
+
+    def weighted_sum(self, layer: Layer, prefix: str):
+        """(value node, theta) of a layer over an affine expression: one synapse group per term."""
+        parts, offset = [], np.zeros(layer.shape)
+        for i, t in enumerate(layer.expr.terms):
+            src = self.layers[t.source]
+            node, d = self.spikes_at(t.source, layer.t_min)
+            layer.delays[src.name] = d
+            x = self.charge(node, layer.t_min, f"{prefix}.q{i}")
+            chain = _fold_gain(t.chain, layer.scale / src.scale)
+            for j, n in enumerate(chain):
+                x = self.em.add(n.with_(name=f"{prefix}.s{i}_{j}", inputs=(x,), scope=n.scope or layer.scope))
+            parts.append(x)
+            # a value-0 input has charged L_src: its share sum_j W'_ij L_src goes into the threshold
+            offset = offset + apply_chain(chain, np.full((1, *src.shape), -src.lo))[0]
+        v = parts[0]
+        for i, p in enumerate(parts[1:], start=1):
+            v = self.em.emit(f"{prefix}.sum{i}", "add", [v, p])
+        return v, (offset + layer.hi - layer.scale * layer.expr.bias) / self.tau
+
+    def product(self, layer: Layer, prefix: str):
+        """(value node, theta) of a product layer: A's decoded value is the weight of B's spike."""
+        ka, kb = layer.operands
+        a, b = self.layers[ka], self.layers[kb]
+        qs = []
+        for k, view, tag in ((ka, layer.views[0], "a"), (kb, layer.views[1], "b")):
+            node, d = self.spikes_at(k, layer.t_min)
+            layer.delays[self.layers[k].name] = d
+            q = self.charge(node, layer.t_min, f"{prefix}.q{tag}")
+            for j, n in enumerate(view):   # charges are per neuron: a view of them is the operand's view
+                q = self.em.add(n.with_(name=f"{prefix}.view{tag}{j}", inputs=(q,), scope=n.scope or layer.scope))
+            qs.append(q)
+        g = layer.scale / (a.scale * b.scale)
+        v = self.em.emit(f"{prefix}.dynsyn", "ttfs_dynmatmul" if layer.contract else "ttfs_dynsyn", qs,
+                         {"gain": g, "l_a": -a.lo, "l_b": -b.lo})
+        return v, np.full(layer.shape, (layer.hi - g * layer.depth * a.lo * b.lo) / self.tau)
+
+    def layer(self, layer: Layer) -> None:
+        """Window, scale, synapses and threshold of a non-input layer; its ``ttfs_fire`` node."""
+        sources = [t.source for t in layer.expr.terms] if layer.expr is not None else list(layer.operands)
+        layer.t_min = max(self.layers[s].t_max for s in sources)
+        layer.scale, layer.lo, layer.hi = _window_for(layer, layer.window, self.headroom, self.floor(layer))
+        layer.t_ref, layer.t_max = layer.t_min + layer.hi, layer.t_min + layer.window
+        prefix = f"{layer.name}.ttfs"
+        v, theta = self.weighted_sum(layer, prefix) if layer.expr is not None else self.product(layer, prefix)
+        layer.fire = self.em.emit(prefix, "ttfs_fire", [v],
+                                  {"t_min": layer.t_min, "t_ref": layer.t_ref, "t_max": layer.t_max, "tau": self.tau,
+                                   "scale": layer.scale, "lo": layer.lo, "hi": layer.hi, "activation": layer.kind,
+                                   "source": layer.name},
+                                  {"theta": np.broadcast_to(theta, layer.shape)}, scope=layer.scope)
+
+    def decoders(self) -> list[str]:
+        """One ``ttfs_decode`` per graph output, named after it."""
+        outs = []
+        for name, k in self.plan.outputs:
+            l = self.layers[k]
+            outs.append(self.em.emit(name, "ttfs_decode", [l.fire], {"t_ref": l.t_ref, "scale": l.scale},
+                                     scope=l.scope))
+        return outs
+
+
 def assign(plan: Plan, *, window: float = 1.0, tau: float = 1.0, headroom: float = 1.0,
            windows: dict | None = None) -> Plan:
     """Choose scales, windows, delays and thresholds; emit the TTFS graph into ``plan.graph``."""
     if not (window > 0 and tau > 0 and headroom > 0):
         raise PassError(f"window {window}, tau {tau} and headroom {headroom} must be > 0")
     windows = windows or {}
-    em = _Emitter()
-    layers = plan.layers
-    delayed: dict = {}   # (source layer, delay) -> spike node
-    charges: dict = {}   # (spike node, t_min) -> charge node
+    timing = _Timing(plan, tau, headroom)
     plan.tau = tau
-
-    def bound(k):  # the largest |value| layer k can carry, in ANN units
-        l = layers[k]
-        return max(-l.lo, l.hi) / l.scale
-
-    def spikes_at(src, t_min):
-        s = layers[src]
-        d = t_min - s.t_max
-        if d < -1e-12 * max(1.0, abs(t_min)):
-            raise PassError(f"layer {s.name!r} ends after its consumer's window starts")
-        d = max(d, 0.0)
-        node = s.fire
-        if d > 0:
-            key = (src, d)
-            if key not in delayed:
-                delayed[key] = em.emit(f"{s.name}.ttfs.delay", "ttfs_delay", [s.fire], {"delay": d})
-            node = delayed[key]
-        return node, d
-
-    def charge(node, t_min, name):
-        key = (node, t_min)
-        if key not in charges:
-            charges[key] = em.emit(name, "ttfs_charge", [node], {"t_min": t_min})
-        return charges[key]
-
-    for layer in layers:
-        w = float(windows.get(layer.name, window))
-        layer.window = w
-        if layer.kind == "input":
-            node = plan.ann.node(layer.name)
-            em.add(node)
-            layer.scale, layer.lo, layer.hi = _window_for(layer, w, headroom, 0.0)
-            layer.t_min, layer.t_ref, layer.t_max = 0.0, layer.hi, w
-            layer.fire = em.emit(f"{layer.name}.ttfs", "ttfs_encode", [layer.name],
-                                 {"t_min": 0.0, "t_ref": layer.t_ref, "t_max": w, "lo": layer.lo, "hi": layer.hi,
-                                  "gain": layer.scale})
-            continue
-        sources = [t.source for t in layer.expr.terms] if layer.expr is not None else list(layer.operands)
-        layer.t_min = max(layers[s].t_max for s in sources)
-        if layer.expr is not None:
-            absin = np.abs(layer.expr.bias)
-            for t in layer.expr.terms:
-                const = np.full((1, *layers[t.source].shape), bound(t.source))
-                absin = absin + apply_chain([_abs_node(n) for n in t.chain], const)[0]
-            floor = KAPPA * float(absin.max())
-        else:
-            floor = KAPPA * bound(layer.operands[0]) * bound(layer.operands[1]) * layer.depth
-        layer.scale, layer.lo, layer.hi = _window_for(layer, w, headroom, floor)
-        layer.t_ref, layer.t_max = layer.t_min + layer.hi, layer.t_min + w
-        prefix = f"{layer.name}.ttfs"
-        if layer.expr is not None:
-            parts, offset = [], np.zeros(layer.shape)
-            for i, t in enumerate(layer.expr.terms):
-                src = layers[t.source]
-                node, d = spikes_at(t.source, layer.t_min)
-                layer.delays[src.name] = d
-                x = charge(node, layer.t_min, f"{prefix}.q{i}")
-                chain = _fold_gain(t.chain, layer.scale / src.scale)
-                for j, n in enumerate(chain):
-                    x = em.add(n.with_(name=f"{prefix}.s{i}_{j}", inputs=(x,), scope=n.scope or layer.scope))
-                parts.append(x)
-                # a value-0 input has charged L_src: its share sum_j W'_ij L_src goes into the threshold
-                offset = offset + apply_chain(chain, np.full((1, *src.shape), -src.lo))[0]
-            v = parts[0]
-            for i, p in enumerate(parts[1:], start=1):
-                v = em.emit(f"{prefix}.sum{i}", "add", [v, p])
-            theta = (offset + layer.hi - layer.scale * layer.expr.bias) / tau
-        else:
-            (ka, kb) = layer.operands
-            a, b = layers[ka], layers[kb]
-            qs = []
-            for k, view, tag in ((ka, layer.views[0], "a"), (kb, layer.views[1], "b")):
-                node, d = spikes_at(k, layer.t_min)
-                layer.delays[layers[k].name] = d
-                q = charge(node, layer.t_min, f"{prefix}.q{tag}")
-                for j, n in enumerate(view):   # charges are per neuron: a view of them is the operand's view
-                    q = em.add(n.with_(name=f"{prefix}.view{tag}{j}", inputs=(q,), scope=n.scope or layer.scope))
-                qs.append(q)
-            g = layer.scale / (a.scale * b.scale)
-            attrs = {"gain": g, "l_a": -a.lo, "l_b": -b.lo}
-            v = em.emit(f"{prefix}.dynsyn", "ttfs_dynmatmul" if layer.contract else "ttfs_dynsyn", qs, attrs)
-            theta = np.full(layer.shape, (layer.hi - g * layer.depth * a.lo * b.lo) / tau)
-        layer.fire = em.emit(prefix, "ttfs_fire", [v],
-                             {"t_min": layer.t_min, "t_ref": layer.t_ref, "t_max": layer.t_max, "tau": tau,
-                              "scale": layer.scale, "lo": layer.lo, "hi": layer.hi, "activation": layer.kind,
-                              "source": layer.name},
-                             {"theta": np.broadcast_to(theta, layer.shape)}, scope=layer.scope)
-    outs = []
-    for name, k in plan.outputs:
-        l = layers[k]
-        outs.append(em.emit(name, "ttfs_decode", [l.fire], {"t_ref": l.t_ref, "scale": l.scale}, scope=l.scope))
-    meta = {"source": plan.ann.meta.get("source", ""), "coding": "ttfs", "tau_c": tau,
-            "latency": plan.latency}
-    plan.graph = verify(Graph(tuple(em.nodes), tuple(outs), meta), "after TTFS timing assignment")
+    for layer in plan.layers:
+        layer.window = float(windows.get(layer.name, window))
+        (timing.input_layer if layer.kind == "input" else timing.layer)(layer)
+    outs = timing.decoders()
+    meta = {"source": plan.ann.meta.get("source", ""), "coding": "ttfs", "tau_c": tau, "latency": plan.latency}
+    plan.graph = verify(Graph(tuple(timing.em.nodes), tuple(outs), meta), "after TTFS timing assignment")
     return plan
 
 

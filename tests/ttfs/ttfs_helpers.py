@@ -2,7 +2,7 @@
 import spikec.ttfs  # noqa: F401
 from spikec.compiler.frontend import trace
 from spikec.compiler.interpreter import run
-from spikec.ttfs.compile import check_layers
+from spikec.ttfs.verify import check_layers
 from spikec.ttfs.simulate import simulate
 from spikec.ttfs.timing import assign_ttfs_timing
 
