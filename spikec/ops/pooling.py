@@ -6,12 +6,20 @@ from spikec.ops.common import float_only, per_step, spike_or_real, window
 from spikec.ops.registry import define, need
 
 
+DEFAULTS = {"dilation": (1, 1), "ceil_mode": False, "count_include_pad": True}  # attrs a pool node may omit
+
+
+def pool_attrs(node) -> dict:
+    """A pool node's attributes with the optional ones filled in (as torch's defaults)."""
+    return {**DEFAULTS, **node.attrs}
+
+
 def infer_pool(node, ins, keep_kind):
     (t,) = ins
     need(len(t.shape) == 3, node, f"expects a (C, H, W) input, got shape {t.shape}")
     (kh, kw), (sh, sw), (ph, pw) = node.attrs["kernel"], node.attrs["stride"], node.attrs["padding"]
-    dh, dw = node.attrs.get("dilation", (1, 1))
-    ceil = node.attrs.get("ceil_mode", False)
+    dh, dw = pool_attrs(node)["dilation"]
+    ceil = pool_attrs(node)["ceil_mode"]
     h, w = window(t.shape[1], kh, sh, ph, dh, ceil), window(t.shape[2], kw, sw, pw, dw, ceil)
     need(h >= 1 and w >= 1, node, f"pool window {(kh, kw)} does not fit input {t.shape[1:]}")
     shape = (t.shape[0], h, w)
@@ -20,15 +28,14 @@ def infer_pool(node, ins, keep_kind):
 
 def avgpool2d(ctx, node, p, x):
     float_only(ctx, node)
-    a = node.attrs
-    return per_step(lambda z: F.avg_pool2d(z, a["kernel"], a["stride"], a["padding"], a.get("ceil_mode", False),
-                                           a.get("count_include_pad", True)), x)
+    a = pool_attrs(node)
+    return per_step(lambda z: F.avg_pool2d(z, a["kernel"], a["stride"], a["padding"], a["ceil_mode"],
+                                           a["count_include_pad"]), x)
 
 
 def maxpool2d(ctx, node, p, x):
-    a = node.attrs
-    pool = lambda z: F.max_pool2d(z, a["kernel"], a["stride"], a["padding"], a.get("dilation", (1, 1)),
-                                  a.get("ceil_mode", False))
+    a = pool_attrs(node)
+    pool = lambda z: F.max_pool2d(z, a["kernel"], a["stride"], a["padding"], a["dilation"], a["ceil_mode"])
     return per_step(pool, x.double()).to(x.dtype) if ctx.integer else per_step(pool, x)
 
 

@@ -19,6 +19,7 @@ from onnx import numpy_helper
 
 from spikec.compiler.errors import BadInput
 from spikec.compiler.ir import Node
+from spikec.ops.pooling import pool_attrs
 from spikec.targets.onnx.builder import Builder, where
 
 EMITTERS: dict[str, Callable] = {}
@@ -191,7 +192,7 @@ def scale(b: Builder, node: Node, x: str) -> str:
 
 @emitter("avgpool2d")
 def avgpool2d(b: Builder, node: Node, x: str) -> str:
-    a = node.attrs
+    a = pool_attrs(node)
     (kh, kw), (sh, sw), (ph, pw) = a["kernel"], a["stride"], a["padding"]
     t, (c, h, w), (_, ho, wo) = b.time_len(x), b.shape(x), node.type.shape
     if b.dtype == "float32":
@@ -224,7 +225,7 @@ def _avgpool_divisor(h, w, kernel, stride, padding, out_hw, count_include_pad) -
 
 @emitter("maxpool2d")
 def maxpool2d(b: Builder, node: Node, x: str) -> str:
-    a = node.attrs
+    a = pool_attrs(node)
     t, (c, h, w), (_, ho, wo) = b.time_len(x), b.shape(x), node.type.shape
     (ph, pw) = a["padding"]
     flat = b.reshape(x, [-1, c, h, w], hint=f"{node.name}/flat")
