@@ -7,7 +7,7 @@ example (CSiLIF/SiLIF custom processes, TDM dual kernels with delays, DS-MPA and
 inputs ``examples/ripe/inputs.npz`` (T = 8, B = 8). Inputs are repeated ``--repeat`` times along the batch.
 
 Protocol: the two runs must be identical first (every spike, every read-out value, final states,
-with the per-layer Lava latency accounted for: ``spikec.targets.lava.emit.compare``), else the
+with the per-layer Lava latency accounted for: ``spikec.targets.lava.compare.compare``), else the
 script exits 1. Timings on this machine (2 cores): the integer reference is the best of 3 runs
 (``time.perf_counter``) of ``interpreter.run`` on the quantized graph (all nodes recorded, as
 verification needs); Lava is the wall time of ``run`` (``RunSteps(T + latency)``,
@@ -37,8 +37,9 @@ def main():
     from spikec.compiler.driver import CompileOptions, compile_model
     from spikec.compiler.interpreter import run
     from spikec.targets.lava import deploy
-    from spikec.targets.lava.emit import compare, run_lava
-    from spikec.targets.lava.quantize import with_readouts
+    from spikec.targets.lava.compare import compare
+    from spikec.targets.lava.ops import with_readouts
+    from spikec.targets.lava.simulate import run_lava
 
     example = REPO / "examples" / args.network
     opts = CompileOptions(model=f"{example / 'model.py'}:small", weights=str(example / "checkpoint.pt"),

@@ -10,10 +10,10 @@ Pipeline (``compile_lava``), on the deployed float graph and the verification in
    binary sub-steps), SiLIF / CSiLIF (custom, 12-bit decays: approximate), OR layers for max pooling,
    read-outs; several synaptic streams may feed one population (residual sums, the TDM dual kernel,
    ``Delay`` nodes); dense float ops run on host partitions (``host.py``).
-2. ``emit.lower``: the integer graph -> a process network (``lava/network.json`` + ``lava/params.npz``,
-   Lava layouts, traps handled), then ``emit.run_lava`` builds it in Lava and runs it in
+2. ``lower.lower``: the integer graph -> a process network (``lava/network.json`` + ``lava/params.npz``,
+   Lava layouts, traps handled), then ``simulate.run_lava`` builds it in Lava (``build.py``) and runs it in
    ``Loihi2SimCfg(select_tag="fixed_pt")``.
-3. ``emit.compare``: every spike and read-out value at every step (latency accounted explicitly),
+3. ``compare.compare``: every spike and read-out value at every step (latency accounted explicitly),
    and the final ``v``, ``u`` of every population, bit for bit.
 4. Float vs fixed agreement per layer and on the outputs (approximate by nature: measured, labelled),
    resource estimate, and ``model.net`` (netx HDF5) when the graph is within netx's vocabulary.
@@ -36,11 +36,14 @@ from spikec.compiler.interpreter import run
 from spikec.compiler.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
 from spikec.targets.lava import ops as _ops  # noqa: F401  (defines the lava_* ops)
+from spikec.targets.lava.compare import compare
 from spikec.targets.lava.limits import int_inputs
-from spikec.targets.lava.emit import POPULATION_TYPES, compare, load_network, lower, run_lava, save_network
-from spikec.targets.lava.quantize import quantize, with_readouts
+from spikec.targets.lava.lower import POPULATION_TYPES, load_network, lower, save_network
+from spikec.targets.lava.ops import with_readouts
+from spikec.targets.lava.quantize import quantize
 from spikec.targets.lava.resources import agreement, partitions, resources
 from spikec.targets.lava.selfcheck import run_checks
+from spikec.targets.lava.simulate import run_lava
 
 
 def _int_inputs(graph, inputs) -> dict:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.compiler.ir import Graph, Node
 
 NETX_OPS = ("input", "lava_conv", "lava_dense", "flatten", "lava_lif")
 
@@ -191,7 +191,7 @@ def run_netx(path, x: np.ndarray, steps: int, workdir: Path) -> dict:
     """Load ``model.net`` with netx and run one sample ``x`` ``[T, *ir]``: every layer's spikes (all steps)
     and final ``v``, ``u``. Runs Lava in this process: call it through ``supervisor.run("netx", ...)``
     (as ``verify`` does), which runs it in ``runner.py``."""
-    from spikec.targets.lava.emit import to_lava
+    from spikec.targets.lava.layout import to_lava
     hdf5, note = import_netx()
     from lava.magma.core.run_conditions import RunSteps
     from lava.magma.core.run_configs import Loihi2SimCfg
@@ -221,7 +221,7 @@ def run_netx(path, x: np.ndarray, steps: int, workdir: Path) -> dict:
 
 def _compare_sample(pops, trace, files, b, steps) -> tuple[int, int, list]:
     """Sample ``b``'s netx recordings against the reference trace: ``(spikes, states compared, mismatches)``."""
-    from spikec.targets.lava.emit import to_lava
+    from spikec.targets.lava.layout import to_lava
     compared = states = 0
     mismatches = []
     for i, name in enumerate(pops):
@@ -245,7 +245,8 @@ def verify(q: Graph, path, x: np.ndarray, samples: int = 1) -> dict:
     """Load ``path`` with netx, run the first ``samples`` samples of ``x`` ``[T, B, ...]`` and compare every
     layer's spikes at every step and the final states with ``netx_reference(q)`` bit for bit."""
     from spikec.compiler.interpreter import run
-    from spikec.targets.lava.quantize import measure, with_readouts
+    from spikec.targets.lava.calibrate import measure
+    from spikec.targets.lava.ops import with_readouts
     ref_graph = netx_reference(q)
     pops = [d["pop"].name for d in layers(q)]
     depth = len(pops)

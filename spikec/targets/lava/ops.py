@@ -3,9 +3,9 @@
 Each kernel repeats, in exact int64 numpy arithmetic, what the corresponding Lava 0.10.0
 ``fixed_pt`` ProcessModel computes for one logical step (the latency of every Lava synapse
 process and the sub-step schedule are *not* part of these ops: the target accounts for them when
-comparing, see ``lava/emit.py``). Written independently of Lava's code, so comparing the two
-checks both. A synapse's input may be binary spikes, graded payloads (``num_message_bits > 0``)
-or a sub-step stream (the ops are stateless and run on any time base).
+lowering and comparing, see ``lava/lower.py`` and ``lava/compare.py``). Written independently of Lava's
+code, so comparing the two checks both. A synapse's input may be binary spikes, graded payloads
+(``num_message_bits > 0``) or a sub-step stream (the ops are stateless and run on any time base).
 
   lava_dense    weight (N_out, N_in) int64: the values handed to ``lava.proc.dense.Dense``
                 (or ``DelayDense`` when a ``delay`` node precedes it) attrs weight_exp, num_message_bits.
@@ -55,7 +55,7 @@ import numpy as np
 import torch
 
 from spikec.compiler.errors import IRError
-from spikec.compiler.ir import TensorType
+from spikec.compiler.ir import Graph, TensorType
 from spikec.ops import OPS, define, register_kernel
 from spikec.ops.common import EXACT_FLOAT, NeuronOut, channel, per_channel as _per_channel, sizes as _sizes
 from spikec.ops.registry import need as _need
@@ -396,6 +396,21 @@ HOST_OPS = ("lava_host", "lava_host2", "lava_host3")
 
 def host_op(arity: int) -> str:
     return "lava_host" if arity == 1 else f"lava_host{arity}"
+
+
+def with_readouts(qgraph: Graph, what=None) -> Graph:
+    """``qgraph`` plus state read-out twins ``<population>.<state>`` (states of ``STATES``, ``flags``,
+    ``membrane``) of every neuron population (the same dynamics run once)."""
+    nodes, names = [], {n.name for n in qgraph.nodes}
+    for n in qgraph.nodes:
+        nodes.append(n)
+        if n.op in STATES and n.attrs.get("output", "spikes") == "spikes":
+            for w in (what or STATES[n.op] + ("flags", "membrane")):
+                if w not in STATES[n.op] + ("flags", "membrane") or f"{n.name}.{w}" in names:
+                    continue
+                nodes.append(n.with_(name=f"{n.name}.{w}", attrs=dict(n.attrs, output=w),
+                                     type=TensorType(n.type.shape)))
+    return Graph(tuple(nodes), qgraph.outputs, qgraph.meta)
 
 
 register()

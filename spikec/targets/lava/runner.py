@@ -51,12 +51,12 @@ def _tag_shared_memory(tag: str) -> None:
 
 # -- jobs ---------------------------------------------------------------------------------
 def network_job(path: Path, spec: dict) -> dict:
-    """``emit.run_lava``'s network on its inputs, one Lava run per batch chunk (stops at a failing one)."""
+    """``simulate.run_lava``'s network on its inputs, one Lava run per batch chunk (stops at a failing one)."""
     from spikec.targets.lava._shim import import_lava
     import_lava()
     from lava.magma.core.run_conditions import RunSteps
     from lava.magma.core.run_configs import Loihi2SimCfg
-    from spikec.targets.lava.emit import build
+    from spikec.targets.lava.build import build
 
     net = json.loads((path / "network.json").read_text())
     with np.load(path / "params.npz", allow_pickle=False) as z:
@@ -121,7 +121,7 @@ def _prewarm() -> None:
         import lava.proc.dense.process  # noqa: F401
         import lava.proc.io.source  # noqa: F401
         import lava.proc.lif.process  # noqa: F401
-        import spikec.targets.lava.emit  # noqa: F401
+        import spikec.targets.lava.build  # noqa: F401
         import spikec.targets.lava.procs.models  # noqa: F401
     except Exception:   # a job importing them again reports the failure in its result
         traceback.print_exc()

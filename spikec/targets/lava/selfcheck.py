@@ -23,9 +23,12 @@ import torch
 
 from spikec.compiler.errors import IRError
 from spikec.targets.lava import ops as lops
-from spikec.targets.lava.emit import POPULATION_OPS, POPULATION_TYPES, conv_weight_from_lava, flatten_perm
-from spikec.targets.lava.quantize import _channel_axis, _Ctx, _name_streams, _neuron_params, _stream_weights, \
-    build_layers
+from spikec.targets.lava.assemble import stream_weights
+from spikec.targets.lava.fixed_point import channel_axis
+from spikec.targets.lava.layout import conv_weight_from_lava, flatten_perm
+from spikec.targets.lava.lower import POPULATION_OPS, POPULATION_TYPES
+from spikec.targets.lava.mapping import map_graph
+from spikec.targets.lava.neurons import neuron_params
 
 HALF = 0.5
 TOL = 1e-9            # float64 rounding of s * w (relative to the weight, in LSB)
@@ -47,19 +50,17 @@ def run_checks(graph, qgraph, net: dict, arrays: dict, trace, reference=None) ->
 
 def _layers(graph, qgraph) -> tuple[list, dict]:
     """The populations of ``graph`` with the scales the deployment used, and their effective float weights."""
-    layers = build_layers(graph)
-    _name_streams(layers)
+    layers = map_graph(graph).layers
     scales = qgraph.meta.get("scales", {})
     for layer in layers:
         s = scales.get(layer.name, 1.0)
         layer.scale = np.broadcast_to(np.asarray(s, dtype=np.float64), (layer.out_shape[0],)).copy()
     gains = {n.inputs[0]: float(n.params["gain"]) for n in qgraph.nodes
              if n.op == "lava_quant" and n.attrs.get("bits", 0)}
-    ctx, pops = _Ctx(graph, gains), {layer.name: layer for layer in layers}
     weights = {}
     for layer in layers:
-        p = _neuron_params(layer.neuron, layer.out_shape[0]) if layer.neuron is not None else None
-        weights[layer.name] = _stream_weights(layer, p, ctx, pops)
+        p = neuron_params(layer.neuron, layer.out_shape[0]) if layer.neuron is not None else None
+        weights[layer.name] = stream_weights(layer, p, graph, gains)
     return layers, weights
 
 
@@ -90,7 +91,7 @@ def check_weights(layers, weights: dict, net: dict, arrays: dict) -> dict:
             if proc is None or proc["type"] not in SYNAPSES:
                 failures.append(f"layer {layer.name!r}: synapse {s.name!r} is not a synapse process of the network")
                 continue
-            exact = w * layer.scale.reshape(_channel_axis(w))
+            exact = w * layer.scale.reshape(channel_axis(w))
             try:
                 got = network_weights(proc, arrays)
             except (KeyError, ValueError) as e:   # a written network missing or mangling its weights
@@ -170,7 +171,7 @@ def _stream_terms(s, w, gain, scale, qgraph, trace, reference, steps):
     xf = _float_source(s, reference, gain, xq, s.op.kind == "dense", steps)
     if xf is not None and binary:
         xf = (xf != 0).astype(np.float64)
-    sw = w * scale.reshape(_channel_axis(w))
+    sw = w * scale.reshape(channel_axis(w))
     exact = _per_step(_apply(s.op, xq, sw), steps)
     act = _per_step(_apply(s.op, np.abs(xq), np.ones_like(w)), steps)
     mag = _per_step(_apply(s.op, np.abs(xq), np.abs(sw)), steps)

@@ -46,7 +46,7 @@ SETTLE = 1.0                 # seconds to wait for signalled processes to stop o
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 RESULT, LOG, JOB = "result.json", "lava.log", "job.json"   # in a job's work directory
 LOG_LINES = 20               # log lines quoted when a run ends without a result
-ERRORS_ENV = "SPIKEC_LAVA_ERRORS"   # as emit.ERRORS_ENV: guarded ProcessModels write tracebacks there
+ERRORS_ENV = "SPIKEC_LAVA_ERRORS"   # as procs/models.py: guarded ProcessModels write tracebacks there
 
 
 # -- sessions (used by the compiler, the supervisor and the runner) -----------------------

@@ -34,7 +34,7 @@ SCRIPT = r'''
 import signal, sys
 import numpy as np
 from spikec.compiler.errors import Interrupted, SpikecError
-from spikec.targets.lava.emit import run_lava
+from spikec.targets.lava.simulate import run_lava
 
 def term(signum, frame):
     raise Interrupted(signum)   # what the CLI does on SIGTERM

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from spikec.compiler.errors import BadInput
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.targets.lava import _int_inputs, deploy
 from spikec.targets.lava.limits import describe, int_inputs, to_int
 from spikec.targets.lava.quantize import quantize

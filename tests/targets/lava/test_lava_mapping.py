@@ -218,7 +218,7 @@ def test_refusals_name_the_node(factory, passes, node, why):
 def test_a_failing_lava_process_raises_instead_of_hanging():
     """Lava waits forever when a ProcessModel raises; spikec's models finish the step, log, and run_lava raises."""
     from spikec.compiler.errors import IRError
-    from spikec.targets.lava import emit
+    from spikec.targets.lava.simulate import run_lava
     net = {"inputs": [{"name": "input", "ir_shape": [3], "lava_shape": [3], "num_message_bits": 0}],
            "processes": [{"name": "host0", "type": "Host", "start": 0, "latency": 0, "period": 1, "emit": 1,
                           "nodes": [], "host_ops": [], "in_ports": [{"node": "input", "ir_shape": [3]}],
@@ -230,4 +230,4 @@ def test_a_failing_lava_process_raises_instead_of_hanging():
                          "ir_shape": [3], "what": "host"}],
            "period": 1, "max_start": 0, "max_emit": 1}
     with pytest.raises(IRError, match="KeyError: 'missing'"):
-        emit.run_lava(net, {"g": np.float64(2.0)}, {"input": np.ones((4, 2, 3), np.int64)})
+        run_lava(net, {"g": np.float64(2.0)}, {"input": np.ones((4, 2, 3), np.int64)})

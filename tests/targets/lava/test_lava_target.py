@@ -84,8 +84,10 @@ def _hand_network():
 
 def test_lava_arithmetic_reproduced_by_the_integer_reference():
     from spikec.compiler.interpreter import run
-    from spikec.targets.lava.emit import compare, lower, run_lava
-    from spikec.targets.lava.quantize import with_readouts
+    from spikec.targets.lava.compare import compare
+    from spikec.targets.lava.lower import lower
+    from spikec.targets.lava.ops import with_readouts
+    from spikec.targets.lava.simulate import run_lava
     q = _hand_network()
     x = {"input": (np.random.default_rng(8).random((25, 2, 10)) < 0.4).astype(np.int64)}
     trace = run(with_readouts(q), x, integer=True)

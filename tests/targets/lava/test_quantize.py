@@ -16,9 +16,13 @@ import torch.nn.functional as F
 from spikec.compiler.errors import IRError, UnsupportedOp
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.targets.lava import emit, ops as lops
-from spikec.targets.lava.quantize import (bias_mant_exp, fold_conv_then_pool, fold_pool_then_conv, measure,
-                                          quantize, with_readouts)
+from spikec.targets.lava import layout, ops as lops
+from spikec.targets.lava.calibrate import measure
+from spikec.targets.lava.fixed_point import bias_mant_exp
+from spikec.targets.lava.lower import lower
+from spikec.targets.lava.ops import with_readouts
+from spikec.targets.lava.pooling import fold_conv_then_pool, fold_pool_then_conv
+from spikec.targets.lava.quantize import quantize
 
 HERE = Path(__file__).resolve().parent
 
@@ -94,22 +98,22 @@ def test_lif_kernel_du_offset_and_strict_threshold():
 def test_conv_layout_round_trip_and_flatten_order():
     rng = np.random.default_rng(3)
     w = rng.integers(-9, 9, (4, 3, 3, 2))
-    lw = emit.conv_weight_to_lava(w)
+    lw = layout.conv_weight_to_lava(w)
     assert lw.shape == (4, 2, 3, 3) and lw[1, 0, 0, 2] == w[1, 2, 2, 1]   # flipped, (C_out, kW, kH, C_in)
-    assert np.array_equal(emit.conv_weight_from_lava(lw), w)
+    assert np.array_equal(layout.conv_weight_from_lava(lw), w)
     x = rng.integers(0, 2, (3, 4, 5))
-    assert np.array_equal(emit.to_lava(x).reshape(-1), x.reshape(-1)[emit.flatten_perm((3, 4, 5))])
+    assert np.array_equal(layout.to_lava(x).reshape(-1), x.reshape(-1)[layout.flatten_perm((3, 4, 5))])
     data = rng.integers(0, 2, (6, 2, 3, 4, 5))
-    assert np.array_equal(emit.unfold_data(emit.fold_data(data), 2, (3, 4, 5)), data)
+    assert np.array_equal(layout.unfold_data(layout.fold_data(data), 2, (3, 4, 5)), data)
     data = rng.integers(0, 2, (6, 3, 7))
-    assert np.array_equal(emit.unfold_data(emit.fold_data(data), 3, (7,)), data)
+    assert np.array_equal(layout.unfold_data(layout.fold_data(data), 3, (7,)), data)
 
 
 def test_lowering_refuses_weights_lava_would_change():
     g = _int_graph(np.array([[75, -3]]), 0, {"du": np.int64(4095), "dv": np.int64(0), "vth": np.int64(5),
                                             "bias_mant": np.zeros(1, np.int64), "bias_exp": np.zeros(1, np.int64)})
     with pytest.raises(IRError, match="alter weight"):
-        emit.lower(g)
+        lower(g)
 
 
 def test_bias_mantissa_exponent():
@@ -126,7 +130,7 @@ def _fixture():
 
 
 def _float_graph(factory, batch=3, seed=0, passes="default"):
-    from spikec.compiler.frontend import trace
+    from spikec.frontend import trace
     from spikec.compiler.passes import run_passes
     from spikec.passes import select
     model = getattr(_fixture(), factory)().eval()

@@ -6,7 +6,6 @@ truncated instead of rounded, (b) a dense ``weight_exp`` one too high (every rea
 started one Lava step late -- and the self-check must fail naming the layer; the unmodified digits demo passes.
 Quantization and the checks need no Lava; one test runs Lava to show a shared fault stays bit-exact.
 """
-import importlib
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +13,12 @@ import pytest
 
 import spikec.targets.lava as lava_target
 from spikec.compiler.interpreter import run
-from spikec.targets.lava import _int_inputs, deploy, lava_available
-from spikec.targets.lava.quantize import with_readouts
+from spikec.targets.lava import _int_inputs, assemble, deploy, fixed_point, lava_available
+from spikec.targets.lava.ops import with_readouts
 from spikec.targets.lava.selfcheck import check_readouts, run_checks
 
 HERE = Path(__file__).resolve().parent
 DIGITS = HERE.parents[2] / "examples" / "digits"
-quantizer = importlib.import_module("spikec.targets.lava.quantize")   # the module (the package exports the function)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +61,7 @@ class _Truncating:
 
 
 def test_truncated_weights_fail_the_rounding_check(digits, monkeypatch):
-    monkeypatch.setattr(quantizer, "np", _Truncating())
+    monkeypatch.setattr(fixed_point, "np", _Truncating())
     c, _, _ = checks_of(*digits)
     assert not c["ok"] and not c["weight_rounding"]["ok"]
     bad = [k for k, v in c["weight_rounding"]["per_layer"].items() if not v["ok"]]
@@ -80,7 +78,7 @@ def _doubled_dense_emit(emit):
 
 
 def test_a_doubling_weight_exp_fails_the_weight_and_read_out_checks(digits, monkeypatch):
-    monkeypatch.setattr(quantizer._Ctx, "emit", _doubled_dense_emit(quantizer._Ctx.emit))
+    monkeypatch.setattr(assemble._Assembly, "emit", _doubled_dense_emit(assemble._Assembly.emit))
     c, _, _ = checks_of(*digits)
     assert not c["ok"]
     assert not c["weight_rounding"]["per_layer"]["head.1"]["ok"]
@@ -131,7 +129,7 @@ def test_a_shared_fault_is_bit_exact_but_not_equivalent(monkeypatch):
     """Through the compiler with Lava: the truncating quantizer still gives a bit-exact Lava run (Lava and the
     reference share the fault), and the self-check is what makes the target fail."""
     from spikec.compiler.driver import CompileOptions, compile_model
-    monkeypatch.setattr(quantizer, "np", _Truncating())
+    monkeypatch.setattr(fixed_point, "np", _Truncating())
     c = compile_model(CompileOptions(model=f"{HERE / 'models.py'}:dense_hard_excitatory", target="lava", batch=2,
                                      seed=2))
     t = c.report["target"]

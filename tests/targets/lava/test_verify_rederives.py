@@ -18,7 +18,7 @@ def test_a_consistent_rewrite_of_the_deployment_is_caught(tmp_path):
     from spikec.app.driver import write_outdir
     from spikec.compiler.serialize import save_graph
     from spikec.targets.lava import load_deployed, verify_lava
-    from spikec.targets.lava.emit import lower, save_network
+    from spikec.targets.lava.lower import lower, save_network
     c = compile_fixture("dense_soft", seed=9)
     out = write_outdir(tmp_path / "out", c)
     x = np.load(out / "io.npz")["input"]

@@ -25,7 +25,7 @@ ERRORS_ENV = "SPIKEC_LAVA_ERRORS"
 
 def guarded(run_spk):
     """Lava hangs when a ProcessModel raises (its peers wait on their channels forever). A guarded
-    ``run_spk`` writes the traceback to ``$SPIKEC_LAVA_ERRORS/<process>.txt`` (read by ``emit.run_lava``,
+    ``run_spk`` writes the traceback to ``$SPIKEC_LAVA_ERRORS/<process>.txt`` (read by ``simulate.run_lava``,
     which raises it) and keeps the protocol going: in the failing step it receives on the input ports and
     sends zeros on the output ports it had not used yet, and from then on it drains inputs and sends zeros."""
     import functools
@@ -291,7 +291,7 @@ class PyHostRegionModel(_Scheduled, PyLoihiProcessModel):
 
     @guarded
     def run_spk(self):
-        from spikec.targets.lava import emit, host
+        from spikec.targets.lava import host, layout
         from spikec.targets.lava.ops import quantize_values
         spec = self.proc_params["spec"]
         n_in, n_out = len(self.proc_params["in_shapes"]), len(self.proc_params["out_shapes"])
@@ -305,7 +305,7 @@ class PyHostRegionModel(_Scheduled, PyLoihiProcessModel):
         if n >= start and (n - start) % period == 0 and (n - start) // period < spec["steps"]:
             t = (n - start) // period
             batch = spec["batch"]
-            values = {f"in{i}": emit.unfold_state(x, batch, spec["in_ir_shapes"][i])
+            values = {f"in{i}": layout.unfold_state(x, batch, spec["in_ir_shapes"][i])
                       for i, x in enumerate(self.acc_in)}
             for node in spec["nodes"]:
                 xs = [values[r] for r in node["inputs"]]
@@ -317,7 +317,7 @@ class PyHostRegionModel(_Scheduled, PyLoihiProcessModel):
                     values[node["name"]] = quantize_values(xs[0], _per_channel(node["gain"], xs[0].ndim),
                                                            node["bits"])
             for j, name in enumerate(spec["outputs"]):
-                outs[j] = emit.fold_data(values[name][None])[..., 0].astype(np.int32)
+                outs[j] = layout.fold_data(values[name][None])[..., 0].astype(np.int32)
             self.acc_in = None
         for j in range(n_out):
             getattr(self, f"out{j}").send(outs[j])

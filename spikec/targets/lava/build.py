@@ -1,0 +1,137 @@
+"""Build Lava processes from the network data (``network.json`` + ``params.npz``) for one batch of inputs.
+
+Runs where Lava runs (the runner's job process, ``runner.py``). Samples run side by side in one network
+(``layout.fold``). Recording: ``Var.get`` moves data element by element, so spikes go to Recorder
+processes and states to StateProbes that write ``.npy`` files directly.
+"""
+from pathlib import Path
+
+import numpy as np
+
+from spikec.compiler.errors import BadInput
+from spikec.targets.lava.layout import fold, fold_data, fold_dense, folded_shape, lava_shape
+from spikec.targets.lava.lower import PARAMS, POPULATION_TYPES, STATE_VARS
+
+
+def build(net: dict, arrays: dict, x: dict, steps: int, workdir: Path):
+    """Lava processes for ``x`` (name -> ``[T, B, *ir]`` integers) padded to ``steps`` Lava steps.
+
+    Returns ``(procs, aux, files)``: processes by name, recorders/probes, and the .npy files the run will
+    write (``("spikes" | state var, name) -> path``).
+    """
+    from spikec.targets.lava._shim import import_lava
+    import_lava()
+    from lava.proc.io.source import RingBuffer
+    from spikec.targets.lava.procs.process import Recorder
+
+    batch = next(iter(x.values())).shape[1]
+    t = next(iter(x.values())).shape[0]
+    period = net["period"]
+    procs, files, aux = {}, {}, []
+    for i in net["inputs"]:
+        data = np.zeros(folded_shape(i["lava_shape"], batch) + (steps,), dtype=np.int64)
+        data[..., :t * period:period] = fold_data(np.asarray(x[i["name"]], dtype=np.int64))
+        procs[i["name"]] = RingBuffer(data=data)
+    for p in net["processes"]:
+        procs[p["name"]] = _build_process(p, arrays, batch, t, workdir, files, aux)
+    for c in net["connections"]:
+        src = getattr(procs[c["src"]], c["port"])
+        dst = getattr(procs[c["dst"]], c["dst_port"])
+        (src.flatten() if c.get("flatten") else src).connect(dst)
+    for r in net["recorded"]:
+        port = getattr(procs[r["proc"]], r["port"])
+        files[("spikes", r["name"])] = workdir / f"{r['name']}.out.npy"
+        aux.append(Recorder(shape=port.shape, steps=steps, path=files[("spikes", r["name"])]))
+        port.connect(aux[-1].a_in)
+    return procs, aux, files
+
+
+def _build_process(p: dict, arrays: dict, batch: int, t: int, workdir: Path, files: dict, aux: list):
+    """The Lava process of record ``p``; its probes to ``aux``, the files they write to ``files``."""
+    from spikec.targets.lava.procs.process import HostRegion, Relay
+
+    name, typ = p["name"], p["type"]
+    if typ in ("Conv", "Dense", "DelayDense"):
+        return _build_synapse(p, arrays, batch)
+    if typ == "Relay":
+        return Relay(shape=folded_shape(p["lava_shape"], batch), delay=p["delay"], name=name)
+    if typ == "Host":
+        return HostRegion(in_shapes=[folded_shape(lava_shape(s["ir_shape"]), batch) for s in p["in_ports"]],
+                          out_shapes=[folded_shape(lava_shape(s["ir_shape"]), batch) for s in p["out_ports"]],
+                          spec=_host_spec(p, arrays, batch, t), start=p["start"], period=p["period"], name=name)
+    if typ in POPULATION_TYPES:
+        from spikec.targets.lava.procs.process import StateProbe
+        proc = _build_population(p, arrays, batch, aux)
+        final = p["start"] + (t - 1) * p["period"] + 1   # Lava time_step (1-based) of the last update
+        for var in STATE_VARS.get(typ, ()):
+            files[(var, name)] = workdir / f"{name}.{var}.npy"
+            aux.append(StateProbe(var=getattr(proc, var), step=final, path=files[(var, name)]))
+        return proc
+    raise BadInput(f"unknown process type {typ!r} in the Lava network", where=f"process {name!r}")
+
+
+def _build_synapse(p: dict, arrays: dict, batch: int):
+    from lava.proc.conv.process import Conv
+    from lava.proc.dense.process import DelayDense, Dense
+
+    name = p["name"]
+    if p["type"] == "Conv":
+        w = np.tile(arrays[f"{name}/weight"], (batch, 1, 1, 1))
+        return Conv(weight=w, input_shape=folded_shape(p["input_lava_shape"], batch), stride=tuple(p["stride"]),
+                    padding=tuple(p["padding"]), dilation=tuple(p["dilation"]), groups=p["groups"] * batch,
+                    num_message_bits=p["num_message_bits"], name=name)
+    w = fold_dense(arrays[f"{name}/weights"], batch, p["flatten_input"], p["input_lava_shape"])
+    if p["type"] == "Dense":
+        return Dense(weights=w, weight_exp=p["weight_exp"], num_message_bits=p["num_message_bits"], name=name)
+    return DelayDense(weights=w, delays=int(p["axon_delay"]), weight_exp=p["weight_exp"],
+                      num_message_bits=p["num_message_bits"], name=name)
+
+
+def _build_population(p: dict, arrays: dict, batch: int, aux: list):
+    """A neuron, OR or read-out process; the VarWriter that switches a LIF's bias on goes to ``aux``."""
+    from lava.proc.lif.process import LIF
+    from spikec.targets.lava.procs.process import (Readout, SpikecCSiLIF, SpikecIntFire, SpikecLIF, SpikecSiLIF,
+                                                   VarWriter)
+
+    name, typ = p["name"], p["type"]
+    shape = folded_shape(p["lava_shape"], batch)
+    sched = {"start": p["start"], "period": p["period"]}
+    get = lambda k: fold(arrays[f"{name}/{k}"], batch)
+    if typ == "LIF":
+        proc = LIF(shape=shape, du=p["du"], dv=p["dv"], vth=p["vth"], bias_mant=np.zeros(shape, np.int64),
+                   bias_exp=get("bias_exp"), name=name)
+        bias = get("bias_mant")
+        if np.any(bias):   # the bias starts with the first input: written after Lava step `start`
+            aux.append(VarWriter(var=proc.bias_mant, step=p["bias_on_after_step"], value=bias))
+        return proc
+    if typ == "OR":
+        return LIF(shape=shape, du=4095, dv=4095, vth=0, bias_mant=0, bias_exp=0, name=name)
+    if typ == "SpikecLIF":
+        extra = {k: get(k) for k in PARAMS[typ] if f"{name}/{k}" in arrays}
+        return SpikecLIF(shape=shape, bias_mant=get("bias_mant"), bias_exp=get("bias_exp"), reset=p["reset"],
+                         name=name, **sched, **extra)
+    if typ == "SpikecIntFire":
+        return SpikecIntFire(shape=shape, **{k: get(k) for k in PARAMS[typ] + ("bias_mant", "bias_exp")},
+                             max_spikes=p["max_spikes"], rounding=p["rounding"], unrolled=p["unrolled"],
+                             name=name, **sched)
+    if typ == "SpikecSiLIF":
+        return SpikecSiLIF(shape=shape, **{k: get(k) for k in PARAMS[typ] + ("bias_mant", "bias_exp")},
+                           name=name, **sched)
+    if typ == "SpikecCSiLIF":
+        return SpikecCSiLIF(shape=shape, **{k: get(k) for k in PARAMS[typ] + ("bias_mant", "bias_exp")},
+                            name=name, **sched)
+    return Readout(shape=shape, bias=get("bias"), name=name, **sched)
+
+
+def _host_spec(p: dict, arrays: dict, batch: int, steps: int) -> dict:
+    nodes = []
+    for node in p["spec"]["nodes"]:
+        node = dict(node)
+        if node["kind"] == "host":
+            node["gains"] = [None if g is None else arrays[g] for g in node["gains"]]
+            node["params"] = {k: arrays[v] for k, v in node["params"].items()}
+        else:
+            node["gain"] = arrays[node["gain"]]
+        nodes.append(node)
+    return {"nodes": nodes, "outputs": p["spec"]["outputs"], "in_ir_shapes": p["spec"]["in_ir_shapes"],
+            "batch": batch, "steps": steps}

@@ -1,0 +1,380 @@
+"""Lower the integer reference graph to a Lava process network, as plain data.
+
+The network is written as ``network.json`` + ``params.npz`` (per sample, in Lava's layouts, ``layout.py``)
+so the artifact that is verified is the artifact that is shipped; ``build.py`` turns that data into Lava
+processes. The traps of targets.md handled here:
+
+- Dense: mixed-sign weights were already emitted as ``2 w`` with ``weight_exp = -1`` by the quantizer
+  (Lava truncates their LSB); here a check proves Lava's clip/truncate leaves every weight unchanged.
+- Conv: kernel/stride/padding/dilation are given in (W, H) order, the kernel flipped and transposed.
+- LIF: ``du = 4095`` (no synaptic current carried over; ``du = 0`` would still carry 4095/4096).
+- Several streams into one population: Lava adds every connection into an InPort.
+
+Schedule (no shift is ever searched for). A network runs ``P`` Lava steps per physical step, ``P`` the
+largest sub-step count of an unrolled integer neuron (1 without one). Every process has a start
+``phi`` (0-based Lava step of its first update) and an emission width ``e`` (1, or D for an unrolled
+neuron: its thermometer code occupies D consecutive Lava steps). Physical step ``t`` of a
+population updates at Lava step ``phi + t P``, with the sum of everything its input port received
+since its previous update. Inputs start at 0; a synapse (Dense / DelayDense / Conv) delivers one Lava
+step later; host processes and direct connections deliver in the same step. A population starts at
+``phi = max over its streams (phi_src + latency + e_src - 1)``; a stream arriving earlier is delayed
+by the difference (plus ``k P`` for a ``Delay(k)`` node): DelayDense for a Dense, a Relay process
+before a Conv or on a direct connection. An OR layer is stateless: ``phi = phi_src + 1``, ``e = e_src``.
+"""
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from spikec.compiler.errors import BadInput, IRError, UnsupportedOp
+from spikec.compiler.ir import Graph, Node, thaw
+from spikec.targets.lava import ops as lops
+from spikec.targets.lava.layout import conv_weight_to_lava, flatten_perm, lava_shape, per_neuron
+
+FORMAT, VERSION = "spikec-lava-network", 2
+MAX_AXON_DELAY = 62          # DelayDense on Loihi 2: delays 0..62
+POPULATION_OPS = ("lava_lif", "lava_intfire", "lava_silif", "lava_csilif", "lava_or", "lava_readout")
+POPULATION_TYPES = ("LIF", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout")
+STATE_VARS = {"LIF": ("v", "u"), "SpikecLIF": ("v", "u"), "SpikecIntFire": ("v", "u"), "SpikecSiLIF": ("v",),
+              "SpikecCSiLIF": ("v", "w")}
+PARAMS = {"SpikecLIF": ("du", "dv", "vth", "v_reset"), "SpikecIntFire": ("du", "dv", "vth"),
+          "SpikecSiLIF": ("decay", "vth", "kappa"), "SpikecCSiLIF": ("a_re", "a_im", "vth", "kappa")}
+
+
+@dataclass(frozen=True)
+class _Lowered:
+    """The network so far, filled in place while the integer graph is walked in order."""
+    q: Graph
+    period: int
+    arrays: dict = field(default_factory=dict)
+    procs: list = field(default_factory=list)
+    conns: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)
+    recorded: list = field(default_factory=list)
+    origin: dict = field(default_factory=dict)   # int node -> {proc, port, phi, emit, k (physical delay), ...}
+    regions_done: set = field(default_factory=set)
+
+
+def lower(q: Graph) -> tuple[dict, dict]:
+    """``(network, arrays)``: processes in topological order, per sample, in Lava layout."""
+    period = max([int(n.attrs["max_spikes"]) for n in q.nodes
+                  if n.op == "lava_intfire" and n.attrs.get("unrolled")] + [1])
+    lo = _Lowered(q, period)
+    for n in q.nodes:
+        _lower_node(lo, n)
+    procs = lo.procs
+    last = [r["start"] + 1 for r in lo.recorded]
+    net = {"format": FORMAT, "version": VERSION, "inputs": lo.inputs, "processes": procs,
+           "connections": lo.conns, "recorded": lo.recorded,
+           "period": lo.period,
+           "max_latency": max((p["latency"] for p in procs), default=0),
+           "max_start": max(last, default=1) - 1,
+           "max_emit": max((p.get("emit", 1) for p in procs), default=1),
+           "outputs": list(q.outputs),
+           "schedule": (f"{lo.period} Lava steps per physical step; physical step t of a process with start phi "
+                        f"updates at Lava step phi + t*{lo.period} (0-based)"),
+           "claim": "bit-exact with Lava 0.10.0's fixed-point CPU models (Loihi2SimCfg(select_tag='fixed_pt')); "
+                    "these models are not validated against Loihi 2 silicon (lava#322)"}
+    return net, lo.arrays
+
+
+def lava_steps(net: dict, t: int) -> int:
+    """Lava steps needed for ``t`` physical steps: the last emission of the last-starting process."""
+    return net["max_start"] + (t - 1) * net["period"] + net["max_emit"]
+
+
+def save_network(net: dict, arrays: dict, directory: Path) -> None:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "network.json").write_text(json.dumps(net, indent=1))
+    with open(directory / "params.npz", "wb") as f:
+        np.savez(f, **arrays)
+
+
+def load_network(directory: Path) -> tuple[dict, dict]:
+    directory = Path(directory)
+    try:
+        net = json.loads((directory / "network.json").read_text())
+        with np.load(directory / "params.npz", allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        raise BadInput(f"cannot read the Lava network in {directory}: {e}",
+                       remedy="point at an OUTDIR written by `spikec compile --target lava`") from e
+    if net.get("format") != FORMAT or net.get("version") != VERSION:
+        raise BadInput(f"{directory / 'network.json'} is not a {FORMAT} v{VERSION} document")
+    return net, arrays
+
+
+# -- values ----------------------------------------------------------------------------------
+def _origin(proc, port, phi, emit, ir_shape, **kw) -> dict:
+    return {"proc": proc, "port": port, "phi": int(phi), "emit": int(emit), "k": 0, "ir_shape": list(ir_shape),
+            "flat": False, **kw}
+
+
+def _lower_node(lo: _Lowered, n: Node) -> None:
+    if n.op == "input":
+        nmb = 0 if n.type.kind == "binary" else max(1, int(n.type.ceiling).bit_length())
+        lo.inputs.append({"name": n.name, "ir_shape": list(n.type.shape), "lava_shape": lava_shape(n.type.shape),
+                          "num_message_bits": nmb})
+        lo.origin[n.name] = _origin(n.name, "s_out", 0, 1, n.type.shape, nmb=nmb)
+    elif n.op == "flatten":
+        if n.inputs[0] in lo.origin:
+            lo.origin[n.name] = dict(lo.origin[n.inputs[0]], flat=True)
+    elif n.op == "delay":
+        if n.inputs[0] in lo.origin:
+            o = lo.origin[n.inputs[0]]
+            lo.origin[n.name] = dict(o, k=o["k"] + int(n.attrs["steps"]))
+    elif n.op == "substep_sum" and n.inputs[0] in lo.origin:   # an unrolled neuron's count, read by a host
+        lo.origin[n.name] = dict(lo.origin[n.inputs[0]], count=True)
+    elif n.op in ("lava_conv", "lava_dense", "add", "substep_sum"):
+        pass   # terms of a population: lowered with it
+    elif n.op in POPULATION_OPS and n.attrs.get("output", "spikes") == "spikes":
+        _lower_population(lo, n)
+    elif n.op in POPULATION_OPS and n.attrs.get("output") == "membrane":
+        pop = next(p for p in lo.procs if p["name"] == _owner(lo.q, n))
+        lo.origin[n.name] = _origin(pop["name"], "m_out", pop["start"], 1, n.type.shape)
+    elif n.op in lops.HOST_OPS:
+        _lower_region(lo, n.attrs["region"])
+    elif n.op == "lava_quant":
+        if n.name not in lo.origin:
+            raise IRError("a lava_quant node outside a host region", where=f"node {n.name!r}")
+    elif n.op in POPULATION_OPS:
+        pass   # a state read-out twin
+    else:
+        raise IRError(f"op {n.op} has no Lava process", where=f"node {n.name!r}")
+
+
+def _owner(q: Graph, twin: Node) -> str:
+    return next(m.name for m in q.nodes if m.op == twin.op and m.inputs == twin.inputs
+                and m.attrs.get("output", "spikes") == "spikes")
+
+
+def _terms(lo: _Lowered, name: str) -> list:
+    """``[("syn", node) | ("direct", node)]`` summed into a population's input port."""
+    n = lo.q.node(name)
+    if n.op == "add":
+        return _terms(lo, n.inputs[0]) + _terms(lo, n.inputs[1])
+    if n.op == "substep_sum" and n.name not in lo.origin:
+        return _terms(lo, n.inputs[0])
+    if n.op in ("lava_conv", "lava_dense"):
+        return [("syn", name)]
+    if name in lo.origin:
+        return [("direct", name)]
+    raise IRError(f"{n.op} node {name!r} cannot feed a population's input port", where=f"node {name!r}")
+
+
+def _syn_origin(lo: _Lowered, syn: str) -> dict:
+    src = lo.q.node(syn).inputs[0]
+    if src not in lo.origin:
+        raise IRError(f"synapse {syn!r} reads {src!r}, which no process sends", where=f"node {syn!r}")
+    return lo.origin[src]
+
+
+# -- populations -------------------------------------------------------------------------------
+def _lower_population(lo: _Lowered, n: Node) -> None:
+    P = lo.period
+    terms = _terms(lo, n.inputs[0])
+    origins = [_syn_origin(lo, t) if kind == "syn" else lo.origin[t] for kind, t in terms]
+    lat = [1 if kind == "syn" else 0 for kind, _ in terms]
+    if n.op == "lava_or":
+        (o,) = origins
+        phi, emit = o["phi"] + 1, o["emit"]
+    else:
+        phi = max(o["phi"] + l + o["emit"] - 1 for o, l in zip(origins, lat))
+        emit = int(n.attrs["max_spikes"]) if n.op == "lava_intfire" and n.attrs.get("unrolled") else 1
+    names = []
+    for (kind, t), o, l in zip(terms, origins, lat):
+        delay = o["k"] * P + (0 if n.op == "lava_or" else phi - (o["phi"] + l + o["emit"] - 1))
+        if kind == "syn":
+            names.append(_lower_synapse(lo, t, o, delay, n.name))
+        else:
+            names.append(_direct(lo, t, o, delay, n.name))
+    shape = n.type.shape
+    base = {"name": n.name, "ir_node": n.name, "ir_shape": list(shape), "lava_shape": lava_shape(shape),
+            "inputs": [src for src, _ in names], "input": names[0][0], "start": phi, "latency": phi, "period": P,
+            "emit": emit, "substeps": n.type.substeps}
+    lo.procs.append(_population_process(n, base, lo.arrays))
+    for src, port in names:
+        lo.conns.append({"src": src, "port": port, "dst": n.name, "dst_port": "a_in"})
+    lo.origin[n.name] = _origin(n.name, "s_out", phi, emit, shape)
+    lo.recorded.append({"name": n.name, "proc": n.name, "port": "s_out", "ir_node": n.name, "start": phi,
+                        "substeps": n.type.substeps, "ir_shape": list(shape),
+                        "what": "output" if n.op == "lava_readout" else
+                        "payload" if n.type.kind == "integer" else "spikes"})
+
+
+def _population_process(n: Node, base: dict, arrays: dict) -> dict:
+    """The process record of population ``n`` (schedule fields in ``base``); its parameter arrays to ``arrays``."""
+    shape = n.type.shape
+    if n.op == "lava_lif":
+        kind = n.attrs.get("process", "SpikecLIF")
+        if kind == "LIF" and base["period"] > 1:
+            kind = "SpikecLIF"   # Lava's LIF updates every Lava step: a sub-step schedule needs the custom one
+        d = dict(base, type=kind, reset=n.attrs["reset"], bias_on_after_step=base["start"])
+        for k in ("bias_mant", "bias_exp"):
+            arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], shape)
+        if kind == "LIF":
+            if any(np.asarray(n.params[k]).ndim for k in ("du", "dv", "vth")) or "v_reset" in n.params \
+                    or n.attrs["reset"] != "zero":
+                raise IRError("Lava's LIF needs scalar du, dv, vth and a hard reset to 0", where=f"node {n.name!r}")
+            d.update(du=int(n.params["du"]), dv=int(n.params["dv"]), vth=int(n.params["vth"]))
+        else:
+            for k in PARAMS["SpikecLIF"]:
+                if k in n.params:
+                    arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], shape)
+    elif n.op == "lava_intfire":
+        d = dict(base, type="SpikecIntFire", max_spikes=int(n.attrs["max_spikes"]), rounding=n.attrs["rounding"],
+                 unrolled=bool(n.attrs.get("unrolled")))
+        for k in PARAMS["SpikecIntFire"] + ("bias_mant", "bias_exp"):
+            arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], shape)
+    elif n.op in ("lava_silif", "lava_csilif"):
+        kind = "SpikecSiLIF" if n.op == "lava_silif" else "SpikecCSiLIF"
+        d = dict(base, type=kind)
+        for k in PARAMS[kind] + ("bias_mant", "bias_exp"):
+            arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], shape)
+    elif n.op == "lava_or":
+        d = dict(base, type="OR")
+    else:
+        arrays[f"{n.name}/bias"] = per_neuron(n.params["bias"], shape)
+        d = dict(base, type="Readout")
+    return d
+
+
+# -- synapses and relays --------------------------------------------------------------------------
+def _relay(lo: _Lowered, o: dict, delay: int, name: str) -> dict:
+    """A Relay delaying origin ``o`` by ``delay`` Lava steps; returns the relay's origin."""
+    lo.procs.append({"name": name, "type": "Relay", "delay": int(delay), "ir_shape": o["ir_shape"],
+                     "lava_shape": lava_shape(o["ir_shape"]), "latency": o["phi"]})
+    lo.conns.append({"src": o["proc"], "port": o["port"], "dst": name, "dst_port": "s_in"})
+    return dict(o, proc=name, port="s_out")
+
+
+def _direct(lo: _Lowered, t: str, o: dict, delay: int, target: str) -> tuple:
+    """A value sent straight into ``target``'s input port (a host value): ``(process, port)``."""
+    if delay:
+        o = _relay(lo, o, delay, f"{t}.relay.{target}")
+    return o["proc"], o["port"]
+
+
+def _lower_synapse(lo: _Lowered, syn: str, o: dict, delay: int, target: str) -> tuple:
+    """The Conv / Dense / DelayDense process of synapse ``syn`` (a Relay first when needed): ``(process, port)``."""
+    n = lo.q.node(syn)
+    nmb = n.attrs.get("num_message_bits", 0)
+    if o["proc"] in {i["name"] for i in lo.inputs}:
+        nmb = next(i["num_message_bits"] for i in lo.inputs if i["name"] == o["proc"])
+    src_shape = o["ir_shape"]
+    d = {"name": syn, "ir_node": syn, "ir_shape": list(n.type.shape), "lava_shape": lava_shape(n.type.shape),
+         "input": o["proc"], "input_ir_shape": src_shape, "latency": o["phi"] + 1, "num_message_bits": nmb,
+         "target": target, "delay": int(delay)}
+    if n.op == "lava_conv":
+        a = n.attrs
+        if delay:
+            o = _relay(lo, o, delay, f"{syn}.relay")
+            d["input"] = o["proc"]
+        lo.arrays[f"{syn}/weight"] = conv_weight_to_lava(np.array(n.params["weight"]))
+        d.update(type="Conv", input_lava_shape=lava_shape(src_shape),
+                 kernel_size=[int(n.params["weight"].shape[3]), int(n.params["weight"].shape[2])],
+                 stride=[a["stride"][1], a["stride"][0]], padding=[a["padding"][1], a["padding"][0]],
+                 dilation=[a["dilation"][1], a["dilation"][0]], groups=a["groups"])
+        flat = False
+    else:
+        w, flat = _dense_weights(n, src_shape)
+        if delay > MAX_AXON_DELAY:
+            o = _relay(lo, o, delay, f"{syn}.relay")
+            d["input"], delay = o["proc"], 0
+        lo.arrays[f"{syn}/weights"] = np.ascontiguousarray(w)
+        d.update(type="DelayDense" if delay else "Dense", flatten_input=flat,
+                 input_lava_shape=lava_shape(src_shape), weight_exp=int(n.attrs.get("weight_exp", 0)),
+                 sign_mode=lops.sign_mode(w), axon_delay=int(delay))
+    lo.procs.append(d)
+    lo.conns.append({"src": o["proc"], "port": o["port"], "dst": syn, "dst_port": "s_in", "flatten": flat})
+    return syn, "a_out"
+
+
+def _dense_weights(n: Node, src_shape) -> tuple[np.ndarray, bool]:
+    """``(weights in Lava's column order, whether the source is flattened)``; refuses weights Lava would alter."""
+    w = np.array(n.params["weight"])
+    flat = len(src_shape) == 3
+    if flat:
+        w = w[:, flatten_perm(tuple(src_shape))]
+    eff = lops.dense_effective_weights(w)
+    if not np.array_equal(eff, w):
+        bad = np.argwhere(eff != w)[0]
+        raise IRError(f"Lava's Dense would alter weight {tuple(bad)} ({w[tuple(bad)]} -> "
+                      f"{eff[tuple(bad)]}); the quantizer must emit values Lava keeps",
+                      where=f"node {n.name!r}")
+    return w, flat
+
+
+# -- host regions ---------------------------------------------------------------------------------
+def _lower_region(lo: _Lowered, r: int) -> None:
+    """Host region ``r`` as one Host process: its chip inputs (relayed to arrive together) and outputs."""
+    if r in lo.regions_done:
+        return
+    lo.regions_done.add(r)
+    q, P = lo.q, lo.period
+    hosts = [n for n in q.nodes if n.op in lops.HOST_OPS and n.attrs["region"] == r]
+    names = {n.name for n in hosts}
+    quants = [n for n in q.nodes if n.op == "lava_quant" and n.inputs[0] in names]
+    external = _region_inputs(lo, hosts, names)
+    proc = f"host{r}"
+    phi = max([lo.origin[i]["phi"] + lo.origin[i]["emit"] - 1 for i in external] + [0])
+    ports = {}
+    for j, i in enumerate(external):
+        o = lo.origin[i]
+        delay = o["k"] * P + phi - (o["phi"] + o["emit"] - 1)
+        if delay:
+            o = _relay(lo, o, delay, f"{i}.relay.{proc}")
+        lo.conns.append({"src": o["proc"], "port": o["port"], "dst": proc, "dst_port": f"in{j}"})
+        ports[i] = f"in{j}"
+    spec_nodes = _host_spec_nodes(proc, hosts, ports, lo.arrays)
+    outputs = []
+    for j, qn in enumerate(quants):
+        lo.arrays[f"{proc}/{qn.name}/gain"] = np.asarray(qn.params["gain"], dtype=np.float64)
+        spec_nodes.append({"kind": "quant", "name": qn.name, "inputs": [qn.inputs[0]],
+                           "gain": f"{proc}/{qn.name}/gain", "bits": int(qn.attrs.get("bits", 0))})
+        outputs.append(qn.name)
+        lo.origin[qn.name] = _origin(proc, f"out{j}", phi, 1, qn.type.shape)
+        lo.recorded.append({"name": qn.name, "proc": proc, "port": f"out{j}", "ir_node": qn.name, "start": phi,
+                            "substeps": 1, "ir_shape": list(qn.type.shape), "what": "host"})
+    lo.procs.append({"name": proc, "type": "Host", "start": phi, "latency": phi, "period": P, "emit": 1,
+                     "nodes": [h.name for h in hosts], "host_ops": [h.attrs["op"] for h in hosts],
+                     "in_ports": [{"node": i, "ir_shape": list(lo.origin[i]["ir_shape"])} for i in external],
+                     "out_ports": [{"node": qn.name, "ir_shape": list(qn.type.shape)} for qn in quants],
+                     "spec": {"nodes": spec_nodes, "outputs": outputs,
+                              "in_ir_shapes": [list(lo.origin[i]["ir_shape"]) for i in external]}})
+
+
+def _region_inputs(lo: _Lowered, hosts: list, names: set) -> list:
+    """The chip values a host region reads, in order; refuses one the chip computes only later."""
+    external = []
+    for h in hosts:
+        for i in h.inputs:
+            if i not in names and i not in external:
+                if i not in lo.origin:
+                    raise UnsupportedOp(f"host node {h.name!r} reads {i!r}, which the chip computes after the "
+                                        "host region it belongs to", where=f"node {h.name!r}",
+                                        remedy="a host region must not feed the chip values it reads back")
+                external.append(i)
+    return external
+
+
+def _host_spec_nodes(proc: str, hosts: list, ports: dict, arrays: dict) -> list:
+    """The host ops of a region as the Host process's spec; their gains and parameters to ``arrays``."""
+    spec_nodes = []
+    for h in hosts:
+        gains = []
+        for k, i in enumerate(h.inputs):
+            g = h.params.get(f"gain{k}")
+            if g is not None:
+                arrays[f"{proc}/{h.name}/gain{k}"] = np.asarray(g, dtype=np.float64)
+            gains.append(None if g is None else f"{proc}/{h.name}/gain{k}")
+        params = {}
+        for k, v in h.params.items():
+            if k.startswith("p_"):
+                arrays[f"{proc}/{h.name}/{k}"] = np.asarray(v)
+                params[k[2:]] = f"{proc}/{h.name}/{k}"
+        spec_nodes.append({"kind": "host", "name": h.name, "op": h.attrs["op"], "attrs": thaw(h.attrs["attrs"]),
+                           "inputs": [ports.get(i, i) for i in h.inputs], "gains": gains, "params": params})
+    return spec_nodes

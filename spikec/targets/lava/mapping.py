@@ -1,0 +1,329 @@
+"""Map the float graph onto Loihi 2 *populations* fed by *synaptic streams*, and host partitions.
+
+A population is a neuron layer, a read-out or a max-pool OR layer, fed by one or more synaptic streams
+whose integer sums Lava adds in the population's input port:
+
+    float   X = sum_i A_i(src_i delayed by k_i) + b           (conv2d / linear, pools folded)
+    fixed   a = sum_i Wq_i src_i                                (Dense, DelayDense, Conv processes)
+
+Streams come from ``add`` nodes (residuals, TDM dual kernels ``W_a x_t - W_b x_{t-1}``), from sums of
+spike tensors before a synapse (``W (s1 + s2) = W s1 + W s2``) and from ``delay`` nodes (``x_{t-k}``:
+DelayDense, or a delay relay before a Conv). A source is the graph input (binary or integer
+spikes), a neuron's spikes (binary, or the integer-firing neuron's graded payload), the unrolled
+integer neuron's binary sub-step spikes, an OR layer, or a host value.
+
+Dense float ops (``host.HOST``) go to *host partitions*: a host reads spikes, membranes, sub-step counts or
+synaptic sums (read-outs) from the chip; connected host nodes share one region (one host process).
+Graph outputs that are synaptic expressions become read-outs. Anything else is refused with the node named.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from spikec.compiler.ir import Graph, Node
+from spikec.targets.lava.host import HOST
+from spikec.targets.lava.pooling import Operator, check_or_shape, operator_of, or_operator
+from spikec.targets.lava.vocabulary import MAPPED, NEURONS, NO_MAPPING, refuse
+
+
+@dataclass
+class Stream:
+    """One synaptic stream into a population: ``op`` applied to ``source`` delayed by ``delay`` steps.
+
+    ``op`` is None for a direct stream (a host value sent into the population's input port)."""
+    op: Operator | None
+    source: str
+    delay: int = 0
+    index: int = 0             # streams one synapse makes from a sum of spike tensors: 0, 1, ...
+    name: str = ""             # its integer synapse node
+
+    @property
+    def synapse(self) -> str | None:
+        """The float synapse node (conv2d / linear; the max pool of an OR layer)."""
+        if self.op is None:
+            return None
+        return next((n.name for n in self.op.nodes if n.op in ("conv2d", "linear")), self.op.nodes[-1].name)
+
+
+@dataclass
+class Population:
+    """One quantized population (neuron layer, read-out or OR layer) and the streams that feed it.
+
+    Mutable: calibration lowers ``vth`` / ``gain`` round by round, assembly records ``scale`` and ``info``."""
+    name: str                  # the neuron (or read-out / max-pool) node: float and integer graph share it
+    kind: str                  # lif | intfire | silif | csilif | readout | or
+    neuron: Node | None        # the float neuron (None for read-outs and OR layers)
+    streams: list
+    bias: np.ndarray           # float bias of the synaptic expression, per output channel
+    out_shape: tuple
+    nodes: list                # float nodes of the synaptic expression (folded into this population)
+    notes: list = field(default_factory=list)
+    vth: int = 0               # threshold-normalized VTH (neurons with all thresholds > 0)
+    gain: float = 1.0          # weight-range scaling (read-outs, zero thresholds): fraction of the full range
+    bias_unit: int = 1         # biases rounded to multiples of this (64 = whole weight LSBs, as netx needs)
+    scale: np.ndarray = None   # s_c: integer weight units per float unit, per output channel
+    membrane: str | None = None  # the float membrane twin a host reads, if any
+    info: dict = field(default_factory=dict)
+
+    @property
+    def synapse(self) -> str | None:
+        return next((s.name for s in self.streams if s.op is not None), None)
+
+
+@dataclass
+class HostNode:
+    node: Node
+    inputs: list               # (kind, float source, delay): kind spikes | count | membrane | readout | host
+    region: int = 0            # renumbered while regions merge
+
+
+@dataclass(frozen=True)
+class Mapping:
+    layers: list               # Population, in float-graph order, streams named
+    hosts: dict                # float host node name -> HostNode
+
+
+def _is_neuron(n: Node) -> bool:
+    return n.op in NEURONS and n.attrs.get("output", "spikes") == "spikes"
+
+
+def _is_twin(n: Node) -> bool:
+    return n.op in NEURONS and n.attrs.get("output", "spikes") == "membrane"
+
+
+def _is_host(n: Node) -> bool:
+    return n.op in HOST
+
+
+def _neuron_kind(n: Node) -> str:
+    return {"intfire_unrolled": "intfire"}.get(n.op, n.op)
+
+
+def _is_count(g: Graph, n: Node) -> bool:
+    """The count of an unrolled neuron's binary sub-step spikes (a synapse sums its D sub-steps anyway)."""
+    return n.op == "substep_sum" and "bias" not in n.params and g.node(n.inputs[0]).type.kind == "binary"
+
+
+def map_graph(graph: Graph) -> Mapping:
+    """The populations and host nodes of ``graph``; refuses what cannot map, naming the node."""
+    for n in graph.nodes:   # first the ops with no mapping at all, so the refusal names them
+        if n.op not in MAPPED:
+            raise refuse(n, NO_MAPPING.get(n.op, "no Loihi mapping in this target"))
+    for inp in graph.inputs:
+        if inp.type.kind == "real":
+            raise refuse(inp, "real-valued inputs are not mapped; feed spikes (binary or integer)")
+        if inp.type.substeps != 1:
+            raise refuse(inp, "sub-step time bases are not mapped on inputs")
+    m = _Mapper(graph)
+    outputs = set(graph.outputs)
+    for n in graph.nodes:
+        if _is_neuron(n):
+            streams, bias, nodes, notes = m.parse_sum(n.inputs[0])
+            m.add(Population(n.name, _neuron_kind(n), n, streams, bias, n.type.shape, nodes, notes))
+        elif _is_host(n):
+            m.host(n)
+        elif n.name in outputs and n.op in ("conv2d", "linear", "avgpool2d", "add", "substep_sum") \
+                and n.name not in m.pops and not _is_count(graph, n):
+            m.readout(n)
+        elif n.name in outputs and n.op == "maxpool2d":
+            m.or_pool(n)
+    _check_coverage(graph, m)
+    first = {}
+    for h in m.hosts.values():   # regions numbered 0, 1, ... in order of their first node
+        h.region = first.setdefault(h.region, len(first))
+    layers = [m.pops[k] for k in m.order if k in m.pops]
+    _name_streams(layers)
+    return Mapping(layers, m.hosts)
+
+
+class _Mapper:
+    """The walk over synaptic expressions: populations, host nodes and the float nodes they use."""
+
+    def __init__(self, graph: Graph):
+        self.g = graph
+        self.pops: dict[str, Population] = {}
+        self.hosts: dict[str, HostNode] = {}
+        self.used: set = set()
+        self.order: list = []          # population / host names in float-graph order
+
+    def add(self, pop: Population):
+        self.pops[pop.name] = pop
+        self.order.append(pop.name)
+        self.used.update(x.name for x in pop.nodes)
+        self.used.add(pop.name)
+
+    def readout(self, n: Node) -> str:
+        if n.name not in self.pops:
+            streams, bias, nodes, notes = self.parse_sum(n.name)
+            self.add(Population(n.name, "readout", None, streams, bias, n.type.shape, nodes, notes))
+        return n.name
+
+    def parse_sum(self, name: str):
+        """``(streams, float bias (C,), float nodes, notes)`` of the synaptic expression ``name``."""
+        g = self.g
+        n = g.node(name)
+        if n.op == "add":
+            s1, b1, n1, t1 = self.parse_sum(n.inputs[0])
+            s2, b2, n2, t2 = self.parse_sum(n.inputs[1])
+            return s1 + s2, b1 + b2, n1 + n2 + [n], t1 + t2
+        if n.op == "substep_sum" and g.node(n.inputs[0]).type.kind == "real":
+            s, b, ns, t = self.parse_sum(n.inputs[0])
+            if "bias" in n.params:
+                b = b + np.asarray(n.params["bias"], dtype=np.float64)
+            return s, b, ns + [n], t
+        if n.op in ("conv2d", "linear") or (n.op == "avgpool2d" and g.node(n.inputs[0]).op == "conv2d"):
+            op = operator_of(g, n)
+            sources = self.parse_source(op.src)
+            shapes = {g.node(s).type.shape for s, _ in sources}
+            if len(shapes) != 1:
+                raise refuse(n, f"its input sums tensors of shapes {sorted(shapes)}")
+            return ([Stream(op, s, d, i) for i, (s, d) in enumerate(sources)], op.bias.copy(), list(op.nodes),
+                    list(op.notes))
+        if n.op == "delay" or _is_host(n):
+            sources = self.parse_source(name)
+            if any(not _is_host(g.node(s)) for s, _ in sources):
+                raise refuse(n, "a population's input must come through a synapse (conv2d/linear) or from a host "
+                                "partition")
+            return [Stream(None, s, d) for s, d in sources], np.zeros(n.type.shape[0]), [], []
+        raise refuse(n, "a population's input must be a sum of synaptic streams (conv2d/linear, optionally "
+                        "pooled, delayed or added) or a host value")
+
+    def parse_source(self, name: str) -> list:
+        """``[(source, delay)]``: the spike sources (or host values) a synapse reads, summed."""
+        g = self.g
+        n = g.node(name)
+        if n.op == "delay":
+            self.used.add(name)
+            return [(s, d + int(n.attrs["steps"])) for s, d in self.parse_source(n.inputs[0])]
+        if n.op == "add":
+            self.used.add(name)
+            return self.parse_source(n.inputs[0]) + self.parse_source(n.inputs[1])
+        if _is_count(g, n):
+            self.used.add(name)
+            return self.parse_source(n.inputs[0])
+        if n.op == "maxpool2d":
+            return [(self.or_pool(n), 0)]
+        if n.op == "input" or _is_neuron(n) or _is_host(n):
+            return [(name, 0)]
+        raise refuse(n, "a synapse's input must be spikes (the graph input, a neuron, a max pool over spikes), "
+                        "a delay or a sum of those, or a host value")
+
+    def or_pool(self, n: Node) -> str:
+        if n.name in self.pops:
+            return n.name
+        in_shape = self.g.node(n.inputs[0]).type.shape
+        check_or_shape(n, in_shape)
+        sources = self.parse_source(n.inputs[0])
+        if len(sources) != 1:
+            raise refuse(n, "max pooling of a sum of spike tensors is a max, not an OR")
+        src, delay = sources[0]
+        if self.g.node(src).type.kind != "binary":
+            raise refuse(n, "max pooling of integer (graded) spikes is a max, not an OR: unroll the integer neuron "
+                            "first (pass unroll_virtual_steps) so that it pools binary sub-step spikes")
+        c = n.type.shape[0]
+        op = or_operator(n, src, in_shape)
+        self.add(Population(n.name, "or", None, [Stream(op, src, delay)], np.zeros(c), n.type.shape, [n]))
+        return n.name
+
+    def host(self, n: Node):
+        inputs = [self._host_input(n, i) for i in n.inputs]
+        region = len(self.hosts)
+        for kind, src, _ in inputs:   # one region per connected set of host nodes (they share one process)
+            if kind == "host":
+                old = self.hosts[src].region
+                for h in self.hosts.values():
+                    if h.region == old:
+                        h.region = region
+        self.hosts[n.name] = HostNode(n, inputs, region)
+        self.order.append(n.name)
+        self.used.add(n.name)
+
+    def _host_input(self, n: Node, name: str) -> tuple:
+        """``(kind, float source, delay)`` of host node ``n``'s input ``name``."""
+        g = self.g
+        src, k = g.node(name), 0
+        while src.op == "delay":
+            k += int(src.attrs["steps"])
+            self.used.add(src.name)
+            src = g.node(src.inputs[0])
+        if _is_host(src):
+            kind = "host"
+        elif src.op == "input" or _is_neuron(src):
+            kind = "spikes"
+        elif src.op == "maxpool2d":
+            self.or_pool(src)
+            kind = "spikes"
+        elif _is_count(g, src) and _is_neuron(g.node(src.inputs[0])):
+            self.used.add(src.name)
+            kind = "count"
+        elif _is_twin(src):
+            _membrane_owner(g, src, self.pops).membrane = src.name
+            self.used.add(src.name)
+            kind = "membrane"
+        elif src.op in ("conv2d", "linear", "avgpool2d", "add", "substep_sum"):
+            self.readout(src)
+            kind = "readout"
+        else:
+            raise refuse(src, f"host node {n.name!r} cannot read it from the chip (spikes, a membrane, a "
+                              "synaptic sum or another host value)")
+        return kind, src.name, k
+
+
+def _membrane_owner(g: Graph, twin: Node, pops: dict) -> Population:
+    """The population whose membrane ``twin`` reads; refuses a twin of no on-chip neuron, or a second one."""
+    neuron = next((m for m in g.nodes if _is_neuron(m) and _neuron_kind(m) == _neuron_kind(twin)
+                   and m.inputs == twin.inputs and dict(m.attrs, output="membrane") == dict(twin.attrs)),
+                  None)   # (an unrolled integer neuron keeps an ``intfire`` membrane twin)
+    if neuron is None or neuron.name not in pops:
+        raise refuse(twin, "a membrane read-out needs its neuron on the chip")
+    pop = pops[neuron.name]
+    if pop.membrane not in (None, twin.name):
+        raise refuse(twin, "a second membrane read-out of one population")
+    return pop
+
+
+def _check_coverage(g: Graph, m: _Mapper) -> None:
+    """Every float node belongs to a population, a host or a spike output; folded synapses have one reader."""
+    outputs = set(g.outputs)
+    for n in g.nodes:
+        if n.op == "input" or n.name in m.used:
+            continue
+        if _is_twin(n) and not g.consumers(n.name) and n.name not in outputs:
+            continue   # an unread membrane twin
+        if _is_twin(n):
+            raise refuse(n, "a membrane read-out is deployable only into a host partition")
+        if n.op == "flatten" and n.name in outputs and g.node(n.inputs[0]).name in m.pops:
+            continue   # a flattened spike output: the population's spikes, reshaped
+        if n.op == "substep_sum" and n.name in outputs and "bias" not in n.params \
+                and g.node(n.inputs[0]).name in m.pops:
+            continue   # the count of an unrolled neuron as a graph output
+        raise refuse(n, "it is neither part of a synapse feeding a population or a host, nor a spike output")
+    for h in m.hosts.values():
+        if h.node.name in outputs:
+            raise refuse(h.node, "a host value as a graph output is not recorded by the Lava network")
+    for pop in m.pops.values():
+        inside = {x.name for x in pop.nodes} | {pop.name}
+        if pop.neuron is not None:   # the neuron's membrane twin reads the same synaptic sum
+            inside |= {c.name for c in g.nodes if _is_twin(c) and c.inputs == pop.neuron.inputs}
+        for x in pop.nodes:
+            if x.name == pop.name:
+                continue
+            if x.name in outputs:
+                raise refuse(x, "an intermediate of a folded synapse cannot be a graph output")
+            bad = [c for c in g.consumers(x.name) if c.name not in inside]
+            if bad:
+                raise refuse(x, f"its value is also read by {bad[0].name!r}; a folded synapse must have one "
+                                "consumer")
+
+
+def _name_streams(pops: list) -> None:
+    """Name each stream's integer synapse node after its float synapse (``.1``, ``.2`` for sums of sources)."""
+    for pop in pops:
+        for s in pop.streams:
+            if s.op is None:
+                s.name = f"{s.source}.to.{pop.name}"
+                continue
+            base = s.synapse if s.synapse != pop.name else pop.name + ".synapse"
+            if pop.kind == "or":
+                base = pop.name + ".window"
+            s.name = base if s.index == 0 else f"{base}.{s.index}"

@@ -1,0 +1,167 @@
+"""Per-neuron fixed-point parameters: decays, thresholds, resets and biases of each neuron kind.
+
+Per output channel ``c``, the integer membrane is ``v ~ 64 s_c U`` with ``s_c = VTH / theta_c``,
+threshold-normalized so that one integer VTH serves the population:
+
+- lif        ``U = beta H + alpha X + bias``: Lava's LIF (hard reset, scalar parameters) or the custom
+             SpikecLIF; ``dv = round(4096 (1 - beta))``, ``du = 4095``, bias mantissa/exponent;
+- intfire    the integer-firing neuron (semantics 1.2) with the same arithmetic: graded payload
+             ``S = clip(round(v / (VTH << 6)), 0, D)`` (custom SpikecIntFire), or, after
+             ``unroll_virtual_steps`` (``intfire_unrolled``), the same count replayed as D binary sub-steps;
+- silif      ``u = a (u - kappa s) + b x``: decay ``A = round(4096 a)`` (12-bit, *approximate*),
+             ``K = round(64 s_c kappa)``, threshold ``>=`` (custom SpikecSiLIF);
+- csilif     the complex state as two integer states (real v, imaginary w), decays
+             ``round(4096 a_re)``, ``round(4096 a_im)`` (*approximate*), threshold on ``2 Re(m)``.
+"""
+import numpy as np
+
+from spikec.compiler.ir import Node, TensorType
+from spikec.targets.lava.fixed_point import DECAY_MAX, DECAY_ONE, VTH_MAX, bias_mant_exp, scalar_or_channels
+from spikec.targets.lava.limits import to_int
+from spikec.targets.lava.mapping import Population
+from spikec.targets.lava.vocabulary import refuse
+
+
+def neuron_params(node: Node, c: int) -> dict:
+    """Float parameters per channel: alpha (input gain), theta (firing level of the integer state's
+    variable), beta or decays, the neuron's own bias, and what else the kind needs."""
+    get = lambda k, default=0.0: np.broadcast_to(np.array(node.params.get(k, default), dtype=np.float64),
+                                                 (c,)).copy()
+    op = node.op
+    if op == "lif":
+        return {k: get(k) for k in ("beta", "alpha", "bias", "threshold", "v_reset")}
+    if op in ("intfire", "intfire_unrolled"):
+        return {"beta": get("beta"), "alpha": get("alpha"), "bias": get("bias"), "threshold": get("threshold")}
+    if op == "silif":
+        return {"decay": get("decay"), "alpha": get("b"), "bias": get("bias"), "threshold": get("v_th")}
+    if op == "csilif":   # s = [2 Re(m) >= v_th]: the integer state is Re(m), its firing level v_th / 2
+        return {"a_re": get("a_re"), "a_im": get("a_im"), "alpha": get("b"), "bias": get("bias"),
+                "threshold": get("v_th") / 2}
+    raise AssertionError(op)
+
+
+def check_neuron(pop: Population, p: dict) -> None:
+    """Refuse thresholds and decays with no Loihi form."""
+    if pop.kind == "lif":
+        if (p["threshold"] < 0).any():
+            raise refuse(pop.neuron, "a negative threshold has no Loihi form")
+        if ((p["beta"] < 0) | (p["beta"] > 1)).any():
+            raise refuse(pop.neuron, "beta outside [0, 1] is not a 12-bit decay")
+    if pop.kind == "intfire" and ((p["beta"] < 0) | (p["beta"] > 1)).any():
+        raise refuse(pop.neuron, "beta outside [0, 1] is not a 12-bit decay")
+
+
+def membrane_gain(pop: Population) -> np.ndarray:
+    """Integer membrane units per float unit of the neuron's ``U`` (per channel)."""
+    return 64 * pop.scale / (2 if pop.kind == "csilif" else 1)
+
+
+def neuron_node(pop: Population, p: dict, x: str, scale: np.ndarray, vth: np.ndarray) -> Node:
+    """The integer neuron node of ``pop`` reading the synaptic sum ``x``; its parameters recorded in ``pop.info``."""
+    b = p["alpha"] * pop.bias + p["bias"]
+    bias_v = to_int(np.round(64 * scale * b / pop.bias_unit) * pop.bias_unit, node=pop.name,
+                    what="neuron biases (64 s b)")
+    mant, exp, sat = bias_mant_exp(bias_v)
+    pop.info.update(bias_saturated=sat, bias_exp_max=int(exp.max(initial=0)),
+                    scale=scale.tolist() if np.ptp(scale) else float(scale[0]), vth=scalar_or_channels(vth).tolist())
+    build = {"lif": _lif_node, "intfire": _intfire_node, "silif": _silif_node, "csilif": _csilif_node}[pop.kind]
+    return build(pop, p, x, scale, vth, mant, exp)
+
+
+def _lif_decay(beta: np.ndarray, node: str = "") -> np.ndarray:
+    return to_int(np.clip(np.round(4096 * (1 - beta)), 0, DECAY_MAX), node=node, what="decays (4096 (1 - beta))")
+
+
+def _lif_node(pop, p, x, scale, vth, mant, exp) -> Node:
+    dv = _lif_decay(p["beta"], pop.name)
+    hard = pop.neuron.attrs["reset"] == "zero"
+    v_reset = to_int(np.round(64 * scale * p["v_reset"]), node=pop.name, what="reset values (64 s v_reset)")
+    params = {"du": np.int64(4095), "dv": scalar_or_channels(dv), "vth": scalar_or_channels(vth),
+              "bias_mant": mant, "bias_exp": exp}
+    if hard and (v_reset != 0).any():
+        params["v_reset"] = scalar_or_channels(v_reset)
+    lava_lif = hard and "v_reset" not in params and params["dv"].ndim == 0 and params["vth"].ndim == 0 \
+        and int(params["vth"]) <= VTH_MAX and not pop.membrane
+    process = "LIF" if lava_lif else "SpikecLIF"
+    node = Node(pop.name, "lava_lif", (x,), TensorType(pop.out_shape, "binary"),
+                {"reset": pop.neuron.attrs["reset"], "output": "spikes", "process": process}, params, scope=pop.name)
+    pop.info.update(process=process, dv=params["dv"].tolist(), du=4095, reset=pop.neuron.attrs["reset"],
+                    beta_effective=(1 - params["dv"] / 4096).tolist(), lowering="binary spikes")
+    if (p["beta"] == 0).any():
+        pop.info.setdefault("notes", []).append("beta = 0 maps to dv = 4095: 1/4096 of v survives a step")
+    return node
+
+
+def _intfire_node(pop, p, x, scale, vth, mant, exp) -> Node:
+    n = pop.neuron
+    d = int(n.attrs["max_spikes"])
+    unrolled = n.op == "intfire_unrolled"
+    dv = _lif_decay(p["beta"], pop.name)
+    params = {"du": np.int64(4095), "dv": scalar_or_channels(dv), "vth": scalar_or_channels(vth),
+              "bias_mant": mant, "bias_exp": exp}
+    t = TensorType(pop.out_shape, "binary", None, d) if unrolled else TensorType(pop.out_shape, "integer", d)
+    node = Node(pop.name, "lava_intfire", (x,), t, {"max_spikes": d, "rounding": n.attrs["rounding"],
+                                                    "unrolled": unrolled, "output": "spikes"}, params, scope=pop.name)
+    lowering = (f"unrolled: the count S replayed as binary spikes over D = {d} Lava sub-steps per physical step "
+                "(thermometer code), read by binary synapses" if unrolled else
+                f"graded payload: S in 0..{d} sent as a graded spike ({max(1, d.bit_length())} message bits) "
+                "read by Dense/Conv with num_message_bits > 0")
+    pop.info.update(process="SpikecIntFire", lowering=lowering, max_spikes=d, rounding=n.attrs["rounding"],
+                    dv=params["dv"].tolist(), du=4095, beta_effective=(1 - params["dv"] / 4096).tolist())
+    return node
+
+
+def _approx(name, f, q) -> dict:
+    err = np.abs(q - f)
+    return {f"{name}_float": f.tolist(), f"{name}_fixed": q.tolist(),
+            f"{name}_max_abs_error": float(err.max(initial=0))}
+
+
+def _silif_node(pop, p, x, scale, vth, mant, exp) -> Node:
+    a = p["decay"]
+    if ((a < 0) | (a > 1)).any():
+        raise refuse(pop.neuron, "a SiLIF decay outside [0, 1]")
+    aq = to_int(np.clip(np.round(DECAY_ONE * a), 0, DECAY_ONE), node=pop.name, what="decays (4096 a)")
+    kappa = float(pop.neuron.attrs["kappa"])
+    k = to_int(np.round(64 * scale * kappa), node=pop.name, what="resets (64 s kappa)")
+    params = {"decay": scalar_or_channels(aq), "vth": scalar_or_channels(vth), "kappa": scalar_or_channels(k),
+              "bias_mant": mant, "bias_exp": exp}
+    node = Node(pop.name, "lava_silif", (x,), TensorType(pop.out_shape, "binary"), {"output": "spikes"}, params,
+                scope=pop.name)
+    pop.info.update(process="SpikecSiLIF", lowering="binary spikes", approximate=True,
+                    decay_quantization=_approx("decay", a, aq / DECAY_ONE),
+                    kappa_quantization=_approx("kappa", np.full_like(scale, kappa), k / (64 * scale)),
+                    note="12-bit decay A = round(4096 a) (approximate); the decay rounds toward zero like Lava's LIF")
+    return node
+
+
+def _csilif_decays(are: np.ndarray, aim: np.ndarray, node: str) -> tuple[np.ndarray, np.ndarray]:
+    qre = to_int(np.round(DECAY_ONE * are), node=node, what="decays (4096 a_re)")
+    qim = to_int(np.round(DECAY_ONE * aim), node=node, what="decays (4096 a_im)")
+    unstable = qre ** 2 + qim ** 2 >= DECAY_ONE ** 2
+    while unstable.any():   # keep the fixed-point pole inside the unit circle, as the float one is
+        qre = np.where(unstable, qre - np.sign(qre), qre)
+        qim = np.where(unstable, qim - np.sign(qim), qim)
+        unstable = qre ** 2 + qim ** 2 >= DECAY_ONE ** 2
+    return qre, qim
+
+
+def _csilif_node(pop, p, x, scale, vth, mant, exp) -> Node:
+    are, aim = p["a_re"], p["a_im"]
+    qre, qim = _csilif_decays(are, aim, pop.name)
+    kappa = float(pop.neuron.attrs["kappa"])
+    k = to_int(np.round(64 * scale * kappa), node=pop.name, what="resets (64 s kappa)")
+    params = {"a_re": scalar_or_channels(qre), "a_im": scalar_or_channels(qim), "vth": scalar_or_channels(vth),
+              "kappa": scalar_or_channels(k), "bias_mant": mant, "bias_exp": exp}
+    node = Node(pop.name, "lava_csilif", (x,), TensorType(pop.out_shape, "binary"), {"output": "spikes"}, params,
+                scope=pop.name)
+    pole_err = np.abs((qre + 1j * qim) / DECAY_ONE - (are + 1j * aim))
+    pop.info.update(process="SpikecCSiLIF", lowering="binary spikes", approximate=True,
+                    decay_quantization={**_approx("a_re", are, qre / DECAY_ONE),
+                                        **_approx("a_im", aim, qim / DECAY_ONE),
+                                        "pole_max_abs_error": float(pole_err.max(initial=0)),
+                                        "pole_magnitude_fixed_max": float(np.abs(qre + 1j * qim).max() / DECAY_ONE)},
+                    kappa_quantization=_approx("kappa", np.full_like(scale, kappa), k / (64 * scale)),
+                    note="complex state as two 24-bit integer states (v = Re m, w = Im m); signed 12-bit "
+                         "fractional decays (approximate); threshold on Re m >= v_th / 2")
+    return node

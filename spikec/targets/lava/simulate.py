@@ -1,0 +1,60 @@
+"""Run a lowered network in Lava's fixed-point simulator, in a supervised process session.
+
+Chunks of the batch run as separate networks when a batch-folded (block-diagonal) Dense would be too large.
+"""
+import json
+
+import numpy as np
+
+from spikec.compiler.errors import IRError
+from spikec.targets.lava.layout import unfold_data, unfold_state
+from spikec.targets.lava.lower import POPULATION_TYPES, lava_steps
+
+MAX_FOLDED_WEIGHTS = 3e7     # int entries of one batch-folded (block-diagonal) Dense
+
+
+def batch_chunk(net: dict, arrays: dict, batch: int) -> int:
+    """Samples per Lava network: the folded Dense weights of a chunk stay below ``MAX_FOLDED_WEIGHTS``."""
+    worst = max((arrays[f"{p['name']}/weights"].size * (p.get("axon_delay", 0) + 1) for p in net["processes"]
+                 if p["type"] in ("Dense", "DelayDense")), default=1)
+    return int(max(1, min(batch, np.floor(np.sqrt(MAX_FOLDED_WEIGHTS / worst)))))
+
+
+def run_lava(net: dict, arrays: dict, x: dict) -> dict:
+    """Run the network on ``x`` (name -> ``[T, B, *ir]`` integers) in Loihi2SimCfg(select_tag="fixed_pt").
+
+    Lava runs in a supervised process session (``supervisor.py``): an interrupt or a killed compiler
+    leaves no Lava process, shared-memory segment or work directory behind.
+    Returns ``{"outputs": name -> [steps, B, *ir], "states": (var, name) -> [B, *ir], "steps", timings}``.
+    """
+    from spikec.targets.lava import supervisor
+    first = next(iter(x.values()))
+    t, batch = first.shape[:2]
+    steps = lava_steps(net, t)
+    chunk = batch_chunk(net, arrays, batch)
+    ir = {r["name"]: tuple(r["ir_shape"]) for r in net["recorded"]}
+    ir.update({p["name"]: tuple(p["ir_shape"]) for p in net["processes"] if p["type"] in POPULATION_TYPES})
+    outputs, states = {}, {}
+    with supervisor.workdir("spikec-lava-") as workdir:
+        (workdir / "network.json").write_text(json.dumps(net))
+        with open(workdir / "params.npz", "wb") as f:
+            np.savez(f, **arrays)
+        with open(workdir / "inputs.npz", "wb") as f:
+            np.savez(f, *[np.asarray(v) for v in x.values()])   # positional: any input name is safe
+        r = supervisor.run("network", workdir, {"steps": steps, "chunk": chunk, "inputs": list(x)})
+        failed = sorted((workdir / "errors").iterdir())   # guarded ProcessModels' tracebacks (supervisor.ERRORS_ENV)
+        if failed:
+            raise IRError("a Lava process failed during the run:\n" + "\n".join(f.read_text() for f in failed),
+                          where=f"Lava process {failed[0].name.split('.')[0]!r}",
+                          remedy="this is a compiler bug: report it with the model")
+        for c in r["chunks"]:
+            for what, name, rel in c["files"]:
+                data = np.load(workdir / rel, allow_pickle=False)
+                if what == "spikes":
+                    outputs.setdefault(name, []).append(unfold_data(data, c["batch"], ir[name]))
+                else:
+                    states.setdefault((what, name), []).append(unfold_state(data, c["batch"], ir[name]))
+    return {"outputs": {k: np.concatenate(v, axis=1) for k, v in outputs.items()},
+            "states": {k: np.concatenate(v, axis=0) for k, v in states.items()},
+            "steps": steps, "batch_chunk": chunk, "chunks": -(-batch // chunk),
+            "build_seconds": round(r["build_seconds"], 3), "sim_seconds": round(r["sim_seconds"], 3)}
