@@ -3,7 +3,7 @@
 Both models are the published-width backbone of ``examples/ripe/model.py`` (channels 32, 64, 128,
 DS-MPA on). The fused model is the *same* model (a deep copy) in which every ``snn.RepConv`` is
 replaced by one ``nn.Conv2d(c_in, c_out, 3, stride, padding=1, bias=True)`` whose weight and bias
-come from spikec itself: each unit is traced with ``spikec.compiler.frontend.trace`` and rewritten
+come from spikec itself: each unit is traced with ``spikec.frontend.trace`` and rewritten
 by ``spikec.passes.fuse_repconv.fuse_repconv``; the single conv2d node left holds ``W*`` and ``b*``
 (passes.md, "RepConv branch fusion"). Everything else (entry BNTT, TDM, BNTT, CSiLIF/SiLIF, Delay,
 DS-MPA, head) is shared, identical code.
@@ -62,7 +62,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)  # `spikec` without an install
 
 import spikec.nn as snn  # noqa: E402
-from spikec.compiler.frontend import trace  # noqa: E402
+from spikec.frontend import trace  # noqa: E402
 from spikec.passes.fuse_repconv import fuse_repconv  # noqa: E402
 
 

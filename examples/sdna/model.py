@@ -29,11 +29,11 @@ The checkpoints were trained with the Linear form; Pairwise is a different funct
 with those weights is lower (see train.py's report).
 
 The compiler CLI loads this file by path (``model.py:static_linear``): it imports only ``torch`` and ``spikec``.
-Converters for the SDNA modules: ``import spikec.compiler.converters_sdna`` (done below).
+Converters for the SDNA modules: ``import spikec.frontend.sdna`` (done below).
 """
 from torch import nn
 
-import spikec.compiler.converters_sdna  # noqa: F401  (registers the SDNA converters with the frontend)
+import spikec.frontend.sdna  # noqa: F401  (registers the SDNA converters with the frontend)
 import spikec.nn as snn
 from spikec.nn.sdna import SDNALinear, SDNAPairwise
 

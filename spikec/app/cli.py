@@ -124,7 +124,7 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
                 max_input_bytes, as_json):
     """Trace MODEL (path/file.py:factory or pkg.module:factory) and print its IR."""
     from spikec.app.driver import CompileOptions, load_source, make_inputs
-    from spikec.compiler.frontend import trace
+    from spikec.frontend import trace
     from spikec.ops import deployed_params
     from spikec.compiler.serialize import graph_to_json
     opts = CompileOptions(model, weights=weights, input_shape=input_shape, steps=steps, batch=1,

@@ -21,7 +21,7 @@ from spikec.compiler import loader
 from spikec.compiler.checker import compare_with_torch, run_torch
 from spikec.compiler.cost import cost_report, partition_report, sdna_report
 from spikec.compiler.errors import BadInput, IRError
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, thaw
 from spikec.compiler.passes import run_passes

@@ -16,7 +16,7 @@ so one ``state_dict`` loads into either.
 The arithmetic lives in the pure functions below, written in the order the reference interpreter
 repeats it: ``sdna_linear`` is exactly the chain of existing IR ops ``mul -> windowsum -> scale ->
 [batchnorm] -> intfire -> mul``, and ``sdna_pairwise`` is called as-is by the ``sdna_pairwise`` IR
-kernel (spikec/compiler/converters_sdna.py), so a float64 run of a module and of its IR agree bit for bit.
+kernel (spikec/frontend/sdna.py), so a float64 run of a module and of its IR agree bit for bit.
 """
 import torch
 import torch.nn.functional as F

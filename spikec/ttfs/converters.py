@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.frontend import CONVERTERS, register_converter
+from spikec.frontend.registry import CONVERTERS, register_converter
 
 
 def layernorm(ctx, m: nn.LayerNorm, name, x):

@@ -10,7 +10,7 @@ import pytest
 
 from spikec.compiler import checker
 from spikec.compiler.checker import REL_TOL, compare_graphs, compare_with_torch
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.compiler.interpreter import run
 from spikec.compiler.loader import build_model, load_weights
 

@@ -10,7 +10,7 @@ from torch import nn
 
 import spikec.nn as snn
 from spikec.compiler.errors import BadInput, IRError
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.compiler.interpreter import is_integer_graph, run
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.verify import verify

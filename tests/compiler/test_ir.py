@@ -9,7 +9,7 @@ from torch import nn
 
 import spikec.nn as snn
 from spikec.compiler.errors import IRError, ShapeError
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.ops import OPS, infer_type

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from spikec.compiler.errors import NotEquivalent, PassError
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.compiler.loader import build_model, load_weights
 from spikec.compiler.passes import Pass, PassRecord, PassResult, Skip, run_passes
 from spikec.passes.fold_batchnorm import FOLD_BATCHNORM

@@ -12,7 +12,7 @@ import torch
 
 from spikec.compiler.cost import dense_ops
 from spikec.compiler.driver import CompileOptions, compile_model
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.compiler.loader import build_model
 from spikec.compiler.report import params_report, summary_text, synaptic_kind
 from spikec.passes.fold_batchnorm import fold_batchnorm

@@ -12,7 +12,7 @@ from torch.nn.utils.fusion import fuse_conv_bn_weights, fuse_linear_bn_weights
 
 from spikec.compiler.checker import compare_graphs, compare_with_torch
 from spikec.compiler.errors import PassError
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.compiler.loader import build_model, load_weights
 from spikec.compiler.passes import run_passes
 from spikec.compiler.verify import verify

@@ -11,7 +11,7 @@ from torch import nn
 import spikec.nn as snn
 from spikec.compiler.checker import compare_graphs, compare_with_torch
 from spikec.compiler.errors import PassError
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.ops import deployed_params
 from spikec.compiler.passes import run_passes
 from spikec.compiler.report import source_params

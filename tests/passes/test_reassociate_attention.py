@@ -14,7 +14,7 @@ from torch import nn
 import spikec.nn as snn
 from spikec.compiler.checker import compare_graphs, compare_with_torch
 from spikec.compiler.errors import PassError
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.passes import run_passes

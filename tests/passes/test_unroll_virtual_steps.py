@@ -14,7 +14,7 @@ from torch import nn
 
 import spikec.nn as snn
 from spikec.compiler.errors import IRError
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.ops import OPS

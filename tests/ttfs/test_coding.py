@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from spikec.app.cli import main
 from spikec.compiler.cost import E_AC_PJ, E_MAC_PJ
 from spikec.compiler.errors import NotEquivalent, PassError
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.compiler.passes import run_passes
 from spikec.passes.assign_ttfs_timing import make_pass
 from spikec.ttfs import lower_ttfs, verify_ttfs

@@ -7,7 +7,7 @@ import pytest
 import spikec.ttfs  # noqa: F401
 from spikec.compiler import loader
 from spikec.compiler.driver import CompileOptions, load_source, make_inputs
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.compiler.passes import run_passes
 from spikec.passes.assign_ttfs_timing import make_pass
 from spikec.ttfs import compile_ttfs, summary_lines

@@ -6,7 +6,7 @@ from torch import nn
 
 import spikec.ttfs  # noqa: F401
 from spikec.compiler.checker import compare_with_torch
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.compiler.interpreter import run
 from spikec.ttfs import compile_ttfs, summary_lines
 from spikec.ttfs.fit_rsqrt import fit

@@ -7,7 +7,7 @@ pytest.importorskip("onnxruntime")
 from spikec.compiler.interpreter import run  # noqa: E402
 from spikec.targets.onnx import export, run_model, with_probes  # noqa: E402
 from spikec.ttfs import compile_ttfs  # noqa: E402
-from spikec.compiler.frontend import trace  # noqa: E402
+from spikec.frontend import trace  # noqa: E402
 from test_layernorm import _random_ln, _rows  # noqa: E402
 
 

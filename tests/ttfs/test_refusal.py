@@ -6,7 +6,7 @@ from torch import nn
 import spikec.nn as snn
 import spikec.ttfs  # noqa: F401
 from spikec.compiler.errors import PassError, UnsupportedOp
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.ttfs import assign_ttfs_timing, compile_ttfs
 
 

@@ -1,6 +1,6 @@
 """Shared helpers of the TTFS tests: trace an ANN, map it, simulate it, check it against the ANN."""
 import spikec.ttfs  # noqa: F401
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.compiler.interpreter import run
 from spikec.ttfs.verify import check_layers
 from spikec.ttfs.simulate import simulate

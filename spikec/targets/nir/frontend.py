@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from spikec.compiler.errors import BadInput, SpikecError, UnsupportedOp
-from spikec.compiler.frontend import ConvertContext, register_converter
+from spikec.frontend.registry import ConvertContext, register_converter
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.verify import verify
 from spikec.targets.nir import interpreter

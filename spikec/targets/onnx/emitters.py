@@ -429,7 +429,7 @@ def csilif(b: Builder, node: Node, x: str) -> str:
     return _neuron(b, node, x, dynamics)
 
 
-# -- frontend-specific neurons (spikec/compiler/converters_extra.py) ---------------------------------
+# -- frontend-specific neurons (spikec/frontend/snntorch.py, spikingjelly.py) -------------------------
 @emitter("lif_snntorch")
 def lif_snntorch(b: Builder, node: Node, x: str) -> str:
     """snnTorch ``Leaky`` as ``lif_snntorch_kernel`` runs it: strict ``>``, the previous spike's reset.

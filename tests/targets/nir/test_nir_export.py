@@ -8,7 +8,7 @@ import pytest
 
 from spikec.compiler.driver import CompileOptions, compile_model
 from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.frontend import ConvertContext
+from spikec.frontend import ConvertContext
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.interpreter import run
 from spikec.targets.nir import check_file

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from spikec.compiler.checker import compare_graphs, compare_with_torch
 from spikec.compiler.cli import main
 from spikec.compiler.errors import BadInput, UnsupportedOp
-from spikec.compiler.frontend import ConvertContext, trace
+from spikec.frontend import ConvertContext, trace
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.verify import verify

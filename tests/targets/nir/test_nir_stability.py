@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from spikec.compiler.checker import compare_with_torch
 from spikec.compiler.cli import main
 from spikec.compiler.errors import BadInput
-from spikec.compiler.frontend import trace
+from spikec.frontend import trace
 from spikec.targets.nir.frontend import load_nir, nir_model
 
 N = 3

@@ -354,12 +354,12 @@ def test_float32_variant_runs_and_checks():
     assert got.dtype == np.float32 and got.shape == (3, 2, 4, 3, 3)
 
 
-# -- frontend-specific neurons (converters_extra) -------------------------------------------------------
+# -- frontend-specific neurons (spikec.frontend.snntorch, spikingjelly) --------------------------------------
 @pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
 @pytest.mark.parametrize("reset_delay", [True, False])
 @pytest.mark.parametrize("per_channel", [False, True], ids=["scalar", "per_channel"])
 def test_lif_snntorch(reset, reset_delay, per_channel):
-    import spikec.compiler.converters_extra  # noqa: F401  (defines the op)
+    import spikec.frontend.snntorch  # noqa: F401  (defines the op)
     r = rng(6)
     params = dict(beta=np.array([0.9, 0.5, 1.0]), threshold=np.array([0.3, 1.0, 0.7])) if per_channel \
         else dict(beta=np.array(0.9), threshold=np.array(0.3))   # 0.3: not a float32 value
@@ -372,7 +372,7 @@ def test_lif_snntorch(reset, reset_delay, per_channel):
 def test_lif_snntorch_resets_by_the_float32_threshold():
     """After a spike, snnTorch subtracts float32(0.3) = 0.30000001192..: 0.35, 0.25, 1e-16 then stays below
     0.3 (no second spike), where subtracting the float64 0.3 would fire at t = 2."""
-    import spikec.compiler.converters_extra  # noqa: F401
+    import spikec.frontend.snntorch  # noqa: F401
     g = build(TensorType((1,)), [("n", "lif_snntorch", ("x",), {"reset": "subtract", "reset_delay": False},
                                   dict(beta=np.array(1.0), threshold=np.array(0.3)))])
     x = np.array([0.35, 0.25, 1e-16]).reshape(3, 1, 1)
@@ -388,7 +388,7 @@ def test_lif_snntorch_resets_by_the_float32_threshold():
     ({"threshold": 0.8, "tau": 3.0, "v_reset": 0.125}, True),
 ])
 def test_lif_sj(params, decay_input):
-    import spikec.compiler.converters_extra  # noqa: F401  (defines the op)
+    import spikec.frontend.spikingjelly  # noqa: F401  (defines the op)
     r = rng(12)
     g = build(TensorType((2, 3, 3)), [("n", "lif_sj", ("x",), {"decay_input": decay_input},
                                        {k: np.array(v) for k, v in params.items()})])
@@ -404,8 +404,7 @@ PENDING = {"sdna_pairwise"}
 
 def test_every_ir_op_has_an_emitter_or_is_listed_pending():
     """A new IR op must get an ONNX emitter (emitters.py) or be listed here, so no op goes unnoticed."""
-    import spikec.compiler.converters_extra  # noqa: F401  (ops defined outside ops.py register on import)
-    import spikec.compiler.converters_sdna  # noqa: F401
+    import spikec.frontend  # noqa: F401  (the converters' ops, defined outside spikec.ops, register on import)
     from spikec.targets.onnx.emitters import EMITTERS
     # lava_* ops are the Lava target's own integer reference, never part of a graph handed to ONNX
     missing = {op for op in OPS if op != "input" and op not in EMITTERS and not op.startswith(("test_", "lava_"))}

@@ -1,14 +1,14 @@
-"""The torch.fx frontend: refusals name what and where and how to fix; registry; names; metadata."""
+"""The torch.fx frontend (spikec.frontend.tracing and .registry): refusals name what and where and how to fix;
+registry; names; metadata."""
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
 import spikec.nn as snn
-from spikec.compiler import frontend
 from spikec.compiler.errors import BadInput, ShapeError, UnsupportedOp
-from spikec.compiler.frontend import register_converter, trace
 from spikec.compiler.interpreter import run
+from spikec.frontend import CONVERTERS, register_converter, trace
 
 
 class Chain(nn.Module):
@@ -194,7 +194,7 @@ def test_register_converter_for_custom_module():
         sub = trace(Chain(nn.Linear(3, 4), LeakyRectifier()), (3,))
         assert [n.op for n in sub.nodes] == ["input", "linear", "relu"]
     finally:
-        frontend.CONVERTERS.pop(Rectifier, None)
+        CONVERTERS.pop(Rectifier, None)
     with pytest.raises(UnsupportedOp):
         trace(model, (3,))
 
@@ -248,13 +248,13 @@ def test_meta_lists_converter_of_each_module():
     converters = dict(graph.meta["converters"])
     assert {"conv", "lif", "rep", "lif2", "drop", "ident", "head"} <= set(converters)
     # children converted inside TimeDistributed / RepConv are listed too
-    assert converters["conv.0"].endswith("Conv2d -> spikec.compiler.converters.conv2d")
+    assert converters["conv.0"].endswith("Conv2d -> spikec.frontend.torch_modules.conv2d")
     assert all(name.split(".")[0] in {"conv", "lif", "rep", "lif2", "drop", "ident", "head"} for name in converters)
-    assert converters["lif"] == "spikec.nn.neurons.LIF -> spikec.compiler.converters.lif"
-    assert converters["rep"] == "spikec.nn.structural.RepConv -> spikec.compiler.converters.repconv"
-    assert converters["drop"].endswith("Dropout -> spikec.compiler.converters.identity")
-    assert converters["ident"].endswith("Identity -> spikec.compiler.converters.identity")
-    assert converters["conv"].endswith("TimeDistributed -> spikec.compiler.converters.time_distributed")
+    assert converters["lif"] == "spikec.nn.neurons.LIF -> spikec.frontend.torch_modules.lif"
+    assert converters["rep"] == "spikec.nn.structural.RepConv -> spikec.frontend.torch_modules.repconv"
+    assert converters["drop"].endswith("Dropout -> spikec.frontend.torch_modules.identity")
+    assert converters["ident"].endswith("Identity -> spikec.frontend.torch_modules.identity")
+    assert converters["conv"].endswith("TimeDistributed -> spikec.frontend.torch_modules.time_distributed")
     assert graph.meta["source"] == "Named"
 
 

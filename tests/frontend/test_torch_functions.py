@@ -1,7 +1,7 @@
-"""Frontend conversions used by attention blocks (converters.py, "shapes, reshapes and attention products"):
-``x.shape`` / ``x.size()``, reshape / view keeping ``x.shape[0], x.shape[1]``, permute, transpose, ``@`` /
-``torch.matmul``, softmax, tril. Traced graphs reproduce torch's float64 outputs bit for bit; what would mix
-time or batch is refused, naming the fx node; products of spike tensors carry integer kinds."""
+"""Frontend conversions used by attention blocks (spikec/frontend/torch_functions.py, "shapes, reshapes and
+attention products"): ``x.shape`` / ``x.size()``, reshape / view keeping ``x.shape[0], x.shape[1]``, permute,
+transpose, ``@`` / ``torch.matmul``, softmax, tril. Traced graphs reproduce torch's float64 outputs bit for bit;
+what would mix time or batch is refused, naming the fx node; products of spike tensors carry integer kinds."""
 import numpy as np
 import pytest
 import torch
@@ -10,8 +10,8 @@ from torch import nn
 
 import spikec.nn as snn
 from spikec.compiler.errors import BadInput, UnsupportedOp
-from spikec.compiler.frontend import trace
 from spikec.compiler.interpreter import run
+from spikec.frontend import trace
 
 
 class Fn(nn.Module):

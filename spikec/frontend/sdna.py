@@ -1,4 +1,5 @@
-"""Converters for spike-driven neighborhood attention (``spikec.nn.sdna``); importing this module registers them.
+"""Converters for spike-driven neighborhood attention (``spikec.nn.sdna``), registered when this module is imported
+(``spikec.frontend.tracing`` imports it).
 
 * ``SDNALinear`` is decomposed into existing IR ops, in the order ``spikec.nn.sdna.sdna_linear`` computes:
   ``{name}.kv = mul(k, v)`` -> ``{name}.window = windowsum`` -> ``{name}.mean = scale(a=1/k^2, b=0)``
@@ -19,33 +20,29 @@
 import torch
 import torch.nn.functional as F
 
-from spikec.compiler.errors import IRError, UnsupportedOp
-from spikec.compiler.frontend import register_converter
+from spikec.compiler.errors import IRError
 from spikec.compiler.ir import TensorType
+from spikec.frontend.registry import refuse, register_converter
+from spikec.nn.sdna import SDNALinear, SDNAPairwise, sdna_pairwise, window_scale
 from spikec.ops import define, register_kernel
 from spikec.ops.common import per_channel as _per_channel, sizes as _sizes
 from spikec.ops.registry import need as _need
-from spikec.nn.sdna import SDNALinear, SDNAPairwise, sdna_pairwise, window_scale
 
 BN_PARAMS = ("bn_gamma", "bn_beta", "bn_mean", "bn_var")
 NEURON_PARAMS = ("threshold", "beta", "alpha")
 
 
-def _refuse(name, module, why, remedy):
-    raise UnsupportedOp(why, where=f"module {name!r} ({type(module).__qualname__})", remedy=remedy)
-
-
 def _multi_step_only(ctx, module, name):
     if ctx.per_step:
-        _refuse(name, module, "SDNA is stateful (its neurons run over t); inside TimeDistributed torch would "
-                "mistake T*B for time", "apply it to the [T, B, C, H, W] tensors, outside spikec.nn.TimeDistributed")
+        refuse(name, module, "SDNA is stateful (its neurons run over t); inside TimeDistributed torch would "
+               "mistake T*B for time", "apply it to the [T, B, C, H, W] tensors, outside spikec.nn.TimeDistributed")
 
 
 def _gate_bn_params(m, name):
     bn = m.gate_bn
     if bn.running_mean is None:
-        _refuse(name, m, "the gate BatchNorm has no running statistics, so no inference form",
-                "build it with track_running_stats=True and train it")
+        refuse(name, m, "the gate BatchNorm has no running statistics, so no inference form",
+               "build it with track_running_stats=True and train it")
     c = bn.num_features
     gamma = bn.weight if bn.affine else torch.ones(c)
     beta = bn.bias if bn.affine else torch.zeros(c)

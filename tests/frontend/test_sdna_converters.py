@@ -1,4 +1,4 @@
-"""SDNA through the frontend (spikec.compiler.converters_sdna): bit-exact against the torch modules in float64.
+"""SDNA through the frontend (spikec.frontend.sdna): bit-exact against the torch modules in float64.
 
 Linear SDNA decomposes into existing ops; Pairwise is the one new op ``sdna_pairwise``. Also the shipped
 SDNA backbone (examples/sdna): all four factories, with their checkpoints and input samples.
@@ -11,14 +11,14 @@ import pytest
 import torch
 from torch import nn
 
-import spikec.compiler.converters_sdna as conv_sdna
+import spikec.frontend.sdna as conv_sdna
 import spikec.nn as snn
 from spikec.compiler.checker import compare_with_torch
 from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.frontend import ConvertContext, trace
 from spikec.compiler.interpreter import run
-from spikec.ops import OPS, deployed_params
+from spikec.frontend import ConvertContext, trace
 from spikec.nn.sdna import SDNALinear, SDNAPairwise
+from spikec.ops import OPS, deployed_params
 
 SDNA = Path(__file__).resolve().parents[2] / "examples" / "sdna"
 C, H, W = 3, 5, 6

@@ -1,90 +1,19 @@
-"""torch.fx frontend: trace a multi-step PyTorch model into the IR through a converter registry.
+"""torch.fx tracing: a multi-step PyTorch model into a verified IR graph through the converter registry.
 
 Convention: the model maps ``[T, B, ...]`` to ``[T, B, ...]``. Per-step torch modules (Conv2d,
 BatchNorm, pooling) appear inside ``spikec.nn.TimeDistributed``, which merges T and B as torch
 needs; Linear, ReLU and the ``spikec.nn`` modules also run on ``[T, B, ...]`` directly.
-A converter is ``fn(ctx, module, name, *inputs) -> output node name`` (or a tuple of names for a
-module returning a tuple); it emits nodes with ``ctx.emit``.
 """
-import operator
-from dataclasses import dataclass, field
-from typing import Callable
-
 import torch
 import torch.fx
 from torch import nn
 
 from spikec.compiler.errors import BadInput, ShapeError, SpikecError, UnsupportedOp
 from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.ops import infer_type
 from spikec.compiler.verify import verify
-
-CONVERTERS: dict[type, Callable] = {}
-FUNCTIONS: dict[object, Callable] = {}   # call_function targets and call_method names -> converter
-REGISTER_HINT = ("register one with spikec.compiler.frontend.register_converter({cls}, fn), where "
-                 "fn(ctx, module, name, x) emits IR nodes with ctx.emit(...) and returns the output node name")
-
-
-def register_converter(module_type: type, fn: Callable) -> None:
-    """Teach the frontend a module type (and its subclasses); the module becomes an fx leaf."""
-    CONVERTERS[module_type] = fn
-
-
-def register_function(target, fn: Callable) -> None:
-    """Teach the frontend a function or method name: ``fn(ctx, name, args, kwargs) -> node name``."""
-    FUNCTIONS[target] = fn
-
-
-def find_converter(module: nn.Module) -> Callable | None:
-    for cls in type(module).__mro__:
-        if cls in CONVERTERS:
-            return CONVERTERS[cls]
-    return None
-
-
-@dataclass
-class ConvertContext:
-    """State of one trace. ``per_step`` is True inside TimeDistributed (torch sees ``[T*B, ...]``)."""
-    nodes: list = field(default_factory=list)
-    types: dict = field(default_factory=dict)
-    mappings: dict = field(default_factory=dict)   # module path -> "which converter was used"
-    module_outputs: dict = field(default_factory=dict)  # top-level module call -> its output node
-    per_step: bool = False
-
-    def unique(self, name: str) -> str:
-        base, k = name, 1
-        while name in self.types:
-            name, k = f"{base}_{k}", k + 1
-        return name
-
-    def type(self, name: str) -> TensorType:
-        return self.types[name]
-
-    def emit(self, name, op, inputs, attrs=None, params=None, scope="") -> str:
-        """Add a node; its type is inferred from its inputs (shape errors name the node and module)."""
-        name = self.unique(name.replace("-", "_"))
-        params = {k: _f64(v) for k, v in (params or {}).items() if v is not None}
-        probe = Node(name, op, tuple(inputs), TensorType((1,)), attrs or {}, params, scope)
-        node = probe.with_(type=infer_type(probe, [self.types[i] for i in inputs]))
-        self.nodes.append(node)
-        self.types[name] = node.type
-        return name
-
-    def convert_module(self, module: nn.Module, name: str, *xs: str):
-        fn = find_converter(module)
-        if fn is None:
-            cls = f"{type(module).__module__}.{type(module).__qualname__}"
-            raise UnsupportedOp(f"no converter for module of class {cls}", where=f"module {name!r}",
-                                remedy=REGISTER_HINT.format(cls=type(module).__qualname__))
-        self.mappings.setdefault(name, _mapping_name(module))
-        return fn(self, module, name, *xs)
-
-
-def _f64(v):
-    if isinstance(v, torch.Tensor):
-        v = v.detach().cpu()
-        return v.double().numpy() if v.is_floating_point() else v.numpy()
-    return v
+from spikec.frontend.registry import FUNCTIONS, REGISTER_HINT, ConvertContext, find_converter
+# The built-in converters, imported for their registrations (they import the registry, never this module).
+from spikec.frontend import torch_modules, torch_functions, snntorch, spikingjelly, sdna  # noqa: F401
 
 
 class _Root(nn.Module):
@@ -94,10 +23,6 @@ class _Root(nn.Module):
 
     def forward(self, x):
         return self.model(x)
-
-
-def _user_class(m: nn.Module) -> bool:
-    return not type(m).__module__.startswith(("torch.", "spikec."))
 
 
 class _Tracer(torch.fx.Tracer):
@@ -196,11 +121,6 @@ def _input(ctx, input_shape, kind, ceiling):
     return node.name
 
 
-def _mapping_name(module) -> str:
-    fn = find_converter(module)
-    return f"{type(module).__module__}.{type(module).__qualname__} -> {fn.__module__}.{fn.__name__}"
-
-
 def _tensor_args(fx_node, env) -> list[str]:
     if not fx_node.args or fx_node.kwargs or not all(isinstance(a, torch.fx.Node) for a in fx_node.args):
         raise UnsupportedOp(f"module call {fx_node.target!r} has non-tensor or keyword arguments; spikec converts "
@@ -254,16 +174,9 @@ def _convert_function(ctx, fx_node, env) -> str:
         raise UnsupportedOp(f"no converter for {'method' if fx_node.op == 'call_method' else 'function'} {what}",
                             where=f"fx node {fx_node.name!r}" + (f" in module {_scope(fx_node)!r}" if _scope(fx_node) else ""),
                             remedy="express it with supported modules, or register a converter with "
-                                   "spikec.compiler.frontend.register_function(target, fn)")
+                                   "spikec.frontend.register_function(target, fn)")
     lookup = lambda a: _Value(env[a.name])  # nested args too, e.g. reshape(x, (x.shape[0], ...))
     args = _unwrap(torch.fx.node.map_arg(fx_node.args, lookup))
     kwargs = _unwrap(torch.fx.node.map_arg(fx_node.kwargs, lookup))
     scope = _scope(fx_node)  # named inside its module, so names read like the model's structure
     return fn(ctx, f"{scope}.{fx_node.name}" if scope else fx_node.name, args, kwargs, scope=scope)
-
-
-# The built-in converters register themselves on import (they need the registry above);
-# converters_extra maps snnTorch / SpikingJelly neurons when those packages import.
-import spikec.compiler.converters  # noqa: E402,F401
-import spikec.compiler.converters_extra  # noqa: E402,F401
-import spikec.compiler.converters_sdna  # noqa: E402,F401

@@ -1,0 +1,32 @@
+"""What the converters of third-party neurons (``spikec.frontend.snntorch``, ``spikec.frontend.spikingjelly``)
+share: the multi-step refusal, and the type inference and float-only check of their framework-exact ops."""
+import torch
+
+from spikec.compiler.errors import IRError, ShapeError
+from spikec.compiler.ir import TensorType
+from spikec.frontend.registry import refuse
+
+
+def multi_step_only(ctx, module, name):
+    if ctx.per_step:
+        refuse(name, module, "a multi-step neuron inside TimeDistributed would see T*B as time",
+               "apply it to the [T, B, ...] tensor, outside TimeDistributed")
+
+
+def infer_neuron(names):
+    """Type inference of a neuron op whose named params are () or (C,): binary spikes of the input's shape."""
+    def infer(node, ins):
+        (t,) = ins
+        for n in names:
+            if n in node.params and node.params[n].shape not in ((), (t.shape[0],)):
+                raise ShapeError(f"parameter {n} has shape {node.params[n].shape}; expected () or ({t.shape[0]},)",
+                                 where=f"node {node.name!r} ({node.op})")
+        return TensorType(t.shape, "binary")
+    return infer
+
+
+def float_only(node, x: torch.Tensor):
+    """These kernels repeat a library's float arithmetic: an integer run has no exact form."""
+    if not x.is_floating_point():
+        raise IRError(f"op {node.op} has no exact integer kernel", where=f"node {node.name!r}",
+                      remedy="run this graph in float64")

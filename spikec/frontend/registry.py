@@ -1,0 +1,95 @@
+"""The converter registries and the context a converter receives.
+
+A module converter is ``fn(ctx, module, name, *inputs) -> output node name`` (or a tuple of names for a
+module returning a tuple); a function converter is ``fn(ctx, name, args, kwargs, scope="") -> node name``.
+Both emit nodes with ``ctx.emit``. This module imports no converter module: each converter module imports
+it and registers its converters; ``spikec.frontend.tracing`` imports the built-in converter modules.
+"""
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch import nn
+
+from spikec.compiler.errors import UnsupportedOp
+from spikec.compiler.ir import Node, TensorType
+from spikec.ops import infer_type
+
+CONVERTERS: dict[type, Callable] = {}
+FUNCTIONS: dict[object, Callable] = {}   # call_function targets and call_method names -> converter
+REGISTER_HINT = ("register one with spikec.frontend.register_converter({cls}, fn), where "
+                 "fn(ctx, module, name, x) emits IR nodes with ctx.emit(...) and returns the output node name")
+
+
+def register_converter(module_type: type, fn: Callable) -> None:
+    """Teach the frontend a module type (and its subclasses); the module becomes an fx leaf."""
+    CONVERTERS[module_type] = fn
+
+
+def register_function(target, fn: Callable) -> None:
+    """Teach the frontend a function or method name: ``fn(ctx, name, args, kwargs) -> node name``."""
+    FUNCTIONS[target] = fn
+
+
+def find_converter(module: nn.Module) -> Callable | None:
+    for cls in type(module).__mro__:
+        if cls in CONVERTERS:
+            return CONVERTERS[cls]
+    return None
+
+
+def refuse(name, module, why, remedy):
+    """Raise UnsupportedOp for a module a converter cannot map, naming the module path and class."""
+    raise UnsupportedOp(why, where=f"module {name!r} ({type(module).__qualname__})", remedy=remedy)
+
+
+@dataclass
+class ConvertContext:
+    """State of one trace. ``per_step`` is True inside TimeDistributed (torch sees ``[T*B, ...]``)."""
+    nodes: list = field(default_factory=list)
+    types: dict = field(default_factory=dict)
+    mappings: dict = field(default_factory=dict)   # module path -> "which converter was used"
+    module_outputs: dict = field(default_factory=dict)  # top-level module call -> its output node
+    per_step: bool = False
+
+    def unique(self, name: str) -> str:
+        base, k = name, 1
+        while name in self.types:
+            name, k = f"{base}_{k}", k + 1
+        return name
+
+    def type(self, name: str) -> TensorType:
+        return self.types[name]
+
+    def emit(self, name, op, inputs, attrs=None, params=None, scope="") -> str:
+        """Add a node; its type is inferred from its inputs (shape errors name the node and module)."""
+        name = self.unique(name.replace("-", "_"))
+        params = {k: _float64(v) for k, v in (params or {}).items() if v is not None}
+        probe = Node(name, op, tuple(inputs), TensorType((1,)), attrs or {}, params, scope)
+        node = probe.with_(type=infer_type(probe, [self.types[i] for i in inputs]))
+        self.nodes.append(node)
+        self.types[name] = node.type
+        return name
+
+    def convert_module(self, module: nn.Module, name: str, *xs: str):
+        fn = find_converter(module)
+        if fn is None:
+            cls = f"{type(module).__module__}.{type(module).__qualname__}"
+            raise UnsupportedOp(f"no converter for module of class {cls}", where=f"module {name!r}",
+                                remedy=REGISTER_HINT.format(cls=type(module).__qualname__))
+        self.mappings.setdefault(name, mapping_name(module))
+        return fn(self, module, name, *xs)
+
+
+def mapping_name(module) -> str:
+    """``"<module class> -> <converter>"``, recorded in the graph's metadata for each converted module."""
+    fn = find_converter(module)
+    return f"{type(module).__module__}.{type(module).__qualname__} -> {fn.__module__}.{fn.__name__}"
+
+
+def _float64(v):
+    """Parameters as numpy arrays: floating tensors in float64 (the IR's reference precision)."""
+    if isinstance(v, torch.Tensor):
+        v = v.detach().cpu()
+        return v.double().numpy() if v.is_floating_point() else v.numpy()
+    return v

@@ -1,0 +1,51 @@
+"""What the snnTorch and SpikingJelly converter tests share: a dense model around one neuron, and a bit-exact
+comparison of its trace against the float64 model."""
+import zlib
+
+import numpy as np
+import torch
+from torch import nn
+
+import spikec.nn as snc
+from spikec.compiler.interpreter import run
+from spikec.frontend import trace
+
+N_IN, HIDDEN, N_OUT = 6, 12, 4
+
+
+def dense(neuron_module):
+    torch.manual_seed(0)
+    return nn.Sequential(snc.TimeDistributed(nn.Linear(N_IN, HIDDEN)), neuron_module,
+                         snc.TimeDistributed(nn.Linear(HIDDEN, N_OUT)))
+
+
+def compare(model, x, shape=(N_IN,), reset=lambda: None):
+    """Trace, run the IR and the float64 model on ``x``; outputs must be identical. Returns the trace."""
+    graph = trace(model, input_shape=shape, input_kind="real")
+    got = run(graph, x)
+    model.double()
+    reset()
+    with torch.no_grad():
+        want = model(torch.from_numpy(x)).numpy()
+    assert np.array_equal(got.outputs(graph)[0], want)
+    return graph, got
+
+
+def neuron_spikes(graph, got, ops=("lif", "lif_snntorch", "lif_sj")):
+    (node,) = [n for n in graph.nodes if n.op in ops]
+    return node, got.values[node.name]
+
+
+def assert_busy(spikes):
+    """Many spikes and many silences, so that firing and reset are both exercised."""
+    assert 0.05 < spikes.mean() < 0.95, spikes.mean()
+
+
+def steps_for(*case):
+    """A number of steps in 1..16 that differs between cases but not between runs."""
+    return 1 + zlib.crc32(repr(case).encode()) % 16
+
+
+def inputs(seed, steps, scale=2.0, shape=(N_IN,)):
+    rng = np.random.default_rng(seed)
+    return rng.normal(0.3, scale, size=(steps, 3, *shape))
