@@ -1,0 +1,345 @@
+"""The curated mutants of ``tools/mutation.py``: realistic one-line bugs in the compiler.
+
+Each ``Mutant`` replaces ``original`` (text that must occur exactly once in ``file``; a few lines of context
+when the changed line alone repeats) by ``replacement``. ``tests`` are the test files run against it (the
+most relevant ones, fastest and most likely to fail first: the run stops at the first failure). A ``pass``
+mutant says whether it is ``semantic`` (changes what the compiled graph computes, so the runtime checks of
+``spikec compile`` must catch it too) and may name the shipped ``examples`` to try first.
+
+``tests/tools/test_mutants_apply.py`` keeps this list honest against the current tree.
+"""
+from dataclasses import dataclass
+
+KINDS = ("pass", "checker", "interpreter", "quantizer", "emitter", "export")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    file: str
+    original: str
+    replacement: str
+    kind: str
+    tests: tuple
+    semantic: bool | None = None   # pass mutants only: True when the deployed graph computes something else
+    examples: tuple = ()           # pass mutants: runtime examples to try first (names in mutation.EXAMPLES)
+    why: str = ""                  # the bug, in words
+
+
+FOLD = "spikec/passes/fold_batchnorm.py"
+FUSE = "spikec/passes/fuse_repconv.py"
+TDM = "spikec/passes/tdm_dual_kernel.py"
+UNROLL = "spikec/passes/unroll_virtual_steps.py"
+ATTN = "spikec/passes/reassociate_attention.py"
+CHECKER = "spikec/compiler/checker.py"
+NEURONS = "spikec/ops/neurons.py"           # the interpreter's kernels
+TEMPORAL = "spikec/ops/temporal.py"
+FIXED_POINT = "spikec/targets/lava/fixed_point.py"
+LAVA_NEURONS = "spikec/targets/lava/neurons.py"
+ASSEMBLE = "spikec/targets/lava/assemble.py"
+SELFCHECK = "spikec/targets/lava/selfcheck.py"
+LOWER = "spikec/targets/lava/lower.py"
+LAYOUT = "spikec/targets/lava/layout.py"
+COMPARE = "spikec/targets/lava/compare.py"
+LAVA_OPS = "spikec/targets/lava/ops.py"
+ONNX = "spikec/targets/onnx/emitters.py"
+NIR = "spikec/targets/nir/export.py"
+SERIAL = "spikec/compiler/serialize.py"
+
+T_FOLD = ("tests/passes/test_fold_batchnorm_rules.py", "tests/passes/test_fold_batchnorm.py")
+KILL_PASSES = "tests/passes/test_mutation_killers_passes.py"      # tests written for survivors of this list
+KILL_COMPILER = "tests/compiler/test_mutation_killers_compiler.py"
+KILL_LAVA = "tests/targets/lava/test_mutation_killers_lava.py"
+
+T_FUSE = ("tests/passes/test_fuse_repconv.py", KILL_PASSES)
+T_TDM = ("tests/passes/test_tdm_dual_kernel.py",)
+T_UNROLL = ("tests/passes/test_unroll_virtual_steps.py",)
+T_ATTN = ("tests/passes/test_reassociate_attention.py", KILL_PASSES)
+T_CHECKER = ("tests/compiler/test_checker.py", "tests/compiler/test_pass_manager.py", KILL_COMPILER)
+T_INTERP = ("tests/compiler/test_interpreter.py", KILL_COMPILER)
+T_QUANT = ("tests/targets/lava/test_quantize.py", "tests/targets/lava/test_selfcheck.py", KILL_LAVA)
+T_LAVA = ("tests/targets/lava/test_quantize.py", "tests/targets/lava/test_selfcheck.py",
+          "tests/targets/lava/test_lava_target.py")
+T_ONNX = ("tests/targets/onnx/test_onnx_ops.py",)
+T_NIR = ("tests/targets/nir/test_nir_export.py", "tests/targets/nir/test_nir_interpreter.py")
+T_SERIAL = ("tests/compiler/test_ir.py",)
+
+SDNA = ("sdna-event-linear", "sdna-static-linear", "sdna-event-pairwise", "sdna-static-pairwise")
+
+
+def _pass(id, file, original, replacement, tests, semantic, examples=(), why=""):
+    return Mutant(id, file, original, replacement, "pass", tuple(tests), semantic, tuple(examples), why)
+
+
+def _m(id, kind, file, original, replacement, tests, why=""):
+    return Mutant(id, file, original, replacement, kind, tuple(tests), None, (), why)
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    # -- fold_batchnorm ------------------------------------------------------------------------------
+    _pass("fold-forgets-mean", FOLD,
+          "return w * s.reshape(-1, *([1] * (w.ndim - 1))), (b - mean) * s + beta",
+          "return w * s.reshape(-1, *([1] * (w.ndim - 1))), b * s + beta",
+          T_FOLD, True, ("digits", "sdt"), "Conv->BN folds the bias without subtracting the running mean"),
+    _pass("fold-heaviside-negative-gamma", FOLD,
+          "threshold = np.where(s == 0, theta, (theta - c) / np.abs(safe))",
+          "threshold = np.where(s == 0, theta, (theta - c) / safe)",
+          T_FOLD, True, ("digits",), "BN->Heaviside divides by s, not |s|: gamma < 0 gets a wrong-signed threshold"),
+    _pass("fold-neuron-bias-forgets-alpha", FOLD,
+          'new = {**p, "alpha": p["alpha"] * s, "bias": p["alpha"] * shift + p["bias"]}',
+          'new = {**p, "alpha": p["alpha"] * s, "bias": shift + p["bias"]}',
+          T_FOLD, True, ("sdna-event-linear",), "BN->LIF/intfire: the BN shift enters the neuron without its gain"),
+    _pass("fold-into-next-unscaled", FOLD,
+          "return w * s.reshape(shape), b + (w * c.reshape(shape)).reshape(w.shape[0], -1).sum(1)",
+          "return w, b + (w * c.reshape(shape)).reshape(w.shape[0], -1).sum(1)",
+          T_FOLD, True, (), "BN->unpadded conv folds the shift but forgets to scale the input channels"),
+    _pass("fold-into-padded-conv", FOLD,
+          'if nxt.op == "conv2d" and (any(nxt.attrs["padding"]) or nxt.attrs["groups"] != 1):',
+          'if nxt.op == "conv2d" and nxt.attrs["groups"] != 1:',
+          T_FOLD, True, (), "BN folded into a zero-padded conv: the padded zeros move at the border"),
+    _pass("fold-bntt-shift-check", FOLD,
+          "if np.all(shift == shift[0]):",
+          "if np.all(s == s[0]):",
+          T_FOLD, True, ("ripe",), "BNTT: time-varying shifts folded as one constant bias (tests the scale, not the shift)"),
+    # -- fuse_repconv ----------------------------------------------------------------------------------
+    _pass("repconv-branch-bias-unscaled", FUSE,
+          "b = c if b is None else b * s + c",
+          "b = c if b is None else b + c",
+          T_FUSE, True, ("ripe",), "a branch conv's bias passes its BN unscaled (b + c for b*s + c)"),
+    _pass("repconv-avgpool-mixes-channels", FUSE,
+          "k[np.arange(c), np.arange(c)] = 1.0 / 9.0",
+          "k[:, :] = 1.0 / 9.0",
+          T_FUSE, True, ("ripe",), "the avg-pool branch kernel averages across channels too"),
+    _pass("repconv-identity-off-centre", FUSE,
+          "k[np.arange(c), np.arange(c), 1, 1] = 1.0",
+          "k[np.arange(c), np.arange(c), 0, 0] = 1.0",
+          T_FUSE, True, ("ripe",), "the identity branch kernel taps the corner, not the centre"),
+    _pass("repconv-pad-one-side", FUSE,
+          "return np.pad(w, ((0, 0), (0, 0), (ph, ph), (pw, pw)))",
+          "return np.pad(w, ((0, 0), (0, 0), (2 * ph, 0), (2 * pw, 0)))",
+          T_FUSE, True, ("ripe",), "1x1/1x3/3x1 kernels padded to 3x3 asymmetrically (off-centre)"),
+    _pass("repconv-accepts-uncentred", FUSE,
+          "return all(k in (1, 3) and p == (k - 1) // 2 for k, p in zip(ks, pads))",
+          "return all(k in (1, 3) for k, p in zip(ks, pads))",
+          T_FUSE, True, ("ripe",), "an unpadded (not centred) branch conv is fused as if padded (k-1)/2"),
+    _pass("repconv-count-include-pad-ignored", FUSE,
+          'if not a["count_include_pad"]:',
+          'if a["count_include_pad"] is None:',
+          T_FUSE, True, ("ripe",), "avg-pool with count_include_pad=False fused as a convolution (wrong at borders)"),
+    _pass("repconv-compose-transposed", FUSE,
+          'return np.einsum("omhw,mi->oihw", w3, w1[:, :, 0, 0])',
+          'return np.einsum("omhw,im->oihw", w3, w1[:, :, 0, 0])',
+          T_FUSE, True, ("ripe",), "1x1 -> 3x3 composition uses the transposed 1x1 weight"),
+    _pass("repconv-bias-between-1x1-3x3", FUSE,
+          'elif kind == "1x1" and b is None and wt.shape[2:] == (3, 3):',
+          'elif kind == "1x1" and wt.shape[2:] == (3, 3):',
+          T_FUSE, True, ("ripe",), "a 1x1 -> 3x3 branch with a bias between them is fused (inexact at the border)"),
+    # -- tdm_dual_kernel -------------------------------------------------------------------------------
+    _pass("tdm-past-kernel-sign", TDM,
+          'params={"weight": -w_b}',
+          'params={"weight": w_b}',
+          T_TDM, True, ("ripe",), "the x_{t-1} kernel is added instead of subtracted"),
+    _pass("tdm-lambda-output-axis", TDM,
+          "lam = lam.reshape(1, -1, 1, 1)",
+          "lam = lam.reshape(-1, 1, 1, 1)",
+          T_TDM, True, ("ripe",), "lambda scales output channels instead of input channels"),
+    _pass("tdm-delay-two-steps", TDM,
+          '"delay", (x.name,), x.type, {"steps": 1}, {}, tdm.scope)',
+          '"delay", (x.name,), x.type, {"steps": 2}, {}, tdm.scope)',
+          T_TDM, True, ("ripe",), "the previous-step operand is delayed by two steps"),
+    # -- unroll_virtual_steps --------------------------------------------------------------------------
+    _pass("unroll-bias-every-substep", UNROLL,
+          'params={k: v for k, v in consumer.params.items() if k != "bias"})',
+          "params=dict(consumer.params))",
+          T_UNROLL, True, SDNA, "the synapse keeps its bias on the sub-steps and the sum adds it again"),
+    _pass("unroll-biased-synapse-in-region", UNROLL,
+          'elif "bias" in c.params or (c.op == "linear" and len(c.type.shape) > 1):',
+          'elif c.op == "linear" and len(c.type.shape) > 1:',
+          T_UNROLL, True, SDNA, "a biased synapse joins the sub-step region: its bias counted D times"),
+    _pass("unroll-schedule-off-by-one", UNROLL,
+          'start[i] + (graph.node(i).type.substeps if n.op == "substep_sum" else 0)',
+          'start[i] + (graph.node(i).type.substeps - 1 if n.op == "substep_sum" else 0)',
+          T_UNROLL + ("tests/examples/test_sdna_example.py",), False, (),
+          "the reported schedule starts each layer one sub-step early (report only)"),
+    # -- reassociate_attention -------------------------------------------------------------------------
+    _pass("attention-cost-inverted", ATTN,
+          'best = "linear" if cost["linear"] < cost["pairwise"] else "pairwise"',
+          'best = "linear" if cost["linear"] > cost["pairwise"] else "pairwise"',
+          T_ATTN + ("tests/examples/test_sdt.py",), False, (),
+          "picks the more expensive order (same values, more MACs)"),
+    _pass("attention-swaps-q-k", ATTN,
+          'return a.inputs[0], a.inputs[1], b.name, "pairwise", a',
+          'return a.inputs[1], a.inputs[0], b.name, "pairwise", a',
+          T_ATTN, True, ("sdt",), "Q and K^T swapped when re-associating (Q V instead of K^T V)"),
+    _pass("attention-shared-product", ATTN,
+          'if a.op == "matmul" and sole_consumer(graph, a.name) is not None:',
+          'if a.op == "matmul":',
+          T_ATTN, True, ("sdt",), "re-associates a Q K^T that another node also reads"),
+    # -- checker ---------------------------------------------------------------------------------------
+    _m("checker-ignores-last-step", "checker", CHECKER,
+       "bad = expected != got",
+       "bad = expected[:-1] != got[:-1]",
+       T_CHECKER, "spike comparison skips the last time step"),
+    _m("checker-tolerance-inclusive", "checker", CHECKER,
+       "bad = (diff > REL_TOL) | (~finite & (expected != got))",
+       "bad = (diff >= REL_TOL) | (~finite & (expected != got))",
+       T_CHECKER, "a relative difference of exactly REL_TOL counts as a mismatch ('within 1e-9' is inclusive)"),
+    _m("checker-ignores-nonfinite", "checker", CHECKER,
+       "bad = (diff > REL_TOL) | (~finite & (expected != got))",
+       "bad = diff > REL_TOL",
+       T_CHECKER, "NaN/Inf where the other side is finite is not a mismatch"),
+    _m("checker-equivalent-ignores-reals", "checker", CHECKER,
+       "return self.spike_mismatches == 0 and self.real_mismatches == 0",
+       "return self.spike_mismatches == 0",
+       T_CHECKER, "real-valued mismatches do not make a comparison non-equivalent"),
+    _m("checker-skips-renamed-outputs", "checker", CHECKER,
+       "if oa != ob or oa not in {n.name for n in shared}:",
+       "if oa != ob and oa not in {n.name for n in shared}:",
+       T_CHECKER, "an output renamed by a pass is not compared"),
+    _m("checker-substep-grouping", "checker", CHECKER,
+       "return x.reshape(x.shape[0] // substeps, substeps, *x.shape[1:]).sum(1)",
+       "return x.reshape(substeps, x.shape[0] // substeps, *x.shape[1:]).sum(0)",
+       T_CHECKER + T_UNROLL, "sub-steps summed across the wrong axis (strided, not consecutive)"),
+    # -- interpreter -----------------------------------------------------------------------------------
+    _m("interp-lif-strict-threshold", "interpreter", NEURONS,
+       "s = (u - theta >= 0).to(x.dtype)",
+       "s = (u - theta > 0).to(x.dtype)",
+       T_INTERP, "LIF fires on U > theta instead of U >= theta"),
+    _m("interp-lif-reset-swapped", "interpreter", NEURONS,
+       'h = u - theta * s if node.attrs["reset"] == "subtract" else u * (1 - s) + v_reset * s',
+       'h = u - theta * s if node.attrs["reset"] == "zero" else u * (1 - s) + v_reset * s',
+       T_INTERP, "subtract and hard reset swapped"),
+    _m("interp-lif-no-decay", "interpreter", NEURONS,
+       "u = beta * h + alpha * x[t] + bias",
+       "u = h + alpha * x[t] + bias",
+       T_INTERP, "LIF forgets its decay beta"),
+    _m("interp-intfire-always-rounds", "interpreter", NEURONS,
+       'offset = 0.5 if node.attrs["rounding"] == "round" else 0.0',
+       "offset = 0.5",
+       T_INTERP, "integer neuron rounds even when rounding='floor'"),
+    _m("interp-thermometer-off-by-one", "interpreter", NEURONS,
+       "spikes[t * d_max + d] = (q > d).to(x.dtype)",
+       "spikes[t * d_max + d] = (q >= d).to(x.dtype)",
+       T_INTERP + T_UNROLL, "unrolled neuron's thermometer code fires one sub-step too many"),
+    _m("interp-silif-reset-after-decay", "interpreter", NEURONS,
+       "u = a * (u - kappa * s) + b * x[t]",
+       "u = a * u - kappa * s + b * x[t]",
+       T_INTERP, "SiLIF subtracts its reset after the decay instead of before"),
+    _m("interp-tdm-first-step", "interpreter", TEMPORAL,
+       "prev = torch.cat([torch.zeros_like(x[:1]), x[:-1]])",
+       "prev = torch.cat([x[:1], x[:-1]])",
+       T_INTERP, "TDM's x_{-1} is x_0 instead of 0"),
+    _m("interp-delay-ignores-substeps", "interpreter", TEMPORAL,
+       'k = min(node.attrs["steps"] * node.type.substeps, x.shape[0])',
+       'k = min(node.attrs["steps"], x.shape[0])',
+       T_INTERP + T_UNROLL, "Delay(k) on a sub-step stream delays k sub-steps, not k physical steps"),
+    # -- Lava quantizer and its self-checks ---------------------------------------------------------------
+    _m("quant-weights-floor", "quantizer", FIXED_POINT,
+       "wq_f = np.round(w * scale.reshape(channel_axis(w)))",
+       "wq_f = np.floor(w * scale.reshape(channel_axis(w)))",
+       T_QUANT, "weights floored instead of rounded to nearest"),
+    _m("quant-weights-trunc", "quantizer", FIXED_POINT,
+       "wq_f = np.round(w * scale.reshape(channel_axis(w)))",
+       "wq_f = np.trunc(w * scale.reshape(channel_axis(w)))",
+       T_QUANT, "weights truncated toward zero instead of rounded to nearest"),
+    _m("quant-weight-exp-off-by-one", "quantizer", FIXED_POINT,
+       "emitted, wexp = 2 * wq, -1",
+       "emitted, wexp = 2 * wq, 0",
+       T_QUANT, "mixed-sign Dense weights emitted as 2w with weight_exp 0: every sum doubled"),
+    _m("quant-bias-forgets-64", "quantizer", LAVA_NEURONS,
+       "bias_v = to_int(np.round(64 * scale * b / pop.bias_unit) * pop.bias_unit",
+       "bias_v = to_int(np.round(scale * b / pop.bias_unit) * pop.bias_unit",
+       T_QUANT, "neuron bias not shifted into the membrane's 64x units"),
+    _m("quant-decay-inverted", "quantizer", LAVA_NEURONS,
+       "return to_int(np.clip(np.round(4096 * (1 - beta)), 0, DECAY_MAX)",
+       "return to_int(np.clip(np.round(4096 * beta), 0, DECAY_MAX)",
+       T_QUANT, "dv = 4096 beta instead of 4096 (1 - beta)"),
+    _m("quant-readout-bias-unscaled", "quantizer", ASSEMBLE,
+       "bq = to_int(np.round(pop.bias * scale)",
+       "bq = to_int(np.round(pop.bias)",
+       T_QUANT, "read-out bias not multiplied by the layer scale"),
+    _m("quant-membrane-gain-csilif", "quantizer", LAVA_NEURONS,
+       'return 64 * pop.scale / (2 if pop.kind == "csilif" else 1)',
+       "return 64 * pop.scale",
+       ("tests/targets/lava/test_lava_mapping.py",) + T_QUANT,
+       "a host reading a CSiLIF membrane gets twice its value (threshold on 2 Re m)"),
+    _m("selfcheck-accepts-late-start", "quantizer", SELFCHECK,
+       'elif start != implied or recorded.get(p["name"], start) != start:',
+       'elif start < implied or recorded.get(p["name"], start) != start:',
+       ("tests/targets/lava/test_selfcheck.py",), "the schedule self-check lets a late population pass"),
+    # -- Lava emitter, integer reference, comparison -------------------------------------------------------
+    _m("lava-population-starts-late", "emitter", LOWER,
+       'phi = max(o["phi"] + l + o["emit"] - 1 for o, l in zip(origins, lat))',
+       'phi = max(o["phi"] + l + o["emit"] for o, l in zip(origins, lat))',
+       ("tests/targets/lava/test_selfcheck.py", "tests/targets/lava/test_lava_target.py"),
+       "every population starts one Lava step late (Lava and the reference shift together)"),
+    _m("lava-conv-not-flipped", "emitter", LAYOUT,
+       "return np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(0, 3, 2, 1))",
+       "return np.ascontiguousarray(w.transpose(0, 3, 2, 1))",
+       ("tests/targets/lava/test_quantize.py", "tests/targets/lava/test_lava_target.py"),
+       "PyTorch cross-correlation kernel handed to Lava's true convolution unflipped"),
+    _m("lava-flatten-order", "emitter", LAYOUT,
+       "return np.arange(int(np.prod(ir_shape))).reshape(ir_shape).transpose(2, 1, 0).reshape(-1)",
+       "return np.arange(int(np.prod(ir_shape)))",
+       ("tests/targets/lava/test_quantize.py", "tests/targets/lava/test_lava_target.py"),
+       "a Dense after a flattened conv population keeps PyTorch's (C, H, W) column order"),
+    _m("lava-schedule-ignores-substeps", "emitter", COMPARE,
+       "return start + (j // substeps) * period + (j % substeps)",
+       "return start + j * period",
+       ("tests/targets/lava/test_lava_mapping.py",),
+       "the comparison reads sub-step values at physical-step spacing"),
+    _m("lava-ref-lif-inclusive", "emitter", LAVA_OPS,
+       "s = v > eff_vth",
+       "s = v >= eff_vth",
+       T_LAVA, "the integer reference fires on v >= vth << 6 where Lava's LIF needs v > vth << 6"),
+    _m("lava-ref-decay-floor", "emitter", LAVA_OPS,
+       "return np.sign(y) * (np.abs(y) >> 12)",
+       "return y >> 12",
+       T_LAVA, "the integer reference decays by floor, Lava rounds toward zero"),
+    # -- ONNX emitters ---------------------------------------------------------------------------------
+    _m("onnx-fire-strict", "emitter", ONNX,
+       'return b.spike(b.op("GreaterOrEqual", [b.sub(u, theta), b.const(0.0, "zero")]))',
+       'return b.spike(b.op("Greater", [b.sub(u, theta), b.const(0.0, "zero")]))',
+       T_ONNX, "ONNX neurons fire on U > theta"),
+    _m("onnx-lif-subtract-reset", "emitter", ONNX,
+       "h = b.sub(u, b.mul(theta, s))",
+       "h = b.sub(u, theta)",
+       T_ONNX, "subtract reset applied whether or not the neuron spiked"),
+    _m("onnx-delay-advances", "emitter", ONNX,
+       'head = b.op("Slice", [x, b.ints([0]), b.ints([length - k]), b.ints([0])], hint=f"{hint}/head")',
+       'head = b.op("Slice", [x, b.ints([k]), b.ints([length]), b.ints([0])], hint=f"{hint}/head")',
+       T_ONNX, "Delay takes the last T-k steps (a look-ahead) instead of the first"),
+    _m("onnx-thermometer-off-by-one", "emitter", ONNX,
+       'spikes.append(b.spike(b.op("Greater", [q, b.const(float(d), f"d{d}")])))',
+       'spikes.append(b.spike(b.op("GreaterOrEqual", [q, b.const(float(d), f"d{d}")])))',
+       T_ONNX, "unrolled neuron fires on q >= d"),
+    _m("onnx-avgpool-divisor", "emitter", ONNX,
+       "return (np.outer(fh, fw) if count_include_pad else np.outer(ih, iw)).astype(np.float64)",
+       "return np.outer(fh, fw).astype(np.float64)",
+       T_ONNX, "avg-pool divides by the padded window even with count_include_pad=False"),
+    # -- NIR exporter, serialization -------------------------------------------------------------------
+    _m("nir-hard-reset-threshold-tie", "export", NIR,
+       "below = np.nextafter(theta, -np.inf)",
+       "below = theta",
+       T_NIR, "hard-reset LIF written with v_threshold = theta: NIR's strict > loses U == theta"),
+    _m("nir-subtract-threshold-tie", "export", NIR,
+       "spikes = self.add(node.name, nir.Threshold(threshold=np.nextafter(theta, -np.inf)))",
+       "spikes = self.add(node.name, nir.Threshold(threshold=theta))",
+       T_NIR, "subtract-reset neuron's Threshold at theta: ties lost"),
+    _m("nir-feedback-forgets-beta", "export", NIR,
+       "fb = -beta * theta / alpha",
+       "fb = -theta / alpha",
+       T_NIR, "subtract-reset feedback -theta/alpha instead of -beta theta/alpha"),
+    _m("nir-or-threshold", "export", NIR,
+       "v_threshold=np.full(shape, 0.5), v_reset=np.zeros(shape))",
+       "v_threshold=np.full(shape, 1.0), v_reset=np.zeros(shape))",
+       T_NIR, "max-pool OR neuron needs two spikes in the window (v > 1)"),
+    _m("serialize-drops-meta", "export", SERIAL,
+       '"meta": thaw(graph.meta),',
+       '"meta": {},',
+       T_SERIAL, "graph.json loses the graph's meta (schedule, module outputs, attention decisions)"),
+    _m("serialize-float32", "export", SERIAL,
+       'arrays = {f"{n.name}/{k}": v for n in graph.nodes for k, v in n.params.items()}',
+       'arrays = {f"{n.name}/{k}": v.astype(np.float32) for n in graph.nodes for k, v in n.params.items()}',
+       T_SERIAL, "weights.npz written in float32"),
+)
