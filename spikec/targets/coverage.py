@@ -1,0 +1,315 @@
+"""Which op each target lowers: every registered op against every target, from a seeded example graph.
+
+``EXAMPLES`` builds, for each op of the IR, a small graph that uses it (seeded, dyadic weights: exact in
+any summation order), with its inputs. ``cell(op, target)`` runs that graph through the target: the
+target either lowers it and reproduces the reference interpreter (``lowers``), or refuses it by name
+(``refused``, with the target's reason), or fails (a bug: lowered but not reproduced, or crashed).
+Ops that only a target or a coding creates (Lava's integer ops ``lava_*``, the TTFS ops) are listed in
+``INTERNAL`` with the reason they have no row. ``python -m spikec.targets.coverage --write-readme``
+regenerates the README's table from this; a test keeps the two equal.
+"""
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from spikec.compiler.errors import SpikecError
+from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ops import OPS, infer_type
+
+TARGETS = ("onnx", "nir", "lava")
+STEPS, BATCH = 4, 2
+INTERNAL = {"lava_": "the Lava target's own integer ops (its integer reference)",
+            "ttfs_": "created by the TTFS coding pass, verified by its own simulator",
+            "layernorm": "an ANN op of the TTFS coding (decomposed into TTFS sub-layers)",
+            "input": "the graph input"}
+BEGIN, END = "<!-- coverage:begin -->", "<!-- coverage:end -->"
+
+
+class _Builder:
+    def __init__(self, seed: int, shape: tuple, kind: str = "binary"):
+        self.rng = np.random.default_rng(seed)
+        self.nodes = [Node("x", "input", (), TensorType(shape, kind))]
+        self.types = {"x": self.nodes[0].type}
+
+    def add(self, name, op, inputs, attrs=None, params=None) -> str:
+        n = Node(name, op, tuple(inputs), TensorType((1,)), attrs or {}, params or {})
+        n = n.with_(type=infer_type(n, [self.types[i] for i in inputs]))
+        self.nodes.append(n)
+        self.types[name] = n.type
+        return name
+
+    def weights(self, *shape) -> np.ndarray:
+        return self.rng.integers(-4, 9, shape) / 16.0
+
+    def linear(self, name, x, n_out) -> str:
+        n_in = self.types[x].shape[-1]
+        return self.add(name, "linear", [x], {}, {"weight": self.weights(n_out, n_in), "bias": self.weights(n_out)})
+
+    def conv(self, name, x, c_out, padding=1) -> str:
+        c_in = self.types[x].shape[0]
+        return self.add(name, "conv2d", [x], {"stride": (1, 1), "padding": (padding, padding), "dilation": (1, 1),
+                                              "groups": 1}, {"weight": self.weights(c_out, c_in, 3, 3)})
+
+    def lif(self, name, x, reset="subtract") -> str:
+        c = self.types[x].shape[0]
+        return self.add(name, "lif", [x], {"reset": reset},
+                        {"beta": np.full(c, 0.5), "alpha": np.ones(c), "bias": np.zeros(c),
+                         "threshold": np.full(c, 0.375), "v_reset": np.zeros(c)})
+
+    def graph(self, *outputs) -> Graph:
+        return Graph(tuple(self.nodes), tuple(outputs))
+
+
+def _spikes(seed, shape) -> np.ndarray:
+    return (np.random.default_rng(seed).random((STEPS, BATCH, *shape)) < 0.4).astype(np.float64)
+
+
+def _dense(op_fn, shape=(8,)):
+    """input -> linear -> [the op] -> lif: the op on a real-valued synaptic current."""
+    def build():
+        b = _Builder(1, shape)
+        y = op_fn(b, b.linear("fc", "x", 6))
+        return b.graph(b.lif("out", y)), _spikes(2, shape)
+    return build
+
+
+def _conv(op_fn, shape=(2, 6, 6)):
+    """input -> conv -> [the op] -> lif (on a (C, H, W) current)."""
+    def build():
+        b = _Builder(3, shape)
+        y = op_fn(b, b.conv("conv", "x", 3))
+        return b.graph(b.lif("out", y)), _spikes(4, shape)
+    return build
+
+
+def _spiking(op_fn, shape=(2, 6, 6)):
+    """input -> conv -> lif -> [the op on spikes] -> flatten -> linear -> lif."""
+    def build():
+        b = _Builder(5, shape)
+        s = op_fn(b, b.lif("lif", b.conv("conv", "x", 3)))
+        head = b.add("flat", "flatten", [s], {"start": 0, "end": -1}) if len(b.types[s].shape) > 1 else s
+        return b.graph(b.lif("out", b.linear("head", head, 4))), _spikes(6, shape)
+    return build
+
+
+def _neuron(op, params, attrs):
+    def build():
+        b = _Builder(7, (8,))
+        y = b.add("out", op, [b.linear("fc", "x", 6)], attrs, {k: np.full(6, v) for k, v in params.items()})
+        return b.graph(y), _spikes(8, (8,))
+    return build
+
+
+def _bn(c):
+    rng = np.random.default_rng(9)
+    return {"gamma": rng.uniform(0.5, 1.5, c), "beta": rng.normal(0, 0.3, c), "mean": rng.normal(0, 0.3, c),
+            "var": rng.uniform(0.5, 2.0, c)}
+
+
+def _pool(op):
+    return _spiking(lambda b, s: b.add("pool", op, [s], {"kernel": (2, 2), "stride": (2, 2), "padding": (0, 0)}))
+
+
+def _two_branches(op):
+    def build():
+        b = _Builder(10, (8,))
+        left, right = b.lif("a", b.linear("fa", "x", 6)), b.lif("b", b.linear("fb", "x", 6))
+        y = b.add("both", op, [left, right])
+        return b.graph(b.lif("out", b.linear("head", y, 4))), _spikes(11, (8,))
+    return build
+
+
+def _attention(extra=None):
+    """q (4x4 spikes) @ k (4x4 spikes) -> [extra] -> flatten -> linear -> lif (tokens x features input)."""
+    def build():
+        b = _Builder(12, (4, 4))
+        q, k = b.lif("q", b.linear("fq", "x", 4)), b.lif("k", b.linear("fk", "x", 4))
+        y = b.add("qk", "matmul", [q, k])
+        y = extra(b, y) if extra else y
+        flat = b.add("flat", "flatten", [y], {"start": 0, "end": -1})
+        return b.graph(b.lif("out", b.linear("head", flat, 4))), _spikes(13, (4, 4))
+    return build
+
+
+def _dsmpa():
+    """As RIPE wires it: a neuron's membrane U and its spikes delayed a step gate the next conv's current."""
+    b = _Builder(14, (2, 4, 4))
+    c = b.conv("conv", "x", 2)
+    s = b.lif("lif", c)
+    params = dict(next(n for n in b.nodes if n.name == "lif").params)
+    u = b.add("lif.membrane", "lif", [c], {"reset": "subtract", "output": "membrane"}, params)
+    prev = b.add("prev", "delay", [s], {"steps": 1})
+    w = lambda: b.weights(2, 2)
+    y = b.add("mpa", "dsmpa", [u, prev, b.conv("conv2", s, 2)], {"eps": 1e-5},
+              {"wq": w(), "wk": w(), "wv": w(), "gamma": np.ones(2)})
+    return b.graph(b.lif("out", y)), _spikes(15, (2, 4, 4))
+
+
+def _unrolled():
+    b = _Builder(16, (8,))
+    params = {"beta": np.full(6, 0.5), "alpha": np.ones(6), "threshold": np.full(6, 0.25)}
+    s = b.add("int", "intfire_unrolled", [b.linear("fc", "x", 6)], {"max_spikes": 3, "rounding": "round"}, params)
+    y = b.add("sum", "substep_sum", [b.linear("head", s, 4)])
+    return b.graph(b.lif("out", y)), _spikes(17, (8,))
+
+
+def _traced(make_model, shape):
+    """A model of a framework's module, traced by the frontend (the op is what its converter emits)."""
+    def build():
+        import torch
+        from spikec.frontend import trace
+        torch.manual_seed(0)
+        model = make_model().double().eval()
+        return trace(model, shape), _spikes(18, shape)
+    return build
+
+
+def _snntorch_leaky():
+    import snntorch
+    from torch import nn
+    from spikec.frontend.snntorch import SnnTorchMultiStep
+    from spikec.nn import TimeDistributed
+    return nn.Sequential(TimeDistributed(nn.Linear(8, 6)), SnnTorchMultiStep(snntorch.Leaky(beta=0.5, threshold=0.4)))
+
+
+def _spikingjelly_lif():
+    from spikingjelly.activation_based import neuron
+    from torch import nn
+    from spikec.nn import TimeDistributed
+    return nn.Sequential(TimeDistributed(nn.Linear(8, 6)), neuron.LIFNode(tau=2.0, step_mode="m"))
+
+
+def _sdna_pairwise():
+    """Spiking q, k, v (conv -> LIF each) through pairwise SDNA attention."""
+    from torch import nn
+    from spikec.nn import LIF, SDNAPairwise, TimeDistributed
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v = (nn.Sequential(TimeDistributed(nn.Conv2d(2, 2, 3, padding=1)),
+                                                    LIF(beta=0.5, threshold=0.375)) for _ in range(3))
+            self.attn = SDNAPairwise(kernel_size=3, threshold=0.5, max_spikes=2)
+
+        def forward(self, x):
+            return self.attn(self.q(x), self.k(x), self.v(x))
+    return Block()
+
+
+EXAMPLES = {
+    "conv2d": _conv(lambda b, y: y),
+    "linear": _dense(lambda b, y: y),
+    "windowsum": _spiking(lambda b, s: b.add("ws", "windowsum", [s], {"kernel": 3, "dilation": 1})),
+    "batchnorm": _conv(lambda b, y: b.add("bn", "batchnorm", [y], {"eps": 1e-5}, _bn(3))),
+    "bntt": _conv(lambda b, y: b.add("bntt", "bntt", [y], {"eps": 1e-5},
+                                     {k: np.tile(v, (STEPS, 1)) for k, v in _bn(3).items()})),
+    "scale": _dense(lambda b, y: b.add("sc", "scale", [y], {"a": 0.5, "b": 0.125})),
+    "tdm": _conv(lambda b, y: b.conv("conv2", b.add("tdm", "tdm", [y], {}, {"lam": np.full(3, 0.25)}), 3)),
+    "delay": _spiking(lambda b, s: b.add("later", "delay", [s], {"steps": 1})),
+    "step_bias": _dense(lambda b, y: b.add("sb", "step_bias", [y], {}, {"bias": b.weights(STEPS, 6)})),
+    "avgpool2d": _pool("avgpool2d"),
+    "maxpool2d": _pool("maxpool2d"),
+    "flatten": _spiking(lambda b, s: s),
+    "reshape": _spiking(lambda b, s: b.add("rs", "reshape", [s], {"shape": (3, 36)})),
+    "transpose": _spiking(lambda b, s: b.add("tr", "transpose", [s], {"perm": (0, 2, 1)})),
+    "relu": _dense(lambda b, y: b.linear("fc2", b.add("relu", "relu", [y]), 6)),
+    "add": _two_branches("add"),
+    "mul": _two_branches("mul"),
+    "matmul": _attention(),
+    "softmax": _attention(lambda b, y: b.add("sm", "softmax", [y], {"dim": 1})),
+    "causal_mask": _attention(lambda b, y: b.add("mask", "causal_mask", [y])),
+    "dsmpa": _dsmpa,
+    "lif": _neuron("lif", {"beta": 0.5, "alpha": 1.0, "bias": 0.0, "threshold": 0.375, "v_reset": 0.0},
+                   {"reset": "subtract"}),
+    "intfire": _neuron("intfire", {"beta": 0.5, "alpha": 1.0, "threshold": 0.25},
+                       {"max_spikes": 3, "rounding": "round"}),
+    "silif": _neuron("silif", {"decay": 0.75, "b": 1.0, "v_th": 0.375}, {"kappa": 0.5}),
+    "csilif": _neuron("csilif", {"a_re": 0.5, "a_im": 0.25, "b": 1.0, "v_th": 0.375}, {"kappa": 0.5}),
+    "intfire_unrolled": _unrolled,
+    "substep_sum": _unrolled,
+    "lif_snntorch": _traced(_snntorch_leaky, (8,)),
+    "lif_sj": _traced(_spikingjelly_lif, (8,)),
+    "sdna_pairwise": _traced(_sdna_pairwise, (2, 5, 5)),
+}
+
+
+def internal_reason(op: str) -> str | None:
+    return next((why for prefix, why in INTERNAL.items() if op == prefix or op.startswith(prefix)), None)
+
+
+def covered_ops() -> list[str]:
+    """Every registered op that has a row (all but target- and coding-internal ones)."""
+    import spikec.frontend  # noqa: F401  (the converters' ops)
+    return sorted(op for op in OPS if internal_reason(op) is None)
+
+
+@dataclass(frozen=True)
+class Cell:
+    status: str   # lowers | refused | fails
+    detail: str = ""
+
+
+def cell(op: str, target: str) -> Cell:
+    from spikec.compiler.interpreter import run
+    from spikec.targets import get_target
+    graph, x = EXAMPLES[op]()
+    if not any(n.op == op for n in graph.nodes):
+        return Cell("fails", f"the example graph of {op} does not contain it")
+    try:
+        result = get_target(target)(graph, x, run(graph, x), {"seed": 0})
+    except SpikecError as e:
+        named = e.where and e.where.split(",")[0] in e.what  # the message already names the node
+        where = f"{e.where}: " if e.where and not named else ""
+        return Cell("refused", where + e.what.splitlines()[0])
+    if not result.ok:
+        return Cell("fails", "lowered but did not reproduce the interpreter")
+    return Cell("lowers")
+
+
+def matrix(ops=None, targets=TARGETS) -> dict:
+    return {op: {t: cell(op, t) for t in targets} for op in (ops or covered_ops())}
+
+
+def markdown(table: dict) -> str:
+    targets = list(next(iter(table.values())))
+    lines = ["| op | " + " | ".join(targets) + " |", "|---|" + "---|" * len(targets)]
+    for op, row in table.items():
+        text = []
+        for t in targets:
+            c = row[t]
+            text.append("yes" if c.status == "lowers" else
+                        f"no: {_short(c.detail)}" if c.status == "refused" else "**FAILS**")
+        lines.append(f"| `{op}` | " + " | ".join(text) + " |")
+    return "\n".join(lines)
+
+
+def _short(reason: str, width: int = 90) -> str:
+    reason = re.sub(r"\s+", " ", reason).replace("|", "/").strip()
+    return reason if len(reason) <= width else reason[: width - 3].rstrip() + "..."
+
+
+def readme_with(readme: str, table_md: str) -> str:
+    if BEGIN not in readme or END not in readme:
+        raise ValueError(f"README has no {BEGIN} ... {END} section")
+    head, rest = readme.split(BEGIN, 1)
+    return head + BEGIN + "\n" + table_md + "\n" + END + rest.split(END, 1)[1]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write-readme", action="store_true", help="rewrite README.md's coverage table")
+    args = parser.parse_args(argv)
+    table_md = markdown(matrix())
+    if args.write_readme:
+        path = Path(__file__).resolve().parents[2] / "README.md"
+        path.write_text(readme_with(path.read_text(), table_md))
+    print(table_md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
