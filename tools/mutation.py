@@ -45,6 +45,7 @@ SKIP_DIRS = {".venv", "build", ".git", "__pycache__", ".hypothesis", ".pytest_ca
 
 # The shipped examples the runtime check compiles (README "Examples", tests/examples/): MODEL and options.
 EXAMPLES = {
+    "rules": ["examples/rules/model.py:rules", "--inputs", "examples/rules/inputs.npz"],
     "digits": ["examples/digits/model.py:small", "--weights", "examples/digits/checkpoint.pt",
                "--inputs", "examples/digits/inputs.npz"],
     "sdt": ["examples/sdt/model.py:small", "--weights", "examples/sdt/checkpoint.pt",
