@@ -43,7 +43,7 @@ STEPS_ENV = "SPIKEC_BENCH_ONNX_STEPS"
 
 def published_model():
     """Factory for the spikec loader: ``published(steps=T)`` with T from the environment (default 10)."""
-    from spikec.compiler.loader import load_factory
+    from spikec.app.loader import load_factory
     return load_factory(f"{RIPE}:published")(steps=int(os.environ.get(STEPS_ENV, "10")))
 
 
@@ -83,7 +83,7 @@ def main():
 
 def run_benchmark(args, model, work: Path):
     import onnxruntime as ort
-    from spikec.compiler.driver import CompileOptions, compile_model, write_outdir
+    from spikec.app.driver import CompileOptions, compile_model, write_outdir
     from spikec.compiler.interpreter import run
     from spikec.targets.onnx import check_model_against, export
 

@@ -34,7 +34,7 @@ def main():
     ap.add_argument("--network", choices=("digits", "ripe"), default="digits")
     args = ap.parse_args()
 
-    from spikec.compiler.driver import CompileOptions, compile_model
+    from spikec.app.driver import CompileOptions, compile_model
     from spikec.compiler.interpreter import run
     from spikec.targets.lava import deploy
     from spikec.targets.lava.compare import compare

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from spikec.compiler.loader import build_model
+from spikec.app.loader import build_model
 
 
 def _digits_module():

@@ -148,7 +148,7 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
 @_with(model_options)
 @click.option("-o", "--out", "outdir", required=True, type=SafePath(file_okay=False),
               help="output directory: new, empty, or one spikec wrote before.")
-@click.option("--batch", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--batch", type=click.IntRange(min=1), help="samples of the random verification inputs [default: 4].")
 @click.option("--inputs", type=SafePath(dir_okay=False), help=".npz with key 'input' shaped [T, B, ...].")
 @click.option("--passes", default="default", show_default=True, help="default | none | a,b,c")
 @click.option("--target", default="none", show_default=True, help="none | lava | nir | onnx")
@@ -166,7 +166,7 @@ def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
     from spikec.app import outdir as owned
     from spikec.app.driver import CompileOptions, compile_model, write_outdir
     from spikec.app.provenance import model_file
-    from spikec.compiler.report import summary_text
+    from spikec.app.summary import summary_text
     opts = CompileOptions(model, weights=weights, input_shape=input_shape, steps=steps, batch=batch, inputs=inputs,
                           passes=passes, target=target, seed=seed, trust_pickle=trust_pickle, nir_dt=nir_dt,
                           nir_scheme=nir_scheme, coding=coding, ttfs_dt=ttfs_dt, allow_unstable=allow_unstable,

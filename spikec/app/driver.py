@@ -17,7 +17,7 @@ import torch
 from spikec.app import outdir as owned
 from spikec.app.probes import near_threshold, with_probes
 from spikec.app.provenance import provenance, source_files
-from spikec.compiler import loader
+from spikec.app import loader
 from spikec.compiler.checker import compare_with_torch, run_torch
 from spikec.compiler.cost import cost_report, partition_report, sdna_report
 from spikec.compiler.errors import BadInput, IRError
@@ -42,7 +42,7 @@ class CompileOptions:
     weights: str | None = None
     input_shape: tuple[int, ...] | None = None
     steps: int | None = None
-    batch: int = 4
+    batch: int | None = None        # random inputs: 4 samples unless given
     inputs: str | None = None
     passes: str = "default"
     target: str = "none"
@@ -118,6 +118,11 @@ def make_inputs(model, opts: CompileOptions) -> tuple[np.ndarray, tuple, str]:
     shape = _per_step_shape(model, opts)
     if opts.inputs:
         x = loader.load_inputs(opts.inputs, opts.max_input_bytes)  # a finite, non-empty [T, B, ...] array
+        for flag, value, axis in (("--steps", opts.steps, 0), ("--batch", opts.batch, 1)):
+            if value is not None and value != x.shape[axis]:
+                raise BadInput(f"{flag} {value} contradicts the inputs in {opts.inputs!r}, which hold "
+                               f"{x.shape[axis]} {'steps' if axis == 0 else 'samples'}",
+                               remedy=f"drop {flag} (the inputs file decides), or give a file of that size")
         if shape is not None and tuple(x.shape[2:]) != tuple(shape):
             raise BadInput(f"inputs in {opts.inputs!r} have per-step shape {tuple(x.shape[2:])}, "
                            f"the model expects {tuple(shape)}", remedy="lay the file out as [T, B, *input_shape]")
@@ -126,9 +131,10 @@ def make_inputs(model, opts: CompileOptions) -> tuple[np.ndarray, tuple, str]:
         raise BadInput("the per-step input shape is unknown",
                        remedy="pass --input-shape C,H,W (or give the model an `input_shape` attribute)")
     steps = opts.steps or _declared(model, "steps") or 4
-    loader.check_input_size((steps, opts.batch, *shape), "the random verification input", opts.max_input_bytes)
+    batch = opts.batch or 4
+    loader.check_input_size((steps, batch, *shape), "the random verification input", opts.max_input_bytes)
     rng = np.random.default_rng(opts.seed)
-    x = (rng.random((steps, opts.batch, *shape)) < 0.3).astype(np.float64)
+    x = (rng.random((steps, batch, *shape)) < 0.3).astype(np.float64)
     return x, tuple(shape), f"random binary spikes, p=0.3, seed {opts.seed}"
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from spikec.app import outdir as owned
 from spikec.app.driver import CODINGS, CompileOptions, check_options, compile_model, load_source
 from spikec.app.provenance import SOURCE_DIR, WEIGHTS_COPY, source_spec
-from spikec.compiler import loader
+from spikec.app import loader
 from spikec.compiler.checker import Comparison, compare_graphs, compare_with_torch
 from spikec.compiler.errors import BadInput, IRError, SpikecError
 from spikec.compiler.interpreter import run

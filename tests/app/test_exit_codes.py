@@ -80,3 +80,12 @@ def test_the_console_entry_maps_sigterm_to_143(tmp_path):
     assert done.returncode == 143, done.stderr
     assert "Traceback" not in done.stderr and "interrupted" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_steps_or_batch_contradicting_the_inputs_are_refused(tmp_path):
+    x = (np.random.default_rng(0).random((4, 3, 12)) < 0.3).astype(np.float64)
+    np.savez(tmp_path / "x.npz", input=x)
+    base = ("compile", f"{MODELS}:one_output", "--inputs", tmp_path / "x.npz")
+    assert_clean_failure(cli(*base, "--steps", 5, "-o", tmp_path / "a"), 2, "--steps 5 contradicts", "4 steps")
+    assert_clean_failure(cli(*base, "--batch", 2, "-o", tmp_path / "b"), 2, "--batch 2 contradicts", "3 samples")
+    assert cli(*base, "--steps", 4, "--batch", 3, "-o", tmp_path / "c").exit_code == 0

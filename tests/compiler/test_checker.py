@@ -12,7 +12,7 @@ from spikec.compiler import checker
 from spikec.compiler.checker import REL_TOL, compare_graphs, compare_with_torch
 from spikec.frontend import trace
 from spikec.compiler.interpreter import run
-from spikec.compiler.loader import build_model, load_weights
+from spikec.app.loader import build_model, load_weights
 
 DIGITS = Path(__file__).resolve().parents[2] / "examples" / "digits"
 NEURONS = {"lif1", "lif2"}

@@ -18,7 +18,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from spikec.compiler.cli import main
+from spikec.app.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 DIGITS = REPO / "examples" / "digits"
@@ -425,7 +425,7 @@ def test_pickled_digits_model_with_trust_pickle_compiles(digits_out, tmp_path, m
 # -- the console entry, in a real process -------------------------------------------------------
 def test_console_entry_end_to_end(tmp_path):
     script = Path(sys.executable).parent / "spikec"
-    cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "spikec.compiler.cli"]
+    cmd = [str(script)] if script.is_file() else [sys.executable, "-m", "spikec.app.cli"]
     out = tmp_path / "out"
     run = lambda *args: subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True,
                                        cwd=tmp_path, timeout=120)
@@ -441,7 +441,7 @@ def test_console_entry_end_to_end(tmp_path):
 
 
 def _digits_model():
-    from spikec.compiler.loader import build_model, load_weights
+    from spikec.app.loader import build_model, load_weights
     model = build_model(MODEL)
     load_weights(model, str(CKPT))
     return model

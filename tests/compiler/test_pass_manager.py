@@ -7,7 +7,7 @@ import pytest
 
 from spikec.compiler.errors import NotEquivalent, PassError
 from spikec.frontend import trace
-from spikec.compiler.loader import build_model, load_weights
+from spikec.app.loader import build_model, load_weights
 from spikec.compiler.passes import Pass, PassRecord, PassResult, Skip, run_passes
 from spikec.passes.fold_batchnorm import FOLD_BATCHNORM
 

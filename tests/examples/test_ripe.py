@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from spikec.compiler.cost import dense_ops
-from spikec.compiler.driver import CompileOptions, compile_model
+from spikec.app.driver import CompileOptions, compile_model
 from spikec.frontend import trace
-from spikec.compiler.loader import build_model
-from spikec.compiler.report import params_report, summary_text, synaptic_kind
+from spikec.app.loader import build_model
+from spikec.app.summary import summary_text
+from spikec.compiler.report import params_report, synaptic_kind
 from spikec.passes.fold_batchnorm import fold_batchnorm
 from spikec.passes.fuse_repconv import fuse_repconv
 from spikec.passes.tdm_dual_kernel import tdm_dual_kernel

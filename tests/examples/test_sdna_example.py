@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from spikec.compiler.driver import CompileOptions, compile_model
+from spikec.app.driver import CompileOptions, compile_model
 
 SDNA = Path(__file__).resolve().parents[2] / "examples" / "sdna"
 CASES = [("static_linear", "static"), ("static_pairwise", "static"), ("event_linear", "event"),

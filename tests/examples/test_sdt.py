@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from spikec.compiler.driver import CompileOptions, compile_model
+from spikec.app.driver import CompileOptions, compile_model
 from spikec.compiler.interpreter import run
-from spikec.compiler.loader import build_model, load_inputs, load_weights
+from spikec.app.loader import build_model, load_inputs, load_weights
 from spikec.passes import DEFAULT
 from spikec.passes.reassociate_attention import costs
 

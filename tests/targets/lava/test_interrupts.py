@@ -259,7 +259,7 @@ def test_killing_parent_and_supervisor_together_leaves_no_process_or_segment(tmp
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_the_cli_interrupted_during_lava_exits_cleanly(tmp_path, sig, code):
     out = tmp_path / "OUT"
-    proc, outputs = _start(tmp_path, [sys.executable, "-m", "spikec.compiler.cli", "compile",
+    proc, outputs = _start(tmp_path, [sys.executable, "-m", "spikec.app.cli", "compile",
                                       "examples/digits/model.py:small", "--weights", "examples/digits/checkpoint.pt",
                                       "--inputs", "examples/digits/inputs.npz", "-o", str(out), "--target", "lava"])
     try:

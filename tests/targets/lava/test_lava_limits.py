@@ -117,7 +117,7 @@ def test_cli_exits_2_with_no_warning_on_stderr(tmp_path):
     with np.load(digits / "inputs.npz") as z:
         x = z["input"][:, :4].astype(np.float64)
     np.savez(tmp_path / "huge.npz", input=1e300 * x)
-    res = subprocess.run([sys.executable, "-m", "spikec.compiler.cli", "compile", f"{digits / 'model.py'}:small",
+    res = subprocess.run([sys.executable, "-m", "spikec.app.cli", "compile", f"{digits / 'model.py'}:small",
                           "--weights", str(digits / "checkpoint.pt"), "--inputs", str(tmp_path / "huge.npz"),
                           "--target", "lava", "-o", str(tmp_path / "out")], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 2, res.stdout + res.stderr

@@ -29,7 +29,7 @@ MODELS = HERE / "models.py"
 
 
 def compile_fixture(factory, batch=3, seed=1, **kw):
-    from spikec.compiler.driver import CompileOptions, compile_model
+    from spikec.app.driver import CompileOptions, compile_model
     return compile_model(CompileOptions(model=f"{MODELS}:{factory}", target="lava", batch=batch, seed=seed, **kw))
 
 
@@ -138,7 +138,7 @@ def test_host_partitions_on_a_sub_step_schedule():
 
 
 def test_ripe_example_maps_end_to_end():
-    from spikec.compiler.driver import CompileOptions, compile_model
+    from spikec.app.driver import CompileOptions, compile_model
     ripe = REPO / "examples" / "ripe"
     c = compile_model(CompileOptions(model=f"{ripe / 'model.py'}:small", weights=str(ripe / "checkpoint.pt"),
                                      inputs=str(ripe / "inputs.npz"), target="lava"))
@@ -152,7 +152,7 @@ def test_ripe_example_maps_end_to_end():
 
 # -- mutation tests: one corrupted value in the written network must fail and name the population -------------
 def _write(tmp_path, c):
-    from spikec.compiler.driver import write_outdir
+    from spikec.app.driver import write_outdir
     out = write_outdir(tmp_path / "out", c)
     return out, np.load(out / "io.npz")["input"]
 

@@ -24,7 +24,7 @@ MODELS = HERE / "models.py"
 
 
 def compile_fixture(factory, batch=3, seed=1, **kw):
-    from spikec.compiler.driver import CompileOptions, compile_model
+    from spikec.app.driver import CompileOptions, compile_model
     return compile_model(CompileOptions(model=f"{MODELS}:{factory}", target="lava", batch=batch, seed=seed, **kw))
 
 
@@ -99,7 +99,7 @@ def test_lava_arithmetic_reproduced_by_the_integer_reference():
 
 def test_demo_compiles_for_lava_bit_exact(tmp_path):
     from click.testing import CliRunner
-    from spikec.compiler.cli import main
+    from spikec.app.cli import main
     digits = REPO / "examples" / "digits"
     out = tmp_path / "demo"
     res = CliRunner().invoke(main, ["compile", f"{digits / 'model.py'}:small", "--weights",
@@ -121,7 +121,7 @@ def test_demo_compiles_for_lava_bit_exact(tmp_path):
 
 
 def test_corrupted_weight_fails_verification_naming_the_layer(tmp_path):
-    from spikec.compiler.driver import write_outdir
+    from spikec.app.driver import write_outdir
     from spikec.targets.lava import verify_lava
     c = compile_fixture("dense_soft", seed=9)
     assert c.report["target"]["bit_exact"]
@@ -150,7 +150,7 @@ def test_corrupted_weight_fails_verification_naming_the_layer(tmp_path):
 
 def test_netx_export_loads_and_runs_bit_exact(tmp_path):
     import h5py
-    from spikec.compiler.driver import write_outdir
+    from spikec.app.driver import write_outdir
     from spikec.targets.lava import load_deployed, netx
     c = compile_fixture("conv_hard", seed=6, batch=2)
     t = c.report["target"]

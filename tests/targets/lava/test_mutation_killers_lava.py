@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spikec.compiler.driver import CompileOptions, compile_model
+from spikec.app.driver import CompileOptions, compile_model
 from spikec.compiler.interpreter import run
 from spikec.targets.lava import _int_inputs, deploy
 

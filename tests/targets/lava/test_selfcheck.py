@@ -24,7 +24,7 @@ DIGITS = HERE.parents[2] / "examples" / "digits"
 @pytest.fixture(scope="module")
 def digits():
     """The digits demo's deployed float graph, its verification inputs and the float run (no Lava)."""
-    from spikec.compiler.driver import CompileOptions, compile_model
+    from spikec.app.driver import CompileOptions, compile_model
     c = compile_model(CompileOptions(model=f"{DIGITS / 'model.py'}:small", weights=str(DIGITS / "checkpoint.pt"),
                                      inputs=str(DIGITS / "inputs.npz"), target="none"))
     x = c.io["input"][:, :8]
@@ -128,7 +128,7 @@ def test_a_late_population_fails_the_schedule_check(digits, monkeypatch):
 def test_a_shared_fault_is_bit_exact_but_not_equivalent(monkeypatch):
     """Through the compiler with Lava: the truncating quantizer still gives a bit-exact Lava run (Lava and the
     reference share the fault), and the self-check is what makes the target fail."""
-    from spikec.compiler.driver import CompileOptions, compile_model
+    from spikec.app.driver import CompileOptions, compile_model
     monkeypatch.setattr(fixed_point, "np", _Truncating())
     c = compile_model(CompileOptions(model=f"{HERE / 'models.py'}:dense_hard_excitatory", target="lava", batch=2,
                                      seed=2))
@@ -139,7 +139,7 @@ def test_a_shared_fault_is_bit_exact_but_not_equivalent(monkeypatch):
 
 @pytest.mark.skipif(lava_available() is not None, reason=f"Lava does not import here: {lava_available()}")
 def test_verify_reruns_the_checks_on_the_written_deployment(tmp_path):
-    from spikec.compiler.driver import CompileOptions, compile_model, write_outdir
+    from spikec.app.driver import CompileOptions, compile_model, write_outdir
     from spikec.targets.lava import verify_lava
     c = compile_model(CompileOptions(model=f"{HERE / 'models.py'}:dense_hard_excitatory", target="lava", batch=2,
                                      seed=2))

@@ -18,7 +18,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from spikec.compiler.cli import main
+from spikec.app.cli import main
 
 HERE = Path(__file__).resolve().parent
 MODELS = HERE / "models.py"

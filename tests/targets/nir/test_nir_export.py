@@ -6,7 +6,7 @@ import nir
 import numpy as np
 import pytest
 
-from spikec.compiler.driver import CompileOptions, compile_model
+from spikec.app.driver import CompileOptions, compile_model
 from spikec.compiler.errors import UnsupportedOp
 from spikec.frontend import ConvertContext
 from spikec.compiler.ir import Graph, Node, TensorType

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from spikec.compiler.checker import compare_graphs, compare_with_torch
-from spikec.compiler.cli import main
+from spikec.app.cli import main
 from spikec.compiler.errors import BadInput, UnsupportedOp
 from spikec.frontend import ConvertContext, trace
 from spikec.compiler.interpreter import run

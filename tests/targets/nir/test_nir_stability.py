@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from spikec.compiler.checker import compare_with_torch
-from spikec.compiler.cli import main
+from spikec.app.cli import main
 from spikec.compiler.errors import BadInput
 from spikec.frontend import trace
 from spikec.targets.nir.frontend import load_nir, nir_model

@@ -13,8 +13,8 @@ import torch
 from click.testing import CliRunner
 from onnx import numpy_helper
 
-from spikec.compiler.cli import main
-from spikec.compiler.driver import CompileOptions, compile_model, write_outdir
+from spikec.app.cli import main
+from spikec.app.driver import CompileOptions, compile_model, write_outdir
 from spikec.compiler.interpreter import run
 from spikec.targets.onnx import OPSET, run_model
 

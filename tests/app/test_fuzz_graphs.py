@@ -1,8 +1,8 @@
-"""The graph fuzzer (spikec/compiler/fuzz.py): seeded random IR graphs through every default pass (checked by
+"""The graph fuzzer (spikec/app/fuzz.py): seeded random IR graphs through every default pass (checked by
 the checker) and every target (which must reproduce the interpreter), failures shrunk to a reproducer.
 
 Seeds are fixed lists, so the suite is deterministic; ``SPIKEC_FUZZ_SEEDS=N`` runs N seeds per stage instead
-(``python -m spikec.compiler.fuzz`` runs a longer campaign and prints reproducers). The mutant tests show that
+(``python -m spikec.app.fuzz`` runs a longer campaign and prints reproducers). The mutant tests show that
 the fuzzer finds a planted bug (a pass's weight math, an interpreter kernel) and prints a small reproducer.
 """
 import os
@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from spikec.compiler import fuzz, interpreter
-from spikec.compiler.fuzz import Block, Spec, build, check, generate, inputs, reproducer, shrink
+from spikec.app import fuzz
+from spikec.compiler import interpreter
+from spikec.app.fuzz import Block, Spec, build, check, generate, inputs, reproducer, shrink
 from spikec.compiler.passes import run_passes
 from spikec.compiler.serialize import graph_to_json
 from spikec.ops import OPS

@@ -16,7 +16,7 @@ graph JSON. Weights are dyadic (multiples of 1/8 scaled by a power of two), leak
 thresholds k/8, so membranes are exact in any summation order and really tie with thresholds (which
 checks ``>=``); BN parameters are continuous, so no tie hangs on rounding there. A mismatch is a bug, not
 rounding. For NIR (float32 consumers) thresholds sit 2^-14 off the grid: no tie at all.
-``python -m spikec.compiler.fuzz --seeds 0:200 --stages passes,onnx`` runs a longer campaign.
+``python -m spikec.app.fuzz --seeds 0:200 --stages passes,onnx`` runs a longer campaign.
 """
 import json
 import time
@@ -244,7 +244,7 @@ def build(spec: Spec) -> Graph:
                                               "bias": rng.integers(-4, 5, spec.head_size) / 8.0})
     if spec.head == "lif":
         y = _neuron(b, Block("head", threshold=4, beta=0.5, reset="zero"), rng, "head.lif", y)
-    return verify(Graph(tuple(b.nodes), (y,), {"source": f"spikec.compiler.fuzz seed {spec.seed}"}),
+    return verify(Graph(tuple(b.nodes), (y,), {"source": f"spikec.app.fuzz seed {spec.seed}"}),
                   "after building a fuzz graph")
 
 
@@ -406,7 +406,7 @@ def reproducer(spec: Spec, failure: Outcome) -> str:
         doc = f"(the spec does not build: {e.message()})"
     return (f"# spikec fuzz reproducer: seed {spec.seed}, stage {failure.stage!r} fails at {failure.where}\n"
             f"{detail}\n"
-            "from spikec.compiler.fuzz import Block, Spec, build, check, inputs\n"
+            "from spikec.app.fuzz import Block, Spec, build, check, inputs\n"
             f"spec = {spec!r}\n"
             f"print(check(spec, {failure.stage!r}))\n"
             "# graph, x = build(spec), inputs(spec)   # the IR graph and its inputs; save_graph(graph, dir) writes it\n"

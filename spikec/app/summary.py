@@ -1,0 +1,76 @@
+"""The CLI's account of a compile: the report, as lines a person reads (the app layer: it knows every part)."""
+from spikec.ttfs.report import summary_lines
+
+
+def summary_text(report: dict) -> str:
+    p = report["params"]
+    lines = [f"spikec: {report['model']}",
+             f"  input      [T={report['input']['steps']}, B={report['input']['batch']}, "
+             f"{', '.join(map(str, report['input']['shape']))}] {report['input']['kind']} ({report['input']['source']})",
+             f"  frontend   {_verdict(report['frontend'])}",
+             f"  params     source {p['source']:,} -> deployed {p['deployed']:,}"]
+    for name, c in p["by_module"].items():
+        lines.append(f"             {name:<12} {c['source']:>9,} -> {c['deployed']:,}")
+    for r in report["passes"]:
+        skipped = f", {len(r['skipped'])} skipped" if r["skipped"] else ""
+        lines.append(f"  pass       {r['name']:<16} {len(r['nodes_changed'])} nodes changed{skipped}, params "
+                     f"{r['params_before']:,} -> {r['params_after']:,}; spike mismatches {r['spike_mismatches']}, "
+                     f"max rel diff {r['max_rel_diff']:.2g} ({r['seconds']:.2f} s)")
+        lines += [f"             - skipped {s['node']}: {s['reason']}" for s in r["skipped"]]
+        lines += [f"             - {note}" for note in r["notes"]]
+    ac = sum(1 for l in report["layers"] if l["synaptic_kind"] == "AC")
+    mac = sum(1 for l in report["layers"] if l["synaptic_kind"] == "MAC")
+    lines.append(f"  synapses   {ac} accumulate-only (AC), {mac} multiply-accumulate (MAC)")
+    lines += [f"             {l['name']:<16} {l['op']:<8} {l['product']}" for l in report["layers"] if "product" in l]
+    lines += [f"  neuron     {l['name']:<16} {l['lowering']}" for l in report["layers"] if "lowering" in l]
+    for b in report.get("sdna") or []:
+        lines.append(f"  sdna       {b['block']:<16} {b['variant']:<8} {b['gate_evaluations_per_step']:,} gate evaluations "
+                     f"per step (N={b['tokens']}, C={b['channels']}, k={b['window']}), "
+                     f"{b['integer_products_per_step']:,} integer products per step (not spike-driven); "
+                     f"{b['ac_ops']:,.0f} AC + {b['mac_ops']:,.0f} MAC per inference")
+    if report.get("schedule"):
+        lines.append(f"  schedule   {report['schedule']['latency_substeps_per_step']} virtual sub-steps of latency "
+                     "per physical step (layers start after their producers' sub-steps)")
+    for l in report["layers"]:
+        if l["synaptic_kind"]:
+            lines.append(f"             {l['name']:<16} {l['op']:<8} operand {l['operand_kind']:<8} {l['synaptic_kind']}")
+    c = report["cost"]
+    share = "n/a" if report["ac_share"] is None else f"{100 * report['ac_share']:.1f}%"
+    lines.append(f"  cost       AC share of conv ops {share}; per inference {c['total_ac_ops']:,.0f} AC + "
+                 f"{c['total_mac_ops']:,.0f} MAC = {c['synaptic_energy_pj'] / 1e6:.3g} uJ (45 nm estimate, "
+                 "synaptic arithmetic only)")
+    host = report["partitions"]["host"]
+    if host:
+        lines.append(f"  host       {len(host)} dense node(s) on a host partition ({', '.join(host)}); "
+                     f"{report['partitions']['values_per_step']:,} values cross per step per sample")
+    if report.get("ttfs"):
+        lines += summary_lines(report["ttfs"])
+    lines.append(f"  deployed   {_verdict(report['final'])}")
+    ties = report["final"].get("near_threshold")
+    if ties is not None:
+        probes = report["input"].get("probes") or 0
+        lines.append(f"  margins    {ties['count']:,} neuron values within {ties['tolerance']:g} of their threshold "
+                     f"({ties['exact_ties']:,} exact ties)" + (f"; {probes} probe samples appended to the inputs"
+                                                              if probes else ""))
+    lines.append(f"  target     {target_text(report['target'])}")
+    lines.append(f"  equivalent {str(report['equivalent']).lower()}")
+    return "\n".join(lines)
+
+
+def _verdict(c: dict) -> str:
+    return (f"{'equivalent' if c['equivalent'] else 'NOT equivalent'} to the PyTorch source: "
+            f"{c['spikes_compared']:,} spikes and {c['values_compared']:,} values compared, "
+            f"{c['spike_mismatches']} spike mismatches, max rel diff {c['max_rel_diff']:.2g}")
+
+
+def target_text(target: dict | None) -> str:
+    """One line: the target and each verdict it reports (exact / bit_exact / spike_exact, consumers)."""
+    if not target:
+        return "none"
+    if isinstance(target.get("summary"), str):  # a target's own account, already formatted
+        return target["summary"]
+    verdicts = [f"{k} {str(target[k]).lower()}" for k in ("exact", "bit_exact", "spike_exact") if k in target]
+    for name, c in (target.get("consumers") or {}).items():
+        verdicts.append(f"{name}: " + (f"spike_exact {str(c.get('spike_exact')).lower()}" if c.get("ran")
+                                       else f"not run ({c.get('reason', 'unknown')[:80]})"))
+    return f"{target['name']}: " + "; ".join(verdicts) if verdicts else target["name"]
