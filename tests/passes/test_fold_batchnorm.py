@@ -13,7 +13,7 @@ from torch.nn.utils.fusion import fuse_conv_bn_weights, fuse_linear_bn_weights
 from spikec.compiler.checker import compare_graphs, compare_with_torch
 from spikec.compiler.errors import PassError
 from spikec.frontend import trace
-from spikec.compiler.loader import build_model, load_weights
+from spikec.app.loader import build_model, load_weights
 from spikec.compiler.passes import run_passes
 from spikec.compiler.verify import verify
 from spikec.passes.fold_batchnorm import FOLD_BATCHNORM, fold_batchnorm, fold_bn_weights

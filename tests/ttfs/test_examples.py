@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import spikec.ttfs  # noqa: F401
-from spikec.compiler import loader
-from spikec.compiler.driver import CompileOptions, load_source, make_inputs
+from spikec.app import loader
+from spikec.app.driver import CompileOptions, load_source, make_inputs
 from spikec.frontend import trace
 from spikec.compiler.passes import run_passes
 from spikec.passes.assign_ttfs_timing import make_pass
