@@ -227,7 +227,12 @@ def _on_sigterm(signum, frame):
 
 
 def run() -> None:
-    """The console entry: SIGTERM unwinds like SIGINT (temp directories removed, Lava shut down)."""
+    """The console entry: SIGTERM unwinds like SIGINT (temp directories removed, Lava shut down).
+
+    SIGINT is made to interrupt even when the process inherited it ignored (a job a non-interactive shell
+    started with '&' does): an explicit ``kill -INT`` must stop a compile, not let it finish.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _on_sigterm)
     main()
 

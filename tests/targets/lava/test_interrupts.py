@@ -149,12 +149,18 @@ def _wait_clean(proc, sid, segments, tag_glob, workdir, start) -> tuple[float, d
         time.sleep(0.02)
 
 
+def _sigint_default():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(tmp_path, argv, cwd=REPO):
     out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     with open(out, "wb") as o, open(err, "wb") as e:
+        # its own group, as a shell job; SIGINT as a foreground job has it (a background shell job, like a
+        # CI runner started with '&', inherits SIGINT ignored, and Python then leaves it ignored)
         proc = subprocess.Popen(argv, cwd=cwd, stdout=o, stderr=e, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)   # its own group, as a shell job
+                                start_new_session=True, preexec_fn=_sigint_default)
     return proc, (out, err)
 
 
