@@ -96,6 +96,14 @@ def dynamics_key(node: Node) -> tuple:
 
 # -- weight math shared by passes and targets --------------------------------------------------
 def bn_scale_shift(gamma, beta, mean, var, eps):
-    """Inference BatchNorm as ``y = s x + c``: ``s = gamma / sqrt(var + eps)``, ``c = beta - mean s``."""
+    """Inference BatchNorm as ``y = s x + c``: ``s = gamma / sqrt(var + eps)``, ``c = beta - mean s``.
+
+    The one numpy definition, used by the passes (fold_batchnorm, fuse_repconv) and the targets (NIR
+    export, ONNX ``bntt``, TTFS timing). Keep the operation order: every caller's values are bit-identical
+    to it. A caller that needs another rounding keeps its own formula and takes only ``s`` from here
+    (``fold_bn_weights``: ``(b - mean) * s + beta``). Not used where torch's arithmetic is reproduced:
+    the torch kernels (``spikec/ops/norm.py``, ``spikec/nn``) and the ONNX ``batchnorm`` emitter, whose
+    ``(1 / sqrt(var + eps)) * gamma`` is torch's batch_norm order.
+    """
     s = gamma / np.sqrt(var + eps)
     return s, beta - mean * s

@@ -18,14 +18,10 @@ import numpy as np
 from spikec.compiler.ir import Graph, Node
 from spikec.compiler.passes import Pass, PassResult, Skip
 from spikec.compiler.rewrite import sole_consumer, splice
+from spikec.ops.common import bn_scale_shift
 
 
-# -- weight math (pure) -----------------------------------------------------------------
-def bn_scale_shift(gamma, beta, mean, var, eps):
-    s = gamma / np.sqrt(var + eps)
-    return s, beta - mean * s
-
-
+# -- weight math (pure; ``s, c`` from ``spikec.ops.common.bn_scale_shift``) ------------------
 def scale_outputs(w, b, s):
     """(W', b') of ``s * conv(x; W, b)`` per output channel. ``w`` is (C_out, ...)."""
     b = np.zeros(w.shape[0]) if b is None else b
@@ -34,7 +30,7 @@ def scale_outputs(w, b, s):
 
 def fold_bn_weights(w, b, gamma, beta, mean, var, eps):
     """(W', b') of ``BN(conv(x; W, b))`` as one conv/linear: ``W * s``, ``(b - mu) * s + beta``."""
-    s = gamma / np.sqrt(var + eps)
+    s, _ = bn_scale_shift(gamma, beta, mean, var, eps)
     b = np.zeros_like(mean) if b is None else b
     return w * s.reshape(-1, *([1] * (w.ndim - 1))), (b - mean) * s + beta
 

@@ -11,6 +11,7 @@ import numpy as np
 from spikec.compiler.ir import Graph
 from spikec.compiler.passes import Pass, PassResult, Skip
 from spikec.compiler.rewrite import sole_consumer, splice
+from spikec.ops.common import bn_scale_shift
 
 BRANCH_OPS = ("conv2d", "avgpool2d", "batchnorm")
 
@@ -41,10 +42,7 @@ def compose_1x1_3x3(w1: np.ndarray, w3: np.ndarray) -> np.ndarray:
     return np.einsum("omhw,mi->oihw", w3, w1[:, :, 0, 0])
 
 
-def bn_affine(gamma, beta, mean, var, eps):
-    """BN inference as ``y = s * x + c``: ``s = gamma / sqrt(var + eps)``, ``c = beta - mean * s``."""
-    s = gamma / np.sqrt(var + eps)
-    return s, beta - mean * s
+bn_affine = bn_scale_shift   # BN inference as ``y = s * x + c``; the old name, still imported by tests
 
 
 # -- branch analysis --------------------------------------------------------------------
@@ -104,7 +102,7 @@ def branch_kernel(branch: Branch, c_in: int):
                               "use count_include_pad=True")
             w, b, kind = avgpool_kernel(c_in), None, "pool"
         else:  # batchnorm
-            s, c = bn_affine(*(node.params[k] for k in ("gamma", "beta", "mean", "var")), node.attrs["eps"])
+            s, c = bn_scale_shift(*(node.params[k] for k in ("gamma", "beta", "mean", "var")), node.attrs["eps"])
             w = identity_kernel(c_in) if w is None else w
             w = w * s.reshape(-1, 1, 1, 1)
             b = c if b is None else b * s + c

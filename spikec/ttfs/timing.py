@@ -45,6 +45,7 @@ from spikec.compiler.errors import PassError, UnsupportedOp
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.ops import infer_type
+from spikec.ops.common import bn_scale_shift
 from spikec.compiler.rewrite import sole_consumer
 from spikec.compiler.verify import verify
 
@@ -219,8 +220,7 @@ def _scale(w: _Walk, node: Node):
 
 def _batchnorm(w: _Walk, node: Node):
     p, shape = node.params, node.type.shape
-    s = p["gamma"] / np.sqrt(p["var"] + node.attrs["eps"])
-    c = p["beta"] - p["mean"] * s
+    s, c = bn_scale_shift(p["gamma"], p["beta"], p["mean"], p["var"], node.attrs["eps"])
     lin = Node(node.name, "ttfs_affine", node.inputs, TensorType(shape), params={"gain": _channel_shape(s, shape)},
                scope=node.scope)
     return w.linear_step(node, lin, lambda x: x + _channel_shape(c, shape))

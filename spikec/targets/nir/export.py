@@ -42,6 +42,7 @@ import numpy as np
 
 from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.ir import Graph, Node
+from spikec.ops.common import bn_scale_shift
 
 DT = 1e-4  # snnTorch's import_from_nir hard-codes it
 SCHEME = "snntorch"
@@ -307,8 +308,7 @@ class _Exporter:
 
     def op_batchnorm(self, node: Node):
         p = node.params
-        scale = p["gamma"] / np.sqrt(p["var"] + node.attrs["eps"])
-        shift = p["beta"] - p["mean"] * scale
+        scale, shift = bn_scale_shift(p["gamma"], p["beta"], p["mean"], p["var"], node.attrs["eps"])
         self.single(node, self.channel_affine(node, node.name, node.inputs, scale, shift, node.type.shape))
         self.notes.append(f"{node.name}: batch norm as a per-channel affine (equal to ~1e-16 relative)")
 

@@ -19,6 +19,7 @@ from onnx import numpy_helper
 
 from spikec.compiler.errors import BadInput
 from spikec.compiler.ir import Node
+from spikec.ops.common import bn_scale_shift, dynamics_key
 from spikec.ops.pooling import pool_attrs
 from spikec.targets.onnx.builder import Builder, where
 
@@ -148,7 +149,10 @@ def windowsum(b: Builder, node: Node, x: str) -> str:
 # -- normalization, affine, pooling, structure -----------------------------------------
 @emitter("batchnorm")
 def batchnorm(b: Builder, node: Node, x: str) -> str:
-    """torch's inference BN: ``alpha = (1 / sqrt(var + eps)) * gamma``, ``x * alpha + (beta - mean * alpha)``."""
+    """torch's inference BN: ``alpha = (1 / sqrt(var + eps)) * gamma``, ``x * alpha + (beta - mean * alpha)``.
+
+    Not ``bn_scale_shift``: ``(1 / sqrt) * gamma`` rounds differently from ``gamma / sqrt``, and this
+    order is the one torch's batch_norm kernel (and the interpreter) uses."""
     p = node.params
     alpha = (1.0 / np.sqrt(p["var"] + node.attrs["eps"])) * p["gamma"]
     shift = p["beta"] - p["mean"] * alpha
@@ -161,8 +165,7 @@ def batchnorm(b: Builder, node: Node, x: str) -> str:
 def bntt(b: Builder, node: Node, x: str) -> str:
     p = node.params
     _steps_must_match(b, node, p["gamma"].shape[0], "the BNTT statistics")
-    scale = p["gamma"] / np.sqrt(p["var"] + node.attrs["eps"])
-    shift = p["beta"] - p["mean"] * scale
+    scale, shift = bn_scale_shift(p["gamma"], p["beta"], p["mean"], p["var"], node.attrs["eps"])
     shape = node.type.shape
     y = b.op("Mul", [x, b.per_step(scale, shape, f"{node.name}.scale")], hint=f"{node.name}/scaled")
     return b.op("Add", [y, b.per_step(shift, shape, f"{node.name}.shift")], out=node.name)
@@ -308,15 +311,9 @@ def dsmpa(b: Builder, node: Node, u: str, s: str, x: str) -> str:
 # A neuron is unrolled over the fixed T: its input is split into steps, the recurrence is written out
 # step by step (each line below is the interpreter kernel's line, in its operation order), and the
 # per-step spikes (or membranes) are concatenated back along time. A neuron and its membrane read-out
-# (same dynamics) share one unrolled recurrence.
-def _dynamics_key(node: Node) -> tuple:
-    attrs = tuple(sorted((k, v) for k, v in node.attrs.items() if k != "output"))
-    params = tuple(sorted((k, v.tobytes()) for k, v in node.params.items()))
-    return node.op, node.inputs, attrs, params
-
-
+# (same dynamics) share one unrolled recurrence (``dynamics_key``, as in the interpreter).
 def _neuron(b: Builder, node: Node, x: str, dynamics) -> str:
-    key = ("neuron", _dynamics_key(node))
+    key = ("neuron", dynamics_key(node))
     if key not in b.cache:
         steps = b.split_steps(x, b.time_len(x), f"{node.name}/x")
         b.cache[key] = dynamics(b, node, steps)   # (per-step spikes, per-step membranes)
