@@ -48,18 +48,23 @@ class Branches(nn.Module):
 
 
 class SpikeAttention(nn.Module):
-    """Softmax-free attention over the 64 pixels of a 4-channel map: (Q K^T) V, re-associable."""
+    """Softmax-free attention over the pixels of a map, (Q K^T) V: with many tokens and a small head
+    (N > d) ``Q (K^T V)`` is cheaper and the pass re-associates; with few tokens and a wide head it keeps
+    the order; with ``shared`` the product Q K^T is also read by a second product, so it must stay."""
 
-    def __init__(self, c: int = 4, d: int = 2):
+    def __init__(self, c: int = 4, d: int = 2, shared: bool = False):
         super().__init__()
         self.q, self.k, self.v = nn.Linear(c, d), nn.Linear(c, d), nn.Linear(c, d)
         self.q_spike, self.k_spike, self.v_spike = (snn.LIF(beta=0.5, threshold=0.25) for _ in range(3))
+        self.shared = shared
 
     def forward(self, x):
         t, b, c, h, w = x.shape
         tokens = x.reshape(t, b, c, h * w).transpose(-2, -1)          # [T, B, N, C]
         q, k, v = self.q_spike(self.q(tokens)), self.k_spike(self.k(tokens)), self.v_spike(self.v(tokens))
-        return (q @ k.transpose(-2, -1)) @ v                          # [T, B, N, d], integer valued
+        scores = q @ k.transpose(-2, -1)
+        out = scores @ v                                              # [T, B, N, d], integer valued
+        return out + scores @ q if self.shared else out
 
 
 class Rules(nn.Module):
@@ -97,9 +102,18 @@ class Rules(nn.Module):
         self.bias_between = Branches(_td(nn.Conv2d(c, c, 3, padding=1)),
                                      _td(nn.Conv2d(c, c, 1, bias=True), nn.Conv2d(c, c, 3, padding=1, bias=False)))
         self.lif_g = snn.LIF(beta=0.5, threshold=0.5)
-        self.attention = SpikeAttention(c)
+        self.attention = SpikeAttention(c)                           # N = 64 > d = 2: re-associated
+        self.attention_shared = SpikeAttention(c, shared=True)        # Q K^T read twice: left alone
+        self.pool4 = _td(nn.AvgPool2d(4))
+        self.attention_wide = SpikeAttention(c, d=8)                  # N = 4 < d = 8: pairwise stays
+        # BN after a pool (no conv to fold into) before a Heaviside: the sign-aware threshold rule
+        self.pool2 = _td(nn.AvgPool2d(2), _bn(c, 6, negative=True))
+        self.heaviside_pooled = snn.LIF(beta=0.0, threshold=0.05)
         self.head_maps = _td(nn.Flatten(), nn.Linear(c * (SIDE - 2) ** 2, 10))
         self.head_tokens = _td(nn.Flatten(), nn.Linear(2 * SIDE * SIDE, 10))
+        self.head_shared = _td(nn.Flatten(), nn.Linear(2 * SIDE * SIDE, 10))
+        self.head_wide = _td(nn.Flatten(), nn.Linear(4 * 8, 10))
+        self.head_pooled = _td(nn.Flatten(), nn.Linear(c * (SIDE // 2) ** 2, 10))
 
     def forward(self, x):
         s = self.heaviside(self.stem(x))
@@ -111,7 +125,11 @@ class Rules(nn.Module):
         s = self.lif_g(self.bias_between(s))
         attended = self.attention(s)                                   # [T, B, 64, 2]
         small = self.lif_e(self.uncentred(s))                          # [T, B, 4, 6, 6]
-        return self.head_maps(small) + self.head_tokens(attended)
+        shared = self.attention_shared(s)
+        wide = self.attention_wide(self.pool4(s))                      # 4 tokens of a 2x2 map
+        pooled = self.heaviside_pooled(self.pool2(s))
+        return (self.head_maps(small) + self.head_tokens(attended) + self.head_shared(shared)
+                + self.head_wide(wide) + self.head_pooled(pooled))
 
 
 def rules() -> Rules:
