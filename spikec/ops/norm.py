@@ -43,7 +43,7 @@ def bntt(ctx, node, p, x):
     float_only(ctx, node)
     if x.shape[0] != p["gamma"].shape[0]:
         raise BadInput(f"BNTT holds statistics for T={p['gamma'].shape[0]} steps, the input has T={x.shape[0]}",
-                       where=f"node {node.name!r}", remedy=f"run with --steps {p['gamma'].shape[0]}")
+                       where=f"node {node.name!r}", remedy=f"give inputs of T = {p['gamma'].shape[0]} steps")
     scale = p["gamma"] / torch.sqrt(p["var"] + node.attrs["eps"])
     shift = p["beta"] - p["mean"] * scale
     return torch.stack([x[t] * channel(scale[t], x.dim() - 1) + channel(shift[t], x.dim() - 1)

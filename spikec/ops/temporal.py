@@ -41,7 +41,7 @@ def delay(ctx, node, p, x):
 def step_bias(ctx, node, p, x):
     if x.shape[0] != p["bias"].shape[0]:
         raise BadInput(f"the bias schedule holds T={p['bias'].shape[0]} steps, the input has T={x.shape[0]}",
-                       where=f"node {node.name!r}", remedy=f"run with --steps {p['bias'].shape[0]}")
+                       where=f"node {node.name!r}", remedy=f"give inputs of T = {p['bias'].shape[0]} steps")
     return torch.stack([x[t] + channel(p["bias"][t], x.dim() - 1) for t in range(x.shape[0])])
 
 
