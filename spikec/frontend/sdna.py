@@ -17,12 +17,12 @@
   coincidences (passes.md). Its kernel calls ``spikec.nn.sdna.sdna_pairwise``, the function the module runs.
   Deployed-parameter count: the gate BN's ``gamma, beta`` (as for a ``batchnorm`` node).
 """
-import torch
 import torch.nn.functional as F
 
 from spikec.compiler.errors import IRError
 from spikec.compiler.ir import TensorType
 from spikec.frontend.registry import refuse, register_converter
+from spikec.frontend.torch_modules import bn_statistics
 from spikec.nn.sdna import SDNALinear, SDNAPairwise, sdna_pairwise, window_scale
 from spikec.ops import define, register_kernel
 from spikec.ops.common import per_channel as _per_channel, sizes as _sizes
@@ -39,14 +39,8 @@ def _multi_step_only(ctx, module, name):
 
 
 def _gate_bn_params(m, name):
-    bn = m.gate_bn
-    if bn.running_mean is None:
-        refuse(name, m, "the gate BatchNorm has no running statistics, so no inference form",
-               "build it with track_running_stats=True and train it")
-    c = bn.num_features
-    gamma = bn.weight if bn.affine else torch.ones(c)
-    beta = bn.bias if bn.affine else torch.zeros(c)
-    return {"gamma": gamma, "beta": beta, "mean": bn.running_mean, "var": bn.running_var}, float(bn.eps)
+    missing = "the gate BatchNorm has no running statistics, so no inference form"
+    return bn_statistics(m.gate_bn, name, m, missing), float(m.gate_bn.eps)
 
 
 def _gate_attrs(m):

@@ -50,15 +50,20 @@ def linear(ctx, m: nn.Linear, name, x):
     return ctx.emit(name, "linear", [x], {}, {"weight": m.weight, "bias": m.bias}, scope=name)
 
 
+def bn_statistics(bn: nn.modules.batchnorm._BatchNorm, name, module, missing: str) -> dict:
+    """A BatchNorm's inference parameters (gamma, beta, mean, var); refused, saying ``missing``, when it keeps
+    no running statistics. ``module`` is what the refusal names (the BatchNorm, or the module holding it)."""
+    if bn.running_mean is None:
+        refuse(name, module, missing, "build it with track_running_stats=True and train it")
+    c = bn.num_features
+    gamma = bn.weight if bn.affine else torch.ones(c)
+    beta = bn.bias if bn.affine else torch.zeros(c)
+    return {"gamma": gamma, "beta": beta, "mean": bn.running_mean, "var": bn.running_var}
+
+
 def batchnorm(ctx, m: nn.modules.batchnorm._BatchNorm, name, x):
     _per_step_only(ctx, m, name)
-    if m.running_mean is None:
-        refuse(name, m, "BatchNorm without running statistics has no inference form",
-               "build it with track_running_stats=True and train it")
-    c = m.num_features
-    gamma = m.weight if m.affine else torch.ones(c)
-    beta = m.bias if m.affine else torch.zeros(c)
-    params = {"gamma": gamma, "beta": beta, "mean": m.running_mean, "var": m.running_var}
+    params = bn_statistics(m, name, m, "BatchNorm without running statistics has no inference form")
     return ctx.emit(name, "batchnorm", [x], {"eps": float(m.eps)}, params, scope=name)
 
 
