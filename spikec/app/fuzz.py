@@ -25,9 +25,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from spikec.compiler.errors import SpikecError, UnsupportedOp
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.compiler.builder import GraphBuilder
+from spikec.compiler.ir import Graph
 from spikec.compiler.verify import verify
-from spikec.ops import infer_type
 
 STAGES = ("passes", "onnx", "nir", "lava")
 KINDS = ("conv", "conv", "conv", "repconv", "tdm", "residual", "maxpool")
@@ -102,21 +102,13 @@ def _block(rng, stage) -> Block:
 
 
 # -- building ---------------------------------------------------------------------------
-class _Builder:
+class _Builder(GraphBuilder):
     def __init__(self, spec: Spec):
+        super().__init__(spec.shape, "binary")
         self.spec = spec
-        self.nodes: list[Node] = [Node("x", "input", (), TensorType(spec.shape, "binary"))]
-        self.types = {"x": self.nodes[0].type}
 
     def emit(self, name, op, inputs, attrs=None, params=None) -> str:
-        n = Node(name, op, tuple(inputs), TensorType((1,)), attrs or {}, params or {})
-        n = n.with_(type=infer_type(n, [self.types[i] for i in inputs]))
-        self.nodes.append(n)
-        self.types[name] = n.type
-        return name
-
-    def shape(self, name) -> tuple:
-        return self.types[name].shape
+        return self.add(name, op, inputs, attrs, params)
 
 
 def _weights(rng, shape, fan_in) -> np.ndarray:

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from spikec.compiler.errors import SpikecError
-from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.ops import OPS, infer_type
+from spikec.compiler.builder import GraphBuilder
+from spikec.ops import OPS
 
 TARGETS = ("onnx", "nir", "lava")
 STEPS, BATCH = 4, 2
@@ -29,18 +29,10 @@ INTERNAL = {"lava_": "the Lava target's own integer ops (its integer reference)"
 BEGIN, END = "<!-- coverage:begin -->", "<!-- coverage:end -->"
 
 
-class _Builder:
+class _Builder(GraphBuilder):
     def __init__(self, seed: int, shape: tuple, kind: str = "binary"):
+        super().__init__(shape, kind)
         self.rng = np.random.default_rng(seed)
-        self.nodes = [Node("x", "input", (), TensorType(shape, kind))]
-        self.types = {"x": self.nodes[0].type}
-
-    def add(self, name, op, inputs, attrs=None, params=None) -> str:
-        n = Node(name, op, tuple(inputs), TensorType((1,)), attrs or {}, params or {})
-        n = n.with_(type=infer_type(n, [self.types[i] for i in inputs]))
-        self.nodes.append(n)
-        self.types[name] = n.type
-        return name
 
     def weights(self, *shape) -> np.ndarray:
         return self.rng.integers(-4, 9, shape) / 16.0
@@ -59,9 +51,6 @@ class _Builder:
         return self.add(name, "lif", [x], {"reset": reset},
                         {"beta": np.full(c, 0.5), "alpha": np.ones(c), "bias": np.zeros(c),
                          "threshold": np.full(c, 0.375), "v_reset": np.zeros(c)})
-
-    def graph(self, *outputs) -> Graph:
-        return Graph(tuple(self.nodes), tuple(outputs))
 
 
 def _spikes(seed, shape) -> np.ndarray:
