@@ -13,6 +13,22 @@ def multi_step_only(ctx, module, name):
                "apply it to the [T, B, ...] tensor, outside TimeDistributed")
 
 
+def require_stepping(ctx, module, name, module_steps: str):
+    """Refuse a neuron module whose own stepping (``"multistep"`` or ``"step"``) is not how the trace calls it.
+
+    A multi-step module in a per-step trace would take B for time; a single-step module in a multi-step
+    trace would take T for the batch. Inside TimeDistributed (T*B merged) no neuron is meaningful.
+    """
+    if ctx.stepping == "multistep" and ctx.per_step:
+        multi_step_only(ctx, module, name)
+    if module_steps != ctx.stepping:
+        how = {"multistep": "a whole [T, B, ...] sequence per call", "step": "one time step [B, ...] per call"}
+        refuse(name, module, f"this module computes {how[module_steps]}, but the model is traced as "
+               f"{how[ctx.stepping]} (--stepping {ctx.stepping})",
+               f"compile with --stepping {'multistep' if module_steps == 'multistep' else 'step or loop'}, "
+               f"or configure the module for {ctx.stepping} stepping")
+
+
 def infer_neuron(names):
     """Type inference of a neuron op whose named params are () or (C,): binary spikes of the input's shape."""
     def infer(node, ins):

@@ -45,12 +45,22 @@ def refuse(name, module, why, remedy):
 
 @dataclass
 class ConvertContext:
-    """State of one trace. ``per_step`` is True inside TimeDistributed (torch sees ``[T*B, ...]``)."""
+    """State of one trace.
+
+    ``stepping`` is how neuron modules are called: ``"multistep"`` (a call sees the whole ``[T, B, ...]``
+    sequence) or ``"step"`` (a call is one time step on ``[B, ...]``; the tracer carries the state between
+    calls, checks that a call's state arguments are the module's own previous state or its reset state, and
+    passes the converter only the data input). Either way a neuron converter emits one multi-step IR op and
+    returns what the module returns, with IR node names in place of tensors (``None`` for a tensor it cannot
+    represent): a name, a tuple, or a namedtuple such as Norse's state. ``per_step`` is True when torch sees one
+    leading dimension: ``T*B`` merged (inside TimeDistributed) or the step's ``B`` (stepping ``"step"``).
+    """
     nodes: list = field(default_factory=list)
     types: dict = field(default_factory=dict)
     mappings: dict = field(default_factory=dict)   # module path -> "which converter was used"
     module_outputs: dict = field(default_factory=dict)  # top-level module call -> its output node
     per_step: bool = False
+    stepping: str = "multistep"
 
     def unique(self, name: str) -> str:
         base, k = name, 1

@@ -49,3 +49,26 @@ def steps_for(*case):
 def inputs(seed, steps, scale=2.0, shape=(N_IN,)):
     rng = np.random.default_rng(seed)
     return rng.normal(0.3, scale, size=(steps, 3, *shape))
+
+
+def convert_one(module, shape, stepping="step", kind="real"):
+    """Convert one neuron ``module`` alone, as the tracer would call it; returns ``(ctx, returned pytree)``.
+
+    ``stepping="step"``: the module is called once per time step on ``[B, *shape]`` (torch sees one leading
+    dimension); ``"multistep"``: once on ``[T, B, *shape]``.
+    """
+    from spikec.compiler.ir import Node, TensorType
+    from spikec.frontend.registry import ConvertContext
+    ctx = ConvertContext(per_step=stepping == "step", stepping=stepping)
+    node = Node("input", "input", (), TensorType(tuple(shape), kind))
+    ctx.nodes.append(node)
+    ctx.types["input"] = node.type
+    return ctx, ctx.convert_module(module, "neuron", "input")
+
+
+def run_converted(ctx, outputs, x):
+    """Verify the converted nodes as a graph with ``outputs`` (node names) and run it on ``x`` [T, B, ...]."""
+    from spikec.compiler.ir import Graph
+    from spikec.compiler.verify import verify
+    graph = verify(Graph(tuple(ctx.nodes), tuple(outputs), {}), "test")
+    return graph, [np.asarray(v) for v in run(graph, x).outputs(graph)]
