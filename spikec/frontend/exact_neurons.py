@@ -9,8 +9,9 @@ from spikec.frontend.registry import refuse
 
 def multi_step_only(ctx, module, name):
     if ctx.per_step:
-        refuse(name, module, "a multi-step neuron inside TimeDistributed would see T*B as time",
-               "apply it to the [T, B, ...] tensor, outside TimeDistributed")
+        refuse(name, module, "a multi-step neuron on T and B merged ([T*B, ...], inside TimeDistributed or after "
+               "flatten(0, 1)) would see T*B as time",
+               "apply it to the [T, B, ...] tensor: outside TimeDistributed, or after unflatten(0, (T, B))")
 
 
 def require_stepping(ctx, module, name, module_steps: str):

@@ -21,6 +21,20 @@ REGISTER_HINT = ("register one with spikec.frontend.register_converter({cls}, fn
                  "fn(ctx, module, name, x) emits IR nodes with ctx.emit(...) and returns the output node name")
 
 
+class Merged(str):
+    """A node name whose torch tensor has T and B merged into one leading dim (``x.flatten(0, 1)``,
+    ``x.reshape(T * B, ...)``): torch modules applied to it run per step. The IR has no node for the merge."""
+
+
+class Unmerged(str):
+    """A node name a converter returns to say its output has T and B apart again (``unflatten(0, (T, B))``)."""
+
+
+def lead_count(ctx, x) -> int:
+    """How many leading dims torch sees before the per-step shape of ``x``: 2 for [T, B], 1 merged or per step."""
+    return 1 if ctx.per_step or isinstance(x, Merged) else 2
+
+
 def register_converter(module_type: type, fn: Callable) -> None:
     """Teach the frontend a module type (and its subclasses); the module becomes an fx leaf."""
     CONVERTERS[module_type] = fn

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from spikec.compiler.errors import UnsupportedOp
-from spikec.frontend.registry import register_function
+from spikec.frontend.registry import Merged, Unmerged, lead_count, register_function
 from spikec.frontend.torch_modules import flatten_dims
 
 
@@ -21,6 +21,8 @@ def _binary(op, scalar_attrs):
             raise UnsupportedOp(f"{op} with arguments {args} {kwargs} is not supported", where=f"fx node {name!r}",
                                 remedy="use a plain two-operand expression")
         a, b = args
+        if op == "mul" and {a, b} == {T_DIM, B_DIM}:  # T * B: the size of the merged leading dim
+            return TB_DIM
         if isinstance(a, LeadDim) or isinstance(b, LeadDim):
             raise UnsupportedOp("arithmetic on the T or B dimension would merge it with other dims",
                                 where=f"fx node {name!r}", remedy="keep [T, B] leading and reshape per-step dims")
@@ -74,7 +76,14 @@ class LeadDim:
         return self.name
 
 
-T_DIM, B_DIM = LeadDim("T"), LeadDim("B")
+T_DIM, B_DIM, TB_DIM = LeadDim("T"), LeadDim("B"), LeadDim("T*B")
+
+
+def leading(ctx, x) -> tuple:
+    """The leading dims torch sees before ``x``'s per-step shape: (T, B), (T*B,) merged, or (B,) per step."""
+    if isinstance(x, Merged) or (ctx.per_step and ctx.stepping == "multistep"):
+        return (TB_DIM,)
+    return (B_DIM,) if ctx.stepping == "step" else (T_DIM, B_DIM)
 
 
 def _shape_of(ctx, name, args, kwargs, scope=""):
@@ -82,7 +91,7 @@ def _shape_of(ctx, name, args, kwargs, scope=""):
     x = args[0]
     if not isinstance(x, str):
         raise UnsupportedOp("shape of a non-tensor", where=f"fx node {name!r}")
-    full = (T_DIM, B_DIM, *ctx.type(x).shape)
+    full = (*leading(ctx, x), *ctx.type(x).shape)
     dim = args[1] if len(args) > 1 and not isinstance(args[1], str) else kwargs.get("dim")
     return full if dim is None else full[dim]
 
@@ -93,43 +102,79 @@ def _getattr(ctx, name, args, kwargs, scope=""):
     return _shape_of(ctx, name, args[:1], {}, scope)
 
 
-def _lead_dims(name, dims, what):
-    if len(dims) < 2 or dims[0] is not T_DIM or dims[1] is not B_DIM:
-        raise UnsupportedOp(f"{what} must keep the leading [T, B] dims (pass x.shape[0], x.shape[1]), got {dims}",
-                            where=f"fx node {name!r}", remedy="reshape only the per-step dims")
-    return dims[2:]
-
-
 def _dims_arg(args, kwargs, key):
     dims = args[1:] or (kwargs.get(key),)
     return tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else tuple(dims)
 
 
+def _split_lead(ctx, name, x, dims):
+    """``(layout, per-step dims)`` of a reshape target: ``"TB"`` keeps [T, B] apart, ``"merged"`` [T*B].
+
+    A leading ``-1`` stands for the merged or per-step batch when the remaining dims hold one step.
+    """
+    size = ctx.type(x).size
+    if len(dims) >= 2 and dims[0] is T_DIM and dims[1] is B_DIM:
+        return "TB", list(dims[2:])
+    if dims and (dims[0] is TB_DIM or (dims[0] == -1 and -1 not in dims[1:]
+                                       and int(np.prod(dims[1:])) == size and leading(ctx, x) != (B_DIM,))):
+        return "merged", list(dims[1:])
+    if ctx.stepping == "step" and dims and (dims[0] is B_DIM or (dims[0] == -1 and -1 not in dims[1:]
+                                                                  and int(np.prod(dims[1:])) == size)):
+        return "step", list(dims[1:])
+    lead = "B" if ctx.stepping == "step" else "T, B" if not isinstance(x, Merged) else "T*B"
+    raise UnsupportedOp(f"reshape to {dims} must keep the leading [{lead}] dims (pass x.shape[...] for them, or "
+                        "merge T and B as x.shape[0] * x.shape[1])", where=f"fx node {name!r}",
+                        remedy="reshape only the per-step dims")
+
+
 def _reshape(ctx, name, args, kwargs, scope=""):
     x, dims = args[0], _dims_arg(args, kwargs, "shape")
-    shape = list(_lead_dims(name, dims, "reshape"))
-    if any(not isinstance(d, int) for d in shape):
+    layout, shape = _split_lead(ctx, name, x, dims)
+    if any(not isinstance(d, int) or isinstance(d, LeadDim) for d in shape):
         raise UnsupportedOp(f"reshape to per-step dims {shape}: T and B cannot be per-step dims",
                             where=f"fx node {name!r}", remedy="reshape only the per-step dims")
     if shape.count(-1) == 1:
         known = int(abs(np.prod([d for d in shape if d != -1])))
         shape[shape.index(-1)] = ctx.type(x).size // max(known, 1)
-    return ctx.emit(name, "reshape", [x], {"shape": tuple(shape)}, scope=scope)
+    y = x if tuple(shape) == ctx.type(x).shape else ctx.emit(name, "reshape", [x], {"shape": tuple(shape)},
+                                                             scope=scope)
+    if layout == "merged":
+        return Merged(y)
+    return Unmerged(y) if layout == "TB" else y
+
+
+def _unflatten(ctx, name, args, kwargs, scope=""):
+    """``x.unflatten(0, (T, B))`` parts merged T and B; ``unflatten(d, sizes)`` of a per-step dim reshapes."""
+    x = args[0]
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    sizes = tuple(args[2] if len(args) > 2 else kwargs.get("sizes"))
+    lead = leading(ctx, x)
+    if dim == 0 and lead == (TB_DIM,) and len(sizes) == 2 and sizes[0] is T_DIM and sizes[1] in (B_DIM, -1):
+        return Unmerged(x)
+    if not isinstance(dim, int) or dim % (len(lead) + len(ctx.type(x).shape)) < len(lead):
+        raise UnsupportedOp(f"unflatten(dim={dim}, sizes={sizes}) of a tensor with leading dims {lead} is not "
+                            "supported", where=f"fx node {name!r}",
+                            remedy="unflatten merged T*B as x.unflatten(0, (T, B)) with T, B read from x.shape")
+    per = list(ctx.type(x).shape)
+    d = dim % (len(lead) + len(per)) - len(lead)
+    return _reshape(ctx, name, [x, *lead, *per[:d], *sizes, *per[d + 1:]], {}, scope)
 
 
 def _permute(ctx, name, args, kwargs, scope=""):
     x, dims = args[0], _dims_arg(args, kwargs, "dims")
-    ndim = 2 + len(ctx.type(x).shape)
+    lead = lead_count(ctx, x)
+    ndim = lead + len(ctx.type(x).shape)
     dims = tuple(d % ndim for d in dims)
-    if dims[:2] != (0, 1):
-        raise UnsupportedOp(f"permute{dims} moves the [T, B] dims", where=f"fx node {name!r}",
+    if dims[:lead] != tuple(range(lead)):
+        raise UnsupportedOp(f"permute{dims} moves the leading [{', '.join(map(str, leading(ctx, x)))}] dims",
+                            where=f"fx node {name!r}",
                             remedy="permute only the per-step dims")
-    return ctx.emit(name, "transpose", [x], {"perm": tuple(d - 2 for d in dims[2:])}, scope=scope)
+    return ctx.emit(name, "transpose", [x], {"perm": tuple(d - lead for d in dims[lead:])}, scope=scope)
 
 
 def _transpose(ctx, name, args, kwargs, scope=""):
     x, a, b = (list(args) + [kwargs.get("dim0"), kwargs.get("dim1")])[:3] if len(args) < 3 else args
-    ndim = 2 + len(ctx.type(x).shape)
+    ndim = lead_count(ctx, x) + len(ctx.type(x).shape)
     a, b = a % ndim, b % ndim
     perm = list(range(ndim))
     perm[a], perm[b] = perm[b], perm[a]
@@ -147,10 +192,11 @@ def _matmul(ctx, name, args, kwargs, scope=""):
 def _softmax(ctx, name, args, kwargs, scope=""):
     x = args[0]
     dim = args[1] if len(args) > 1 else kwargs.get("dim")
-    ndim = 2 + len(ctx.type(x).shape)
-    if dim is None or dim % ndim < 2:
+    lead = lead_count(ctx, x)
+    ndim = lead + len(ctx.type(x).shape)
+    if dim is None or dim % ndim < lead:
         raise UnsupportedOp(f"softmax over dim {dim} mixes time or batch", where=f"fx node {name!r}")
-    return ctx.emit(name, "softmax", [x], {"dim": dim % ndim - 2}, scope=scope)
+    return ctx.emit(name, "softmax", [x], {"dim": dim % ndim - lead}, scope=scope)
 
 
 def _tril(ctx, name, args, kwargs, scope=""):
@@ -196,3 +242,5 @@ for _t in (F.relu, torch.relu, "relu"):
     register_function(_t, _relu_fn)
 for _t in (torch.flatten, "flatten"):
     register_function(_t, _flatten_fn)
+for _t in (torch.unflatten, "unflatten"):
+    register_function(_t, _unflatten)

@@ -9,7 +9,7 @@ from torch import nn
 
 import spikec.nn as snn
 from spikec.compiler.errors import UnsupportedOp
-from spikec.frontend.registry import refuse, register_converter
+from spikec.frontend.registry import Merged, lead_count, refuse, register_converter
 
 
 def _pair(v):
@@ -25,8 +25,9 @@ def _per_step_only(ctx, module, name):
 
 def _multi_step_only(ctx, module, name):
     if ctx.per_step:
-        refuse(name, module, "this stateful/multi-step module is inside TimeDistributed, where torch runs it on "
-               "[T*B, ...] and would mistake T*B for time", "apply it outside spikec.nn.TimeDistributed")
+        refuse(name, module, "this stateful/multi-step module sees T and B merged ([T*B, ...], inside "
+               "TimeDistributed or after flatten(0, 1)) and would mistake T*B for time",
+               "apply it to the [T, B, ...] tensor: outside spikec.nn.TimeDistributed, or after unflatten(0, (T, B))")
 
 
 # -- torch.nn ---------------------------------------------------------------------------
@@ -90,10 +91,16 @@ def flatten(ctx, m: nn.Flatten, name, x):
 
 
 def flatten_dims(ctx, name, x, start, end, scope):
-    """Flatten per-step dims ``start..end`` (counted with T, B leading, or T*B inside TimeDistributed)."""
-    lead = 1 if ctx.per_step else 2
+    """Flatten per-step dims ``start..end`` (counted with T, B leading, or T*B inside TimeDistributed).
+
+    ``flatten(0, 1)`` of a ``[T, B, ...]`` tensor merges T and B, as torch modules applied per step need:
+    no IR node, the name is marked ``Merged``.
+    """
+    lead = lead_count(ctx, x)
     ndim = lead + len(ctx.type(x).shape)
     start, end = start % ndim, end % ndim
+    if lead == 2 and (start, end) == (0, 1):
+        return Merged(x)
     if start < lead:
         raise UnsupportedOp(f"flatten(start_dim={start}) would merge the time/batch dimensions",
                             where=f"{name!r}", remedy=f"flatten from dim {lead} on")
@@ -150,7 +157,7 @@ def intfire(ctx, m: snn.IntFire, name, x):
 def silif(ctx, m: snn.SiLIF, name, x):
     _multi_step_only(ctx, m, name)
     m64 = copy.deepcopy(m).double()  # the decay exactly as a float64 run of the module computes it
-    params = {"decay": m64.decay(), "b": m64.b, "v_th": m64.v_th}
+    params = {"decay": m64.decay(), "b": m64.b, "threshold": m64.v_th}
     return _neuron(ctx, m, name, x, "silif", {"kappa": m.kappa}, params)
 
 
@@ -158,7 +165,7 @@ def csilif(ctx, m: snn.CSiLIF, name, x):
     _multi_step_only(ctx, m, name)
     m64 = copy.deepcopy(m).double()
     a_re, a_im = m64.decay()
-    params = {"a_re": a_re, "a_im": a_im, "b": m64.b, "v_th": m64.v_th}
+    params = {"a_re": a_re, "a_im": a_im, "b": m64.b, "threshold": m64.v_th}
     return _neuron(ctx, m, name, x, "csilif", {"kappa": m.kappa}, params)
 
 

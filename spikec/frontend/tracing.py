@@ -11,7 +11,7 @@ from torch import nn
 from spikec.compiler.errors import BadInput, ShapeError, SpikecError, UnsupportedOp
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.verify import verify
-from spikec.frontend.registry import FUNCTIONS, REGISTER_HINT, ConvertContext, find_converter
+from spikec.frontend.registry import FUNCTIONS, REGISTER_HINT, ConvertContext, Merged, Unmerged, find_converter
 # The built-in converters, imported for their registrations (they import the registry, never this module).
 from spikec.frontend import torch_modules, torch_functions, snntorch, spikingjelly, sdna  # noqa: F401
 
@@ -78,12 +78,13 @@ def _convert_graph(model, fx_graph, input_shape, input_kind, ceiling) -> Graph:
             env[fx_node.name] = _input(ctx, input_shape, input_kind, ceiling)
         elif fx_node.op == "call_module":
             xs = _tensor_args(fx_node, env)
-            out = ctx.convert_module(modules[fx_node.target], fx_node.target, *xs)
-            if isinstance(out, str) and out not in xs:
+            out = _with_layout(ctx, xs, lambda: ctx.convert_module(modules[fx_node.target], fx_node.target, *xs))
+            if isinstance(out, str) and out not in xs and not isinstance(out, Merged) and not ctx.per_step:
                 ctx.module_outputs[fx_node.target] = out
             env[fx_node.name] = out
         elif fx_node.op in ("call_function", "call_method"):
-            env[fx_node.name] = _convert_function(ctx, fx_node, env)
+            xs = [env[a.name] for a in fx_node.all_input_nodes if isinstance(env.get(a.name), str)]
+            env[fx_node.name] = _with_layout(ctx, xs, lambda: _convert_function(ctx, fx_node, env))
         elif fx_node.op == "output":
             outputs = _outputs(fx_node.args[0], env, model)
         else:
@@ -95,12 +96,33 @@ def _convert_graph(model, fx_graph, input_shape, input_kind, ceiling) -> Graph:
     return verify(Graph(tuple(ctx.nodes), tuple(outputs), meta), "after tracing")
 
 
+def _with_layout(ctx, xs, convert):
+    """Run a converter with ``ctx.per_step`` set when an input has T and B merged; its output stays merged
+    unless the converter returns ``Unmerged`` (or ``Merged``) itself."""
+    merged = any(isinstance(x, Merged) for x in xs)
+    outer, ctx.per_step = ctx.per_step, ctx.per_step or merged
+    try:
+        out = convert()
+    finally:
+        ctx.per_step = outer
+    if isinstance(out, Unmerged):
+        return str(out)
+    return Merged(out) if merged and isinstance(out, str) and not isinstance(out, Merged) else out
+
+
 def _outputs(result, env, model) -> list[str]:
     """The node names ``forward`` returns: one tensor, or a flat tuple/list of tensors; anything else is bad input."""
     items = result if isinstance(result, (tuple, list)) else (result,)
     names = [env.get(a.name) if isinstance(a, torch.fx.Node) else None for a in items]
+    if len(names) == 1 and isinstance(names[0], tuple):  # a module (or adapter) returning a tuple
+        names = list(names[0])
+    merged = next((n for n in names if isinstance(n, Merged)), None)
+    if merged is not None:
+        raise BadInput(f"forward returns node {merged!r} with T and B merged into one dimension",
+                       where="the output of model " + type(model.model if isinstance(model, _Root) else model).__qualname__,
+                       remedy="return it as [T, B, ...]: y.unflatten(0, (T, B)) or y.reshape(T, B, ...)")
     if items and all(isinstance(n, str) for n in names):
-        return names
+        return [str(n) for n in names]
 
     def kind(v):  # an fx node standing for something other than one tensor is a module's tuple
         return "a tuple" if isinstance(v, torch.fx.Node) else "None" if v is None else "a dict" \

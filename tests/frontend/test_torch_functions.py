@@ -103,10 +103,10 @@ def test_shapes_are_read_at_trace_time_and_work_for_any_t_and_b():
 
 # -- refusals -----------------------------------------------------------------------------------------
 REFUSALS = {
-    "reshape-merges-T-and-B": (lambda x: x.reshape(-1, 24), "reshape", "leading [T, B]"),
+    "reshape-minus-one-not-a-step": (lambda x: x.reshape(-1, 12), "reshape", "leading [T, B]"),
     "reshape-merges-B": (lambda x: x.reshape(x.shape[0], -1), "reshape", "leading [T, B]"),
     "view-swaps-T-and-B": (lambda x: x.view(x.shape[1], x.shape[0], 24), "view", "leading [T, B]"),
-    "reshape-T-times-B": (lambda x: x.reshape(x.shape[0] * x.shape[1], 24), "mul", ""),
+    "reshape-T-plus-B": (lambda x: x.reshape(x.shape[0] + x.shape[1], 24), "add", "T or B"),
     "permute-moves-dim0": (lambda x: x.permute(1, 0, 2, 3, 4), "permute", "[T, B]"),
     "permute-moves-dim1": (lambda x: x.permute(0, 2, 1, 3, 4), "permute", "[T, B]"),
     "transpose-dim0": (lambda x: x.transpose(0, 2), "transpose", "[T, B]"),
@@ -130,7 +130,7 @@ def test_refusal_names_the_fx_node(case):
 def test_refusal_inside_a_module_names_the_node_in_its_scope():
     class Attn(nn.Module):
         def forward(self, x):
-            return x.reshape(-1, 24)
+            return x.reshape(-1, 12)
 
     class Net(nn.Module):
         def __init__(self):
@@ -228,3 +228,57 @@ def test_spike_times_real_is_real():
     graph = assert_exact(Mixed(), (5, 6), X4)
     assert graph.node(graph.outputs[0]).type.kind == "real"
     assert graph.node("spike").type.kind == "binary"
+
+
+# -- T and B merged for per-step torch modules, as users write it ------------------------------------
+MERGES = {
+    "flatten-0-1": lambda conv, x: conv(x.flatten(0, 1)).unflatten(0, (x.shape[0], x.shape[1])),
+    "reshape-T-times-B": lambda conv, x: conv(x.reshape(x.shape[0] * x.shape[1], 4, 2, 3)).reshape(
+        x.shape[0], x.shape[1], 3, 2, 3),
+    "view-minus-one": lambda conv, x: conv(x.view(-1, 4, 2, 3)).view(x.shape[0], x.shape[1], -1),
+    "torch-flatten-unflatten": lambda conv, x: torch.unflatten(conv(torch.flatten(x, 0, 1)).relu() + 1.0, 0,
+                                                               (x.shape[0], -1)),
+}
+
+
+@pytest.mark.parametrize("case", list(MERGES))
+def test_time_batch_merge_idioms_are_exact(case):
+    torch.manual_seed(0)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(4, 3, 3, padding=1)
+
+        def forward(self, x):
+            return MERGES[case](self.conv, x)
+
+    graph = assert_exact(Net(), (4, 2, 3), X5)
+    assert "conv2d" in ops(graph)
+
+
+class With(nn.Module):
+    """``fn(module, x)`` with ``module`` registered as a submodule (fx needs it installed)."""
+
+    def __init__(self, module, fn):
+        super().__init__()
+        self.m, self.fn = module, fn
+
+    def forward(self, x):
+        return self.fn(self.m, x)
+
+
+def test_a_neuron_on_merged_time_and_batch_is_refused():
+    with pytest.raises(UnsupportedOp, match="would see T\\*B as time|T\\*B"):
+        trace(With(snn.LIF(beta=0.5), lambda lif, x: lif(x.flatten(0, 1))), (4, 2, 3))
+
+
+def test_returning_merged_time_and_batch_is_refused_with_the_remedy():
+    with pytest.raises(BadInput, match="unflatten"):
+        trace(With(nn.Conv2d(4, 4, 1), lambda conv, x: conv(x.flatten(0, 1))), (4, 2, 3))
+
+
+def test_a_per_step_module_on_unmerged_input_is_still_refused():
+    with pytest.raises(UnsupportedOp, match="TimeDistributed"):
+        trace(With(nn.Conv2d(4, 4, 1), lambda conv, x: conv(x.flatten(0, 1).unflatten(0, (x.shape[0], x.shape[1])))),
+              (4, 2, 3))
