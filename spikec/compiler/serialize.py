@@ -1,4 +1,8 @@
-"""Save and load the IR as ``graph.json`` + ``weights.npz`` (bit-exact round trip)."""
+"""Save and load the IR as ``graph.json`` + ``weights.npz`` (bit-exact round trip).
+
+Versions: 2 names every firing threshold ``threshold``; version 1 named it ``v_th`` in ``silif`` / ``csilif``
+and ``theta`` in ``ttfs_fire``. A version-1 document is upgraded on load (``upgrade``), its weights with it.
+"""
 import json
 import os
 import tempfile
@@ -11,7 +15,9 @@ from spikec.compiler.errors import IRError
 from spikec.compiler.ir import Graph, Node, TensorType, thaw
 from spikec.compiler.verify import verify
 
-FORMAT, VERSION = "spikec-ir", 1
+FORMAT, VERSION = "spikec-ir", 2
+# parameters renamed by each format version: RENAMED[v] turns a version-v document into a version v + 1 one
+RENAMED = {1: {"silif": {"v_th": "threshold"}, "csilif": {"v_th": "threshold"}, "ttfs_fire": {"theta": "threshold"}}}
 
 
 def graph_to_json(graph: Graph) -> dict:
@@ -21,14 +27,33 @@ def graph_to_json(graph: Graph) -> dict:
                       for n in graph.nodes]}
 
 
+def upgrade(doc: dict, weights: dict) -> tuple[dict, dict]:
+    """``(doc, weights)`` of an older well-formed document rewritten to the current version (new objects; the
+    arguments are not changed): each version's renamed parameters take their new names in both."""
+    version, weights = doc["version"], dict(weights)
+    while version < VERSION:
+        nodes = []
+        for d in doc["nodes"]:
+            renames = RENAMED[version].get(d["op"], {})
+            for old, new in renames.items():
+                if old in d["params"] and f"{d['name']}/{old}" in weights:
+                    weights[f"{d['name']}/{new}"] = weights.pop(f"{d['name']}/{old}")
+            nodes.append({**d, "params": [renames.get(p, p) for p in d["params"]]})
+        version += 1
+        doc = {**doc, "version": version, "nodes": nodes}
+    return doc, weights
+
+
 def graph_from_json(doc: dict, weights) -> Graph:
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or type(doc.get("version")) is not int \
+            or not 1 <= doc["version"] <= VERSION:
         found = f"format={doc.get('format')!r}, version={doc.get('version')!r}" if isinstance(doc, dict) else \
             f"a JSON {type(doc).__name__}"
-        raise IRError(f"not a {FORMAT} v{VERSION} document ({found})")
+        raise IRError(f"not a {FORMAT} document of version 1..{VERSION} ({found})")
     problem = _document_problem(doc)
     if problem:
         raise IRError(problem)
+    doc, weights = upgrade(doc, weights)
     nodes = []
     for d in doc["nodes"]:
         where = f"node {d['name']!r}"

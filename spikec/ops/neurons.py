@@ -6,8 +6,8 @@ Parameters are a scalar or one value per channel, ``()`` or ``(C,)`` (``shape[0]
              H_t = U_t - threshold S_t (subtract) or U_t (1 - S_t) + v_reset S_t (zero)
   intfire    beta, alpha, threshold, optional bias; attrs max_spikes D, rounding "round" | "floor"
              q_t = clamp(floor(U_t / threshold + 1/2 or 0), 0, D); H_t = U_t - threshold q_t
-  silif      decay, b, v_th (C,); attr kappa        u_t = decay (u_{t-1} - kappa s_{t-1}) + b x_t
-  csilif     a_re, a_im, b, v_th (C,); attr kappa   complex m_t = a (m_{t-1} - kappa s_{t-1}) + b x_t, u = 2 Re m
+  silif      decay, b, threshold (C,); attr kappa   u_t = decay (u_{t-1} - kappa s_{t-1}) + b x_t
+  csilif     a_re, a_im, b, threshold (C,); kappa   complex m_t = a (m_{t-1} - kappa s_{t-1}) + b x_t, u = 2 Re m
   intfire_unrolled  as intfire, its count replayed as D binary sub-step spikes (a new time base)
   substep_sum       sums the D sub-steps of each physical step, plus an optional per-channel bias once
 Neurons take attr ``output``: "spikes" (default) or "membrane" (the pre-reset ``U``, real).
@@ -95,7 +95,7 @@ def intfire_unrolled(ctx, node, p, x):
 
 def silif(ctx, node, p, x):
     float_only(ctx, node)
-    a, b, v_th = (channel(p[k], x.dim() - 1) for k in ("decay", "b", "v_th"))
+    a, b, v_th = (channel(p[k], x.dim() - 1) for k in ("decay", "b", "threshold"))
     kappa = node.attrs["kappa"]
     out = NeuronOut(x)
     u, s = torch.zeros_like(x[0]), torch.zeros_like(x[0])
@@ -108,7 +108,7 @@ def silif(ctx, node, p, x):
 
 def csilif(ctx, node, p, x):
     float_only(ctx, node)
-    a_re, a_im, b, v_th = (channel(p[k], x.dim() - 1) for k in ("a_re", "a_im", "b", "v_th"))
+    a_re, a_im, b, v_th = (channel(p[k], x.dim() - 1) for k in ("a_re", "a_im", "b", "threshold"))
     kappa = node.attrs["kappa"]
     out = NeuronOut(x)
     m_re, m_im, s = torch.zeros_like(x[0]), torch.zeros_like(x[0]), torch.zeros_like(x[0])
@@ -148,9 +148,9 @@ define("lif", 1, neuron_type(LIF_PARAMS, _binary), LIF_PARAMS, kernel=lif, state
 define("intfire", 1, neuron_type(INTFIRE_PARAMS + ("bias",),
                                  lambda n, t: TensorType(t.shape, "integer", n.attrs["max_spikes"])),
        INTFIRE_PARAMS, ("bias",), kernel=intfire, stateful=True, neuron=True)  # bias: a folded BN's shift
-define("silif", 1, neuron_type(("decay", "b", "v_th"), _binary), ("decay", "b", "v_th"),
+define("silif", 1, neuron_type(("decay", "b", "threshold"), _binary), ("decay", "b", "threshold"),
        count=lambda n: 3 * n.params["b"].size, kernel=silif, stateful=True, neuron=True)
-define("csilif", 1, neuron_type(("a_re", "a_im", "b", "v_th"), _binary), ("a_re", "a_im", "b", "v_th"),
+define("csilif", 1, neuron_type(("a_re", "a_im", "b", "threshold"), _binary), ("a_re", "a_im", "b", "threshold"),
        count=lambda n: 5 * n.params["b"].size, kernel=csilif, stateful=True, neuron=True)
 define("intfire_unrolled", 1, infer_unrolled, INTFIRE_PARAMS, ("bias",), kernel=intfire_unrolled, stateful=True,
        neuron=True, time_base=True)

@@ -190,13 +190,13 @@ def layer_rows(plan: Plan, sim: SimResult) -> list[dict]:
     rows = []
     for l in plan.layers:
         s = sim.layers[l.fire]
-        theta = plan.graph.node(l.fire).params.get("theta") if l.kind != "input" else None
+        theta = plan.graph.node(l.fire).params.get("threshold") if l.kind != "input" else None
         size = int(np.prod(l.shape))
         rows.append({"name": l.name, "node": l.fire, "kind": l.kind, "coding": l.coding, "shape": list(l.shape),
                      "neurons": size, "window": l.window, "t_min": l.t_min, "t_ref": l.t_ref, "t_max": l.t_max,
                      "value_range": [l.lo, l.hi], "scale": l.scale, "shift": l.shift or None,
                      "sources": {src: d for src, d in l.delays.items()},
-                     "theta_range": None if theta is None else [float(theta.min()), float(theta.max())],
+                     "threshold_range": None if theta is None else [float(theta.min()), float(theta.max())],
                      "spikes_per_neuron": float(s.emitted.sum()) / sim.samples / size,
                      "clipped_fraction": float(s.clipped.mean())})
     return rows

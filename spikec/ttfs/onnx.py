@@ -61,7 +61,7 @@ def dynmatmul(b, node, qa, qb):
 
 def fire(b, node, v):
     a = node.attrs
-    start = np.float64(a["t_min"]) + np.float64(a["tau"]) * np.asarray(node.params["theta"])  # as the kernel
+    start = np.float64(a["t_min"]) + np.float64(a["tau"]) * np.asarray(node.params["threshold"])  # as the kernel
     t = b.op("Sub", [b.const(start, f"{node.name}.crossing_at_rest"), v], hint=f"{node.name}/crossing")
     t = b.op("Max", [t, _c(b, a["t_min"], f"{node.name}.t_min")], hint=f"{node.name}/from")
     return b.op("Min", [t, _c(b, a["t_max"], f"{node.name}.t_max")], out=node.name)

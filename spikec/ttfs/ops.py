@@ -19,9 +19,9 @@ TTFS-side ops (the deployed graph):
   ttfs_dynmatmul (q_a, q_b) -> g ((q_a - l_a) @ q_b) - g l_b sum_k q_a[.., k]    attrs gain, l_a, l_b
                 The same with a contraction: ``A @ B`` (attention), each of A's values the weight of
                 B's spikes along the contracted dim ("the query acts as the synaptic weight of the keys").
-  ttfs_fire     v -> t = clip(t_min + tau*theta - v, t_min, t_max)    params theta (node shape)
+  ttfs_fire     v -> t = clip(t_min + tau*threshold - v, t_min, t_max)  params threshold (node shape)
                 The B1 neuron: the charge ``v = tau_c V(t_min)`` integrated before the window, then the
-                ramp ``tau_c dV/dt = 1``; fires at the first crossing of ``theta`` (t_max if none).
+                ramp ``tau_c dV/dt = 1``; fires at the first crossing of ``threshold`` (t_max if none).
                 attrs t_min, t_ref, t_max, tau, scale, lo, hi, activation, source.
   ttfs_decode   t -> (t_ref - t) / scale                        attrs t_ref, scale (a graph output)
 
@@ -78,8 +78,8 @@ def _infer_affine(node, ins):
 
 def _infer_fire(node, ins):
     (t,) = ins
-    _need(node.params["theta"].shape == t.shape, node,
-          f"theta has shape {node.params['theta'].shape}, expected the layer shape {t.shape}")
+    _need(node.params["threshold"].shape == t.shape, node,
+          f"threshold has shape {node.params['threshold'].shape}, expected the layer shape {t.shape}")
     _need(node.attrs["t_min"] <= node.attrs["t_ref"] <= node.attrs["t_max"], node,
           "the window needs t_min <= t_ref <= t_max")
     return TensorType(t.shape)
@@ -102,7 +102,7 @@ define("ttfs_delay", 1, _same)
 define("ttfs_charge", 1, _same)
 define("ttfs_dynsyn", 2, _broadcast, synaptic=True)
 define("ttfs_dynmatmul", 2, _infer_dynmatmul, synaptic=True)
-define("ttfs_fire", 1, _infer_fire, ("theta",), count=_count("theta"))
+define("ttfs_fire", 1, _infer_fire, ("threshold",), count=_count("threshold"))
 define("ttfs_decode", 1, _same)
 define("ttfs_mat", 1, _same)
 define("ttfs_bmul", 2, _broadcast)
@@ -145,7 +145,7 @@ def dynmatmul_kernel(node, p, qa, qb):
 
 def fire_kernel(node, p, v):
     t_min, t_max = _p(node, "t_min"), _p(node, "t_max")
-    t = t_min + _p(node, "tau") * _view(p["theta"], v) - v
+    t = t_min + _p(node, "tau") * _view(p["threshold"], v) - v
     return torch.clamp(t, t_min, t_max)
 
 

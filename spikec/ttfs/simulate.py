@@ -278,7 +278,7 @@ def _fire(graph, node, layers, dt, cache, n) -> SimLayer:
         v = np.broadcast_to(v / tau, (n, *shape)).reshape(n, -1)
         mag = np.broadcast_to(mag / tau, (n, *shape)).reshape(n, -1)
         affected = np.broadcast_to(affected, (n, *shape)).reshape(n, -1)
-    theta = np.asarray(node.params["theta"]).reshape(1, -1)
+    theta = np.asarray(node.params["threshold"]).reshape(1, -1)
     t_cross = t_min + tau * (theta - v)                   # the ramp's crossing, unclipped
     raw = a["t_ref"] - t_cross
     t = np.clip(t_cross, t_min, None)

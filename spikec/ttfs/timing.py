@@ -498,7 +498,7 @@ class _Timing:
                                   {"t_min": layer.t_min, "t_ref": layer.t_ref, "t_max": layer.t_max, "tau": self.tau,
                                    "scale": layer.scale, "lo": layer.lo, "hi": layer.hi, "activation": layer.kind,
                                    "source": layer.name},
-                                  {"theta": np.broadcast_to(theta, layer.shape)}, scope=layer.scope)
+                                  {"threshold": np.broadcast_to(theta, layer.shape)}, scope=layer.scope)
 
     def decoders(self) -> list[str]:
         """One ``ttfs_decode`` per graph output, named after it."""

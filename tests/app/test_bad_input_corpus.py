@@ -985,7 +985,7 @@ VERIFY_CASES = {
     "graph.json a string": (_write("graph.json", b'"spikec-ir"'), 2, ["graph.json"]),
     "graph.json deeply nested": (_write("graph.json", DEEP.encode()), 2, ["graph.json"]),
     "graph.json wrong format": (_json_edit("graph.json", lambda d: {**d, "format": "onnx"}), 2, ["'onnx'"]),
-    "graph.json version 2": (_json_edit("graph.json", lambda d: {**d, "version": 2}), 2, ["version=2"]),
+    "graph.json version 3": (_json_edit("graph.json", lambda d: {**d, "version": 3}), 2, ["version=3"]),
     "graph.json without nodes": (_json_edit("graph.json", lambda d: {k: v for k, v in d.items() if k != "nodes"}),
                                  2, ["graph.json", "nodes"]),
     "graph.json nodes a dict": (_json_edit("graph.json", lambda d: {**d, "nodes": {"a": 1}}), 2,

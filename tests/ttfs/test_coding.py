@@ -116,7 +116,7 @@ def test_the_verifier_refuses_a_graph_the_mapping_did_not_make():
     deployed, (record,), _ = lower_ttfs(m, g, x, {"states": ()})
     assert record.comparison["equivalent"]
     fire = next(n for n in deployed.nodes if n.op == "ttfs_fire")
-    nudged = fire.with_(params={"theta": fire.params["theta"] + 1e-3})
+    nudged = fire.with_(params={"threshold": fire.params["threshold"] + 1e-3})
     other = dataclasses.replace(deployed, nodes=tuple(nudged if n is fire else n for n in deployed.nodes))
     with pytest.raises(NotEquivalent, match="not the one timing assignment makes"):
         verify_ttfs(m, g, other, x, {"states": ()})

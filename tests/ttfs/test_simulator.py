@@ -41,7 +41,7 @@ def _clock_driven(plan, model, x, dt):
     for layer, lin in zip(plan.layers[1:], lins):
         src = plan.layers[layer.expr.terms[0].source]
         w = lin.weight.detach().double().numpy() * layer.scale / src.scale
-        theta = plan.graph.node(layer.fire).params["theta"]
+        theta = plan.graph.node(layer.fire).params["threshold"]
         steps = int(round((layer.t_max - src.t_min) / dt))
         v = np.zeros((x.shape[1], w.shape[0]))
         fired = np.full(v.shape, layer.t_max)

@@ -16,7 +16,7 @@ def _linear(w, b):
 
 
 def _theta(plan, name):
-    return plan.graph.node(plan.layer(name).fire).params["theta"]
+    return plan.graph.node(plan.layer(name).fire).params["threshold"]
 
 
 @pytest.mark.parametrize("tau", [1.0, 2.0])

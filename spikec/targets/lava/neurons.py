@@ -33,10 +33,10 @@ def neuron_params(node: Node, c: int) -> dict:
     if op in ("intfire", "intfire_unrolled"):
         return {"beta": get("beta"), "alpha": get("alpha"), "bias": get("bias"), "threshold": get("threshold")}
     if op == "silif":
-        return {"decay": get("decay"), "alpha": get("b"), "bias": get("bias"), "threshold": get("v_th")}
-    if op == "csilif":   # s = [2 Re(m) >= v_th]: the integer state is Re(m), its firing level v_th / 2
+        return {"decay": get("decay"), "alpha": get("b"), "bias": get("bias"), "threshold": get("threshold")}
+    if op == "csilif":   # s = [2 Re(m) >= threshold]: the integer state is Re(m), its firing level threshold / 2
         return {"a_re": get("a_re"), "a_im": get("a_im"), "alpha": get("b"), "bias": get("bias"),
-                "threshold": get("v_th") / 2}
+                "threshold": get("threshold") / 2}
     raise AssertionError(op)
 
 
@@ -163,5 +163,5 @@ def _csilif_node(pop, p, x, scale, vth, mant, exp) -> Node:
                                         "pole_magnitude_fixed_max": float(np.abs(qre + 1j * qim).max() / DECAY_ONE)},
                     kappa_quantization=_approx("kappa", np.full_like(scale, kappa), k / (64 * scale)),
                     note="complex state as two 24-bit integer states (v = Re m, w = Im m); signed 12-bit "
-                         "fractional decays (approximate); threshold on Re m >= v_th / 2")
+                         "fractional decays (approximate); threshold on Re m >= threshold / 2")
     return node

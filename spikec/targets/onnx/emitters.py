@@ -392,7 +392,7 @@ def intfire_unrolled(b: Builder, node: Node, x: str) -> str:
 @emitter("silif")
 def silif(b: Builder, node: Node, x: str) -> str:
     def dynamics(b, node, steps):
-        a, bb, v_th = (_param(b, node, k) for k in ("decay", "b", "v_th"))
+        a, bb, v_th = (_param(b, node, k) for k in ("decay", "b", "threshold"))
         kappa = b.const(node.attrs["kappa"], f"{node.name}.kappa")
         u = s = b.const(0.0, "zero")
         spikes, membrane = [], []
@@ -409,7 +409,7 @@ def silif(b: Builder, node: Node, x: str) -> str:
 @emitter("csilif")
 def csilif(b: Builder, node: Node, x: str) -> str:
     def dynamics(b, node, steps):
-        a_re, a_im, bb, v_th = (_param(b, node, k) for k in ("a_re", "a_im", "b", "v_th"))
+        a_re, a_im, bb, v_th = (_param(b, node, k) for k in ("a_re", "a_im", "b", "threshold"))
         kappa, two = b.const(node.attrs["kappa"], f"{node.name}.kappa"), b.const(2.0, "two")
         m_re = m_im = s = b.const(0.0, "zero")
         spikes, membrane = [], []

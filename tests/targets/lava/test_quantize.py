@@ -232,7 +232,7 @@ def test_silif_and_csilif_kernels_match_the_float_neurons_when_exact():
                                   "bias_mant": zero, "bias_exp": zero})
     got = run(g, x, integer=True).values
     node = Node("f", "silif", ("i",), TensorType((2,), "binary"), {"kappa": 0.5},
-                {"decay": np.ones(2), "b": np.ones(2), "v_th": np.full(2, 2.0)})
+                {"decay": np.ones(2), "b": np.ones(2), "threshold": np.full(2, 2.0)})
     k = KernelContext(False, {})
     ref = silif(k, node, {kk: torch.as_tensor(np.array(v)) for kk, v in node.params.items()},
                   torch.as_tensor(x.astype(np.float64)))
@@ -241,7 +241,7 @@ def test_silif_and_csilif_kernels_match_the_float_neurons_when_exact():
                                    "kappa": np.int64(32), "bias_mant": zero, "bias_exp": zero})
     got = run(g, x, integer=True).values
     node = Node("f", "csilif", ("i",), TensorType((2,), "binary"), {"kappa": 0.5},
-                {"a_re": np.zeros(2), "a_im": np.ones(2), "b": np.ones(2), "v_th": np.full(2, 2.0)})
+                {"a_re": np.zeros(2), "a_im": np.ones(2), "b": np.ones(2), "threshold": np.full(2, 2.0)})
     ref = csilif(k, node, {kk: torch.as_tensor(np.array(v)) for kk, v in node.params.items()},
                    torch.as_tensor(x.astype(np.float64)))
     assert np.array_equal(got["pop"], ref.spikes.numpy())

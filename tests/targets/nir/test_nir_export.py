@@ -131,7 +131,7 @@ REFUSALS = {
                                                                           "padding": (0, 0), "dilation": (1, 1),
                                                                           "ceil_mode": False}), "max-pool over real"),
     "silif": (lambda c, x: c.emit("n", "silif", [x], {"kappa": 0.5}, {"decay": np.full(2, 0.5), "b": np.ones(2),
-                                                                       "v_th": np.ones(2)}), "SiLIF"),
+                                                                       "threshold": np.ones(2)}), "SiLIF"),
 }
 
 

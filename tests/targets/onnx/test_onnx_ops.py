@@ -125,12 +125,12 @@ def test_silif_and_csilif():
     c = 4
     g = build(TensorType((c, 3, 3)), [
         ("s1", "silif", ("x",), {"kappa": 0.5},
-         dict(decay=np.exp(-np.exp(r.normal(size=c))), b=r.normal(1, 0.2, c), v_th=r.uniform(0.5, 1.5, c))),
+         dict(decay=np.exp(-np.exp(r.normal(size=c))), b=r.normal(1, 0.2, c), threshold=r.uniform(0.5, 1.5, c))),
         ("s1.membrane", "silif", ("x",), {"kappa": 0.5, "output": "membrane"},
-         dict(decay=np.exp(-np.exp(r.normal(size=c))), b=r.normal(1, 0.2, c), v_th=r.uniform(0.5, 1.5, c))),
+         dict(decay=np.exp(-np.exp(r.normal(size=c))), b=r.normal(1, 0.2, c), threshold=r.uniform(0.5, 1.5, c))),
         ("c1", "csilif", ("x",), {"kappa": 0.5},
          dict(a_re=r.uniform(-0.5, 0.8, c), a_im=r.uniform(-0.5, 0.5, c), b=r.normal(1, 0.2, c),
-              v_th=r.uniform(0.2, 1.0, c))),
+              threshold=r.uniform(0.2, 1.0, c))),
         ("both", "add", ("s1", "c1"), {}, {}),
     ], outputs=["both", "s1.membrane"])
     check(g, r.normal(0.5, 1.0, (10, 3, c, 3, 3)), bit_exact=True)
