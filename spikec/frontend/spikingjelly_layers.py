@@ -1,0 +1,124 @@
+"""SpikingJelly 2.0's stateless layer wrappers and containers (``spikingjelly.activation_based.layer``) onto the
+torch converters of ``spikec.frontend.torch_modules``; registered by ``spikec.frontend.spikingjelly`` when
+SpikingJelly imports. These classes subclass torch modules: registering them takes precedence over the torch
+converters found through the MRO.
+
+* A wrapper in ``step_mode='m'`` maps ``[T, B, ...]`` to ``[T, B, ...]`` by merging T and B for torch
+  (``functional.seq_to_ann_forward``): converted in a per-step context (``ctx.per_step``, as ``TimeDistributed``),
+  so ``layer.Flatten``'s ``start_dim`` counts from the merged ``[T*B, ...]`` tensor. Only in a multi-step trace.
+* In ``step_mode='s'`` a wrapper is its torch module: delegated unchanged (in a step trace, or inside a container).
+* ``layer.Linear`` has no forward of its own: ``nn.Linear`` on the last dim in either mode.
+* ``layer.Conv1d``: ``conv2d`` on the step viewed as ``(C, 1, L)`` with the kernel ``(1, k)``, between two
+  ``reshape`` nodes; ATen computes a 1-d convolution as exactly this 2-d one.
+* ``layer.Dropout`` / ``Dropout2d``: identity (the trace runs in eval mode, where no mask is applied).
+* ``SeqToANNContainer``: its children per step, T and B merged (``TimeDistributed``). ``MultiStepContainer``: its
+  ``step_mode='s'`` children called once per time step (``functional.multi_step_forward``); converted as a step
+  trace of the children (stepping ``"step"``), so a neuron inside emits its multi-step op over the sequence, which
+  equals the per-step loop because every child is causal. ``StepModeContainer`` is one of the two (or, in
+  ``'s'``, a plain Sequential). The T-last containers are refused (spikec's tensors are ``[T, B, ...]``).
+"""
+from torch import nn
+
+from spikec.frontend.registry import refuse, register_converter
+from spikec.frontend.torch_modules import (adaptive_avgpool2d, avgpool2d, batchnorm, conv2d, flatten, identity,
+                                           linear, maxpool2d, sequential, time_distributed)
+
+SET_M = "functional.set_step_mode(net, 'm') on a model called on [T, B, ...]"
+
+
+def _sequence_only(ctx, m, name, what):
+    """Refuse a module that treats dim 0 of its input as time where the call sees one step."""
+    if ctx.stepping != "multistep" or ctx.per_step:
+        seen = "one time step [B, ...]" if ctx.stepping == "step" else "T*B merged (inside a per-step container)"
+        refuse(name, m, f"{what} takes dim 0 of its input for time, but here it is called on {seen}",
+               "give modules called once per time step step_mode='s' (functional.set_step_mode(net, 's')), "
+               "and use multi-step modules only on the [T, B, ...] sequence")
+
+
+def _step_mode_m(ctx, m, name, x, convert):
+    """step_mode 'm': seq_to_ann_forward merges T and B, as TimeDistributed does."""
+    _sequence_only(ctx, m, name, "step_mode='m'")
+    outer, ctx.per_step = ctx.per_step, True
+    try:
+        return convert(ctx, m, name, x)
+    finally:
+        ctx.per_step = outer
+
+
+def _stateless(convert, spatial=True):
+    """A wrapper of a per-step torch module (``spatial``: it needs the step's own leading dims, unlike Flatten)."""
+    def wrapper(ctx, m, name, x):
+        if m.step_mode == "m":
+            return _step_mode_m(ctx, m, name, x, convert)
+        if spatial and not ctx.per_step:
+            refuse(name, m, "step_mode='s' applied to the [T, B, ...] sequence: torch would take T for the batch "
+                   "and B for the channels", f"call {SET_M}, or wrap it in layer.SeqToANNContainer")
+        return convert(ctx, m, name, x)
+    wrapper.__name__ = f"sj_{convert.__name__}"
+    return wrapper
+
+
+def conv1d(ctx, m, name, x):
+    """A Conv1d as the Conv2d ATen runs it: the step ``(C, L)`` as ``(C, 1, L)``, the kernel ``(1, k)``."""
+    if len(ctx.type(x).shape) != 2 or ctx.type(x).shape[0] != m.in_channels:
+        refuse(name, m, f"expects a per-step (C={m.in_channels}, L) input, got {ctx.type(x).shape}",
+               "check the input shape")
+    c, length = ctx.type(x).shape
+    padding = m.padding if isinstance(m.padding, str) else (0, m.padding[0])
+    as2d = nn.Conv2d(m.in_channels, m.out_channels, (1, m.kernel_size[0]), (1, m.stride[0]), padding,
+                     (1, m.dilation[0]), m.groups, m.bias is not None, m.padding_mode, device="meta")
+    as2d.weight, as2d.bias = nn.Parameter(m.weight.detach().unsqueeze(2)), m.bias
+    y = ctx.emit(f"{name}.as2d", "reshape", [x], {"shape": (c, 1, length)}, scope=name)
+    y = conv2d(ctx, as2d, f"{name}.conv2d", y)
+    out_c, _, out_l = ctx.type(y).shape
+    return ctx.emit(name, "reshape", [y], {"shape": (out_c, out_l)}, scope=name)
+
+
+def sj_linear(ctx, m, name, x):
+    return linear(ctx, m, name, x)
+
+
+def seq_to_ann_container(ctx, m, name, x):
+    _sequence_only(ctx, m, name, "SeqToANNContainer")
+    return time_distributed(ctx, m, name, x)
+
+
+def multi_step_container(ctx, m, name, x):
+    _sequence_only(ctx, m, name, "MultiStepContainer")
+    outer = ctx.stepping, ctx.per_step
+    ctx.stepping, ctx.per_step = "step", True
+    try:
+        return sequential(ctx, m, name, x)
+    finally:
+        ctx.stepping, ctx.per_step = outer
+
+
+def step_mode_container(ctx, m, name, x):
+    if m.step_mode == "s":
+        return sequential(ctx, m, name, x)
+    return (multi_step_container if m.stateful else seq_to_ann_container)(ctx, m, name, x)
+
+
+def t_last(ctx, m, name, x):
+    refuse(name, m, "a T-last container expects [B, ..., T]; spikec's tensors are [T, B, ...]",
+           "use layer.SeqToANNContainer or layer.MultiStepContainer on a [T, B, ...] model")
+
+
+def register(layer):
+    for cls, fn in [(layer.Conv2d, _stateless(conv2d)), (layer.Conv1d, _stateless(conv1d)),
+                    (layer.BatchNorm1d, _stateless(batchnorm)), (layer.BatchNorm2d, _stateless(batchnorm)),
+                    (layer.MaxPool2d, _stateless(maxpool2d)), (layer.AvgPool2d, _stateless(avgpool2d)),
+                    (layer.AdaptiveAvgPool2d, _stateless(adaptive_avgpool2d)),
+                    (layer.Flatten, _stateless(flatten, spatial=False)), (layer.Linear, sj_linear),
+                    (layer.Dropout, identity), (layer.SeqToANNContainer, seq_to_ann_container),
+                    (layer.MultiStepContainer, multi_step_container), (layer.StepModeContainer, step_mode_container),
+                    (layer.TLastSeqToANNContainer, t_last), (layer.TLastMultiStepContainer, t_last)]:
+        register_converter(cls, fn)
+
+
+try:
+    from spikingjelly.activation_based import layer as _sj_layer
+except ImportError:
+    pass
+else:
+    register(_sj_layer)
