@@ -11,6 +11,7 @@ converters found through the MRO.
 * ``layer.Conv1d``: ``conv2d`` on the step viewed as ``(C, 1, L)`` with the kernel ``(1, k)``, between two
   ``reshape`` nodes; ATen computes a 1-d convolution as exactly this 2-d one.
 * ``layer.Dropout`` / ``Dropout2d``: identity (the trace runs in eval mode, where no mask is applied).
+* Subclasses of these classes (``layer.WSConv2d`` and ``WSLinear`` standardize their weights) are refused.
 * ``SeqToANNContainer``: its children per step, T and B merged (``TimeDistributed``). ``MultiStepContainer``: its
   ``step_mode='s'`` children called once per time step (``functional.multi_step_forward``); converted as a step
   trace of the children (stepping ``"step"``), so a neuron inside emits its multi-step op over the sequence, which
@@ -104,6 +105,19 @@ def t_last(ctx, m, name, x):
            "use layer.SeqToANNContainer or layer.MultiStepContainer on a [T, B, ...] model")
 
 
+def _exact(cls, fn, also=()):
+    """``fn`` for ``cls`` itself (and ``also``): a subclass such as layer.WSConv2d, which standardizes its weight,
+    changes the forward this converter repeats."""
+    def converter(ctx, m, name, x):
+        if type(m) is not cls and type(m) not in also:
+            refuse(name, m, f"subclasses of layer.{cls.__name__} may change its forward",
+                   f"register a converter for {type(m).__qualname__} with spikec.frontend.register_converter, or "
+                   f"use layer.{cls.__name__} itself")
+        return fn(ctx, m, name, x)
+    converter.__name__ = fn.__name__
+    return converter
+
+
 def register(layer):
     for cls, fn in [(layer.Conv2d, _stateless(conv2d)), (layer.Conv1d, _stateless(conv1d)),
                     (layer.BatchNorm1d, _stateless(batchnorm)), (layer.BatchNorm2d, _stateless(batchnorm)),
@@ -113,7 +127,7 @@ def register(layer):
                     (layer.Dropout, identity), (layer.SeqToANNContainer, seq_to_ann_container),
                     (layer.MultiStepContainer, multi_step_container), (layer.StepModeContainer, step_mode_container),
                     (layer.TLastSeqToANNContainer, t_last), (layer.TLastMultiStepContainer, t_last)]:
-        register_converter(cls, fn)
+        register_converter(cls, _exact(cls, fn, (layer.Dropout2d,) if cls is layer.Dropout else ()))
 
 
 try:

@@ -132,11 +132,25 @@ def test_conv1d_batchnorm1d_pools_and_dropout(sj):
     net = nn.Sequential(layer.Conv2d(2, 6, 3, padding=1), layer.AvgPool2d(2), neuron.IFNode(v_threshold=0.5),
                         layer.AdaptiveAvgPool2d((2, 2)), layer.Dropout(0.3), layer.Flatten(1, 2),
                         layer.Conv1d(12, 5, 2, padding=1), layer.BatchNorm1d(5), neuron.LIFNode(decay_input=False),
-                        layer.Flatten(), layer.Linear(15, 4), neuron.IFNode(v_reset=0.2))
+                        layer.Flatten(), layer.Linear(15, 4), layer.BatchNorm1d(4), layer.Dropout2d(0.2),
+                        neuron.IFNode(v_reset=0.2))
     functional.set_step_mode(net, "m")
     graph = assert_traced_exact(sj, trained(net, 3, 3.0), x_in(5))
     ops = [n.op for n in graph.nodes]
     assert ops[ops.index("flatten"):ops.index("batchnorm")] == ["flatten", "reshape", "conv2d", "reshape"]
+
+
+@pytest.mark.parametrize("kw", [dict(stride=2, dilation=2, groups=2, padding=2), dict(padding="same", bias=False),
+                                dict(kernel_size=1, stride=3)])
+def test_conv1d_configurations(sj, kw):
+    kw = {"kernel_size": 3, **kw}
+    torch.manual_seed(5)
+    conv = sj[1].Conv1d(4, 6, step_mode="m", **kw)
+    ctx, out = convert_one(conv, (4, 11), "multistep")
+    x = np.random.default_rng(6).normal(size=(3, 2, 4, 11))
+    _, (got,) = run_converted(ctx, [out], x)
+    with torch.no_grad():
+        assert np.array_equal(got, conv.double()(torch.from_numpy(x)).numpy())
 
 
 # -- refusals: one each --------------------------------------------------------------------
@@ -167,3 +181,7 @@ def test_refuses_a_neuron_inside_seq_to_ann_container(sj):
 
 def test_refuses_t_last_container(sj):
     refused(sj[1].TLastSeqToANNContainer(nn.Flatten()), "multistep", r"T-last.*\[B, \.\.\., T\]")
+
+
+def test_refuses_wrapper_subclass(sj):
+    refused(sj[1].WSConv2d(2, 4, 3, step_mode="m"), "multistep", "subclasses of layer.Conv2d")
