@@ -4,10 +4,10 @@ framework-exact ``lif_sj`` op defined here; the layer wrappers and containers ar
 
 The mapping is exact: a float64 run of the module and of its IR agree bit for bit, in both step modes. A float64
 run of these neurons always takes SpikingJelly's torch reference (``spikingjelly/_ops/{if_,lif,plif}/reference.py``;
-the fused CPU/CUDA/Triton kernels serve float32/16 only, and a CUDA implementation forced by environment variable
-makes a float64 run raise rather than change its arithmetic), so there is no backend to refuse. Per step, with
-``r = v_reset`` (0 for soft reset), ``θ = v_threshold`` and the state starting at ``V = r`` (what ``reset_net``
-restores)::
+the fused CPU/CUDA/Triton kernels serve float32/16/bf16 only; on CUDA, an implementation forced by environment
+variable makes a float64 run raise rather than change its arithmetic). SpikingJelly 2.0 has no per-module
+``backend``: there is nothing to refuse by name. Per step, with ``r = v_reset`` (0 for soft reset),
+``θ = v_threshold`` and the state starting at ``V = r`` (what ``reset_net`` restores)::
 
     IFNode             H = V + X
     LIFNode            H = V + (X - (V - r)) / tau        decay_input=True
@@ -89,9 +89,12 @@ def _check_stepping(ctx, m, name):
     try:
         require_stepping(ctx, m, name, "multistep" if m.step_mode == "m" else "step")
     except UnsupportedOp as e:
-        mode = "s" if ctx.stepping == "step" else "m"
+        if ctx.stepping == "multistep" and ctx.per_step:
+            hint = "in SpikingJelly: neurons go outside layer.SeqToANNContainer, or in layer.MultiStepContainer"
+        else:
+            hint = f"in SpikingJelly: functional.set_step_mode(net, {'s' if ctx.stepping == 'step' else 'm'!r})"
         raise UnsupportedOp(f"step_mode={m.step_mode!r}: {e.what}", where=e.where,
-                            remedy=f"{e.remedy} (in SpikingJelly: functional.set_step_mode(net, {mode!r}))") from None
+                            remedy=f"{e.remedy} ({hint})") from None
 
 
 def _check_forward(m, name):
