@@ -72,3 +72,30 @@ def run_converted(ctx, outputs, x):
     from spikec.compiler.verify import verify
     graph = verify(Graph(tuple(ctx.nodes), tuple(outputs), {}), "test")
     return graph, [np.asarray(v) for v in run(graph, x).outputs(graph)]
+
+
+def run_steps(module, x):
+    """Call a step module (``out, state = module(x_t, state)``) over ``x [T, B, ...]`` from ``state=None`` in float64;
+    returns ``(outputs, states)``: the outputs stacked ``[T, B, ...]`` and the state stacked leaf by leaf."""
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+    state, outs = None, []
+    with torch.no_grad():
+        for x_t in torch.from_numpy(x):
+            out, state = module(x_t, state)
+            flat, spec = tree_flatten((out, state))
+            outs.append(flat)
+    stacked = [None if v[0] is None else torch.stack(v).numpy() for v in zip(*outs)]
+    return tree_unflatten(stacked, spec)
+
+
+def assert_returns_exact(ctx, returned, x, want):
+    """The nodes a converter returned (a pytree of node names and ``None``) run on ``x`` equal ``want`` (the same
+    pytree of arrays) bit for bit; a ``None`` leaf is not compared. Returns the arrays run, by node name."""
+    from torch.utils._pytree import tree_leaves
+    names, wanted = tree_leaves(returned), tree_leaves(want)
+    assert len(names) == len(wanted), (returned, want)
+    pairs = [(n, w) for n, w in zip(names, wanted) if n is not None]
+    _, got = run_converted(ctx, [n for n, _ in pairs], x)
+    for (name, w), g in zip(pairs, got):
+        assert np.array_equal(g, np.asarray(w)), f"{name}: max |diff| {np.abs(g - np.asarray(w)).max()}"
+    return {n: g for (n, _), g in zip(pairs, got)}

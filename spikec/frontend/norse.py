@@ -1,0 +1,302 @@
+"""Norse feed-forward neurons onto the ``lif_norse`` and ``li_norse`` ops defined here; registered only when
+``norse.torch`` imports.
+
+Converted: ``LIFCell``, ``LIFBoxCell``, ``LICell``, ``LIBoxCell`` (stepping ``"step"``: one call per time step on
+``[B, ...]``), ``LIF`` and ``LI`` (stepping ``"multistep"``: one call on ``[T, B, ...]``), and ``SequentialState``
+(step stepping). Norse 1.1 has no multi-step ``LIFBox``. The mapping is exact: a float64 run of the module and of
+its IR agree bit for bit, spikes and state alike. The built-in ``lif`` op is not used: it folds the leak into
+``beta H + alpha X + bias``, which rounds differently from Norse's ``v + dt/tau (v_leak - v + i)``.
+
+Norse's step, one Euler step of ``dt`` (``functional/lif.py`` ``lif_feed_forward_step``, ``lif_box.py``,
+``leaky_integrator.py``, ``leaky_integrator_box.py``), in its order of operations, with
+``a_mem = dt * tau_mem_inv`` and ``a_syn = dt * tau_syn_inv`` rounded once, in the parameters' own precision
+(float32 for Norse's default tensors), exactly as Norse rounds them::
+
+    LIF   i' = i + x                                 (the input jumps into the current before any decay)
+          v~ = v + a_mem * ((v_leak - v) + i')       (the membrane sees the jumped current)
+          i  = i' + (-a_syn) * i'                    (then the current decays)
+    LIFBox      v~ = v + a_mem * ((x + v_leak) - v)  (no current: the input drives the membrane directly)
+    LI    i' = i + x;  v = v + a_mem * ((v_leak - v) + i');  i = i' + (-a_syn) * i'     (no threshold)
+    LIBox       v = v + a_mem * ((v_leak - v) + x)
+    spike z = [v~ - v_th > 0]                        (strict: every surrogate ``method`` of Norse's ``threshold``
+                                                      fires on heaviside(v~ - v_th), which is 0 for <= 0)
+    reset v = (1 - z) v~ + z v_reset                 (``reset_value``; LIF always, LIFBox by default)
+          v = (1 - z) v~ + z (v~ - v_th)             (``reset_subtract``, LIFBox only)
+
+The state starts at rest, ``v = v_leak, i = 0`` (Norse's ``initial_state`` when the state argument is ``None``).
+A spike is emitted on the step whose ``v~`` crosses, and the reset acts on that same step.
+
+Ops (params () or (C,), C = ``shape[0]`` of a step; a Norse parameter broadcast over ``[B, C, ...]`` is accepted
+when it is constant along every other axis):
+  lif_norse  dt_tau_mem_inv, v_leak, threshold, v_reset; dt_tau_syn_inv iff attr ``current``.
+             attrs ``current`` (bool: LIF True, LIFBox False), ``reset`` ("value" | "subtract"),
+             ``read`` ("spikes", default: binary | "v": the post-reset membrane | "i": the decayed current; real)
+  li_norse   dt_tau_mem_inv, v_leak; dt_tau_syn_inv iff attr ``current`` (LI True, LIBox False).
+             attr ``read`` ("v", default | "i"); real output
+``read`` picks which sequence of the same run a node outputs: the spikes and the state leaves Norse returns
+(``LIFFeedForwardState(v, i)``, ``LIFBoxFeedForwardState(v)``, ``LIState(v, i)``, ``LIBoxState(v)``). (It is not the
+neurons' ``output`` attribute: that one's "membrane" is the *pre*-reset potential.) A multi-step module's final
+state is a single step, which no ``[T, B, ...]`` node holds: its leaves are ``None``; with ``record_states=True``
+the state is the whole sequence and its leaves are nodes.
+"""
+import torch
+
+from spikec.compiler.ir import TensorType
+from spikec.frontend.exact_neurons import float_only, require_stepping
+from spikec.frontend.registry import refuse, register_converter
+from spikec.ops import define, register_kernel
+from spikec.ops.common import channel, per_channel
+from spikec.ops.registry import need
+
+# Norse's ``threshold`` methods; each one's forward is ``heaviside`` (strict ``> 0``), only its gradient differs.
+HEAVISIDE_METHODS = ("heaviside", "super", "triangle", "tanh", "circ", "heavi_erfc")
+SYN, MEM = "dt_tau_syn_inv", "dt_tau_mem_inv"
+
+
+# -- parameters ------------------------------------------------------------------------------
+def _param(value, shape, what, name, module) -> torch.Tensor:
+    """A Norse parameter (a float, or a tensor torch broadcasts against a step ``[B, *shape]``) as () or (C,)."""
+    # a Python float is a double (torch.as_tensor would round it to float32)
+    t = value.detach() if isinstance(value, torch.Tensor) else torch.tensor(float(value), dtype=torch.float64)
+    if t.dim() == 0:
+        return t.double()  # exact: Norse's own rounding (of dt * tau, say) is already done
+    try:
+        full = torch.broadcast_to(t, (1, *shape)).reshape(shape[0], -1) if shape else None
+    except RuntimeError:
+        full = None
+    if full is None or not bool((full == full[:, :1]).all()):
+        refuse(name, module, f"{what} of shape {tuple(t.shape)} is not a scalar or one value per channel for a step "
+               f"of shape {tuple(shape)}", "use a scalar, or one value per channel broadcast along the other axes "
+               "(shape (C,) for [B, C], (C, 1, 1) for [B, C, H, W])")
+    return full[:, 0].double()
+
+
+def _factor(dt, inverse_tau):
+    """``dt * tau_inv`` as Norse computes it: a Python float, or a tensor in the parameter's dtype."""
+    return dt * inverse_tau
+
+
+def _check_method(p, name, m):
+    if p.method not in HEAVISIDE_METHODS:
+        refuse(name, m, f"p.method={p.method!r} has no heaviside forward (Norse's threshold() knows "
+               f"{', '.join(HEAVISIDE_METHODS)}; 'adjoint' and others raise there)",
+               "use one of those methods, e.g. LIFParameters(method='super')")
+
+
+def _check_rest(m, name, multistep: bool):
+    """Norse's multi-step modules start ``v`` at ``torch.full(..., v_leak, dtype=float32)``."""
+    if not multistep:
+        return
+    v_leak = torch.as_tensor(m.p.v_leak)
+    if v_leak.numel() != 1:
+        refuse(name, m, f"{type(m).__name__} builds its initial state with torch.full(v_leak), which takes only a "
+               f"scalar; v_leak has shape {tuple(v_leak.shape)}", "use a scalar v_leak, or the Cell in step stepping")
+    if float(v_leak.reshape(()).float()) != float(v_leak.reshape(())):
+        refuse(name, m, f"v_leak={float(v_leak.reshape(()))!r} is rounded to float32 in {type(m).__name__}'s "
+               "initial state but not in its leak, a mixed first step the IR does not repeat",
+               "use a v_leak that is a float32 value (e.g. a float32 tensor)")
+
+
+def _exact_type(m, name, cls):
+    if type(m) is not cls:
+        refuse(name, m, f"{type(m).__qualname__} subclasses norse {cls.__name__}, which may change its step",
+               f"use norse's {cls.__name__} itself, or register a converter for {type(m).__qualname__}")
+
+
+def _record_states(m) -> bool:
+    return bool(getattr(m, "record_states", False))
+
+
+# -- converters ------------------------------------------------------------------------------
+def _lif_nodes(ctx, m, name, x, current: bool, reset: str):
+    """Emit the spike, ``v`` and (with a current) ``i`` nodes of one run; returns their names."""
+    shape, p = ctx.type(x).shape, m.p
+    params = {MEM: _param(_factor(m.dt, p.tau_mem_inv), shape, "dt * tau_mem_inv", name, m),
+              "v_leak": _param(p.v_leak, shape, "v_leak", name, m),
+              "threshold": _param(p.v_th, shape, "v_th", name, m),
+              "v_reset": _param(p.v_reset, shape, "v_reset", name, m)}
+    if current:
+        params[SYN] = _param(_factor(m.dt, p.tau_syn_inv), shape, "dt * tau_syn_inv", name, m)
+    attrs = {"current": current, "reset": reset}
+    z = ctx.emit(name, "lif_norse", [x], attrs, params, scope=name)
+    v = ctx.emit(f"{name}.v", "lif_norse", [x], {**attrs, "read": "v"}, params, scope=name)
+    i = ctx.emit(f"{name}.i", "lif_norse", [x], {**attrs, "read": "i"}, params, scope=name) if current else None
+    return z, v, i
+
+
+def _li_nodes(ctx, m, name, x, current: bool):
+    shape, p = ctx.type(x).shape, m.p
+    params = {MEM: _param(_factor(m.dt, p.tau_mem_inv), shape, "dt * tau_mem_inv", name, m),
+              "v_leak": _param(p.v_leak, shape, "v_leak", name, m)}
+    if current:
+        params[SYN] = _param(_factor(m.dt, p.tau_syn_inv), shape, "dt * tau_syn_inv", name, m)
+    v = ctx.emit(name, "li_norse", [x], {"current": current}, params, scope=name)
+    i = ctx.emit(f"{name}.i", "li_norse", [x], {"current": current, "read": "i"}, params, scope=name) \
+        if current else None
+    return v, i
+
+
+def lif(ctx, m, name, x):
+    """``LIFCell`` (step) -> ``(z, LIFFeedForwardState(v, i))``; ``LIF`` (multistep) -> ``(z, final state)``."""
+    from norse.torch import LIF, LIFCell
+    from norse.torch.functional.lif import LIFFeedForwardState, lif_feed_forward_step
+    multistep = isinstance(m, LIF)
+    _exact_type(m, name, LIF if multistep else LIFCell)
+    require_stepping(ctx, m, name, "multistep" if multistep else "step")
+    _check_method(m.p, name, m)
+    if m.activation is not lif_feed_forward_step:
+        refuse(name, m, "its activation is not norse's lif_feed_forward_step", "build it with a heaviside method")
+    _check_rest(m, name, multistep)
+    z, v, i = _lif_nodes(ctx, m, name, x, current=True, reset="value")
+    if multistep and not _record_states(m):
+        return z, LIFFeedForwardState(v=None, i=None)
+    return z, LIFFeedForwardState(v=v, i=i)
+
+
+def lif_box(ctx, m, name, x):
+    """``LIFBoxCell`` (step) -> ``(z, LIFBoxFeedForwardState(v))``."""
+    from norse.torch import LIFBoxCell
+    from norse.torch.functional.lif_box import LIFBoxFeedForwardState, lif_box_feed_forward_step
+    from norse.torch.functional.reset import reset_subtract, reset_value
+    _exact_type(m, name, LIFBoxCell)
+    require_stepping(ctx, m, name, "step")
+    _check_method(m.p, name, m)
+    if m.activation is not lif_box_feed_forward_step:
+        refuse(name, m, "its activation is not norse's lif_box_feed_forward_step", "use norse's LIFBoxCell")
+    resets = {reset_value: "value", reset_subtract: "subtract"}
+    if m.p.reset_method not in resets:
+        refuse(name, m, f"reset_method {getattr(m.p.reset_method, '__name__', m.p.reset_method)!r} is not one of "
+               "norse's reset_value, reset_subtract", "use norse.torch.functional.reset.reset_value or reset_subtract")
+    z, v, _ = _lif_nodes(ctx, m, name, x, current=False, reset=resets[m.p.reset_method])
+    return z, LIFBoxFeedForwardState(v=v)
+
+
+def li(ctx, m, name, x):
+    """``LICell`` (step) -> ``(v, LIState(v, i))``; ``LI`` (multistep) -> ``(v, final state)``."""
+    from norse.torch import LI, LICell
+    from norse.torch.functional.leaky_integrator import LIState, li_feed_forward_step
+    multistep = isinstance(m, LI)
+    _exact_type(m, name, LI if multistep else LICell)
+    require_stepping(ctx, m, name, "multistep" if multistep else "step")
+    if m.activation is not li_feed_forward_step:
+        refuse(name, m, "its activation is not norse's li_feed_forward_step", f"use norse's {type(m).__name__}")
+    _check_rest(m, name, multistep)
+    v, i = _li_nodes(ctx, m, name, x, current=True)
+    if multistep and not _record_states(m):
+        return v, LIState(v=None, i=None)
+    return v, LIState(v=v, i=i)
+
+
+def li_box(ctx, m, name, x):
+    """``LIBoxCell`` (step) -> ``(v, LIBoxState(v))``."""
+    from norse.torch import LIBoxCell
+    from norse.torch.functional.leaky_integrator_box import LIBoxState, li_box_feed_forward_step
+    _exact_type(m, name, LIBoxCell)
+    require_stepping(ctx, m, name, "step")
+    if m.activation is not li_box_feed_forward_step:
+        refuse(name, m, "its activation is not norse's li_box_feed_forward_step", "use norse's LIBoxCell")
+    v, _ = _li_nodes(ctx, m, name, x, current=False)
+    return v, LIBoxState(v=v)
+
+
+def sequential_state(ctx, m, name, x):
+    """``SequentialState`` called once per step without a state: its children in order, each stateful child's
+    first output passed on; returns ``(out, [state per child])`` (``None`` for stateless children) or, with
+    ``return_hidden``, ``([out per child], states)``."""
+    if ctx.stepping != "step":
+        refuse(name, m, "SequentialState is converted as one time step per call (stepping 'step'), its children "
+               "Norse cells", "compile with --stepping step, calling the model once per time step")
+    states, hidden = [None] * len(m), []
+    for index, (child_name, child) in enumerate(m.named_children()):
+        out = ctx.convert_module(child, f"{name}.{child_name}", x)
+        if m.stateful_layers[index]:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                refuse(f"{name}.{child_name}", child, "a stateful child must return (output, state)",
+                       "use a Norse cell, or a module whose converter returns (output, state)")
+            out, states[index] = out
+        x = out
+        hidden.append(x)
+    return (hidden if m.return_hidden else x), states
+
+
+def recurrent(ctx, m, name, x):
+    refuse(name, m, "a recurrent Norse neuron feeds its own spikes back through recurrent_weights; the IR has no "
+           "feedback edge", f"use the feed-forward cell (e.g. LIFCell) after an nn.Linear, or register a converter "
+           f"for {type(m).__qualname__}")
+
+
+def other_neuron(ctx, m, name, x):
+    refuse(name, m, f"no exact converter for the Norse neuron {type(m).__qualname__} (spikec converts LIFCell, "
+           "LIF, LIFBoxCell, LICell, LI, LIBoxCell)",
+           f"use one of those, or register a converter for {type(m).__qualname__}")
+
+
+# -- the ops ---------------------------------------------------------------------------------
+def _infer(spiking: bool):
+    reads = ("spikes", "v", "i") if spiking else ("v", "i")
+
+    def infer(node, ins):
+        (t,) = ins
+        per_channel(node, t, ("dt_tau_mem_inv", "dt_tau_syn_inv", "v_leak", "threshold", "v_reset"))
+        current, read = node.attrs.get("current"), node.attrs.get("read", reads[0])
+        need(current in (True, False), node, f"attr current must be True or False, got {current!r}")
+        need((SYN in node.params) == current, node, f"parameter {SYN} is present exactly when current is True")
+        need(read in reads, node, f"read must be one of {', '.join(map(repr, reads))}, got {read!r}")
+        need(read != "i" or current, node, "read 'i' needs a current (current=True)")
+        if spiking:
+            reset = node.attrs.get("reset")
+            need(reset in ("value", "subtract"), node, f"reset must be 'value' or 'subtract', got {reset!r}")
+            need(reset == "value" or not current, node, "Norse's LIF resets to a value; 'subtract' is LIFBox's")
+        return TensorType(t.shape, "binary") if read == "spikes" else TensorType(t.shape)
+    return infer
+
+
+def norse_kernel(node, p, x):
+    """Norse's feed-forward step over ``x [T, B, ...]`` from rest, in its order of operations (module docstring)."""
+    float_only(node, x)
+    nd, spiking, current = x.dim() - 1, node.op == "lif_norse", node.attrs["current"]
+    a_mem, v_leak = channel(p[MEM], nd), channel(p["v_leak"], nd)
+    a_syn = channel(p[SYN], nd) if current else None
+    v_th, v_reset = (channel(p[k], nd) if spiking else None for k in ("threshold", "v_reset"))
+    read = node.attrs.get("read", "spikes" if spiking else "v")
+    v, i = v_leak.expand_as(x[0]).clone(), torch.zeros_like(x[0])
+    out, margins = torch.empty_like(x), torch.empty_like(x)
+    for t, x_t in enumerate(x):
+        if current:
+            i_jump = i + x_t
+            v_new = v + a_mem * ((v_leak - v) + i_jump)
+            i = i_jump + -a_syn * i_jump
+        elif spiking:
+            v_new = v + a_mem * (x_t + v_leak - v)
+        else:
+            v_new = v + a_mem * ((v_leak - v) + x_t)
+        if spiking:
+            z = (v_new - v_th > 0).to(x.dtype)
+            after = v_reset if node.attrs["reset"] == "value" else v_new - v_th
+            margins[t] = (v_new - v_th).abs()
+            v_new = (1 - z) * v_new + z * after
+            out[t] = z if read == "spikes" else v_new if read == "v" else i
+        else:
+            out[t] = v_new if read == "v" else i
+        v = v_new
+    return (out, margins) if read == "spikes" else out
+
+
+define("lif_norse", 1, _infer(True), (MEM, "v_leak", "threshold", "v_reset"), (SYN,), stateful=True)
+define("li_norse", 1, _infer(False), (MEM, "v_leak"), (SYN,), stateful=True)
+register_kernel("lif_norse", norse_kernel)
+register_kernel("li_norse", norse_kernel)
+
+
+# -- registration, only where the package imports -----------------------------------------
+try:
+    import norse.torch as _norse
+    from norse.torch.module.snn import SNN, SNNCell, SNNRecurrent, SNNRecurrentCell
+except ImportError:
+    pass
+else:
+    for _cls, _fn in [(SNNCell, other_neuron), (SNN, other_neuron), (SNNRecurrentCell, recurrent),
+                      (SNNRecurrent, recurrent), (_norse.LIFCell, lif), (_norse.LIF, lif),
+                      (_norse.LIFBoxCell, lif_box), (_norse.LICell, li), (_norse.LI, li),
+                      (_norse.LIBoxCell, li_box), (_norse.SequentialState, sequential_state)]:
+        register_converter(_cls, _fn)
