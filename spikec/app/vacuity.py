@@ -248,6 +248,7 @@ def _decay_message(node: Node, label: str, d: np.ndarray, ok: np.ndarray) -> str
     scope = f", module {node.scope!r}" if node.scope else ""
     return (f"neuron {node.name!r} ({node.op}{scope}) has the decay {label} = {v:.6g}{where}, outside (0, 1]{count}. "
             f"It {means}. The proof holds for this arithmetic, but what it proves is an unstable or memoryless "
-            f"neuron, not the leaky integrator the model means. A .nir file read with a --dt larger than a time "
-            f"constant gives this (beta = 1 - dt/tau < 0): read it with a --dt below its smallest tau, or fix the "
-            f"parameter in the model.")
+            f"neuron, not the leaky integrator the model means. A time step longer than a time constant gives "
+            f"this: a .nir file read with --dt > tau (beta = 1 - dt/tau < 0), Norse's dt * tau_mem_inv > 1, "
+            f"SpikingJelly's tau < 1. Use a shorter time step (for a .nir file, a --dt below its smallest tau), "
+            f"or fix the parameter in the model.")

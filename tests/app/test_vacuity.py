@@ -213,3 +213,32 @@ def test_a_framework_exact_neuron_traced_from_snntorch_is_checked_too():
     ws = warned(graph, inputs())
     assert kinds(ws) == [(leaky.name, "silent")]
     assert "neuron" in ws[0]["message"] and "graph output" not in ws[0]["message"]
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")  # Norse's import
+def test_a_norse_lif_with_dt_above_tau_is_warned_once_for_its_three_read_outs():
+    nt = pytest.importorskip("norse.torch", reason="Norse is an optional extra")
+    import torch
+    from torch import nn
+
+    from spikec.frontend import trace
+
+    class Net(nn.Module):
+        def __init__(self, tau_mem_inv):
+            super().__init__()
+            self.fc = nn.Linear(N_IN, HIDDEN)
+            self.lif = nt.LIF(nt.LIFParameters(tau_mem_inv=torch.tensor(tau_mem_inv), v_th=torch.tensor(0.1)),
+                              dt=1e-3)
+
+        def forward(self, x):
+            z, _ = self.lif(self.fc(x))
+            return z
+
+    torch.manual_seed(0)
+    graph = trace(Net(2500.0), input_shape=(N_IN,), input_kind="real")
+    assert [n.op for n in graph.nodes].count("lif_norse") == 3  # spikes, v and i: one neuron
+    ws = [w for w in warned(graph, inputs()) if w["kind"] == "decay"]
+    assert [w["node"] for w in ws] == ["lif"]
+    assert "1 - dt_tau_mem_inv = -1.5" in ws[0]["message"] and "flips its sign every step and grows" in ws[0]["message"]
+    assert not [w for w in warned(trace(Net(100.0), input_shape=(N_IN,), input_kind="real"), inputs())
+                if w["kind"] == "decay"]
