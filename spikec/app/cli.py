@@ -105,6 +105,9 @@ model_options = [
                  help="compile a .nir MODEL whose neurons grow without bound (negative tau, decay outside [0, 1])."),
     click.option("--max-input-bytes", type=click.IntRange(min=1),
                  help="largest verification input accepted (float64 bytes); default: 1/8 of available memory."),
+    click.option("--stepping", type=click.Choice(["auto", "multistep", "step", "loop"]), default="auto",
+                 show_default=True, help="model convention: forward maps [T, B, ...] (multistep), computes one step "
+                 "(step), or runs its own time loop (loop); auto: the only one that fits."),
 ]
 
 
@@ -121,18 +124,21 @@ def _with(options):
 @click.option("--json", "as_json", is_flag=True, help="print the IR as JSON.")
 @_guard
 def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_scheme, allow_unstable,
-                max_input_bytes, as_json):
+                max_input_bytes, stepping, as_json):
     """Trace MODEL (path/file.py:factory or pkg.module:factory) and print its IR."""
     from spikec.app.driver import CompileOptions, load_source, make_inputs
     from spikec.frontend import trace
     from spikec.ops import deployed_params
     from spikec.compiler.serialize import graph_to_json
+    from spikec.app.conventions import choose
+    from spikec.app import loader
     opts = CompileOptions(model, weights=weights, input_shape=input_shape, steps=steps, batch=1,
                           trust_pickle=trust_pickle, nir_dt=nir_dt, nir_scheme=nir_scheme,
-                          allow_unstable=allow_unstable, max_input_bytes=max_input_bytes)
+                          allow_unstable=allow_unstable, max_input_bytes=max_input_bytes, stepping=stepping)
     source = load_source(opts)
-    _, shape, _ = make_inputs(source, opts)
-    graph = trace(source, shape)
+    x, _, _ = make_inputs(source, opts)
+    conv = choose(source, stepping, x, *loader.value_kind(x), random=True)
+    graph = trace(conv.model, conv.x.shape[2:])
     if as_json:
         say(json.dumps(graph_to_json(graph), indent=1))
         return 0
@@ -161,7 +167,7 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
               help="append seeded probe samples (saturation, checkerboards, each border) to the inputs.")
 @_guard
 def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_scheme, allow_unstable,
-                max_input_bytes, outdir, batch, inputs, passes, target, seed, coding, ttfs_dt, probes):
+                max_input_bytes, stepping, outdir, batch, inputs, passes, target, seed, coding, ttfs_dt, probes):
     """Compile MODEL into OUTDIR: IR, report.json, io.npz, source copy, target artifacts."""
     from spikec.app import outdir as owned
     from spikec.app.driver import CompileOptions, compile_model, write_outdir
@@ -170,7 +176,7 @@ def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
     opts = CompileOptions(model, weights=weights, input_shape=input_shape, steps=steps, batch=batch, inputs=inputs,
                           passes=passes, target=target, seed=seed, trust_pickle=trust_pickle, nir_dt=nir_dt,
                           nir_scheme=nir_scheme, coding=coding, ttfs_dt=ttfs_dt, allow_unstable=allow_unstable,
-                          max_input_bytes=max_input_bytes, probes=probes)
+                          max_input_bytes=max_input_bytes, probes=probes, stepping=stepping)
     reads = [model_file(model), weights, inputs]
     owned.check_outdir(outdir, reads)  # before minutes of work, not after
     compiled = compile_model(opts)

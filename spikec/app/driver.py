@@ -8,7 +8,7 @@ import json
 import math
 import shutil
 import time
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +18,10 @@ from spikec.app import outdir as owned
 from spikec.app.probes import near_threshold, with_probes
 from spikec.app.provenance import provenance, source_files
 from spikec.app import loader
+from spikec.app.conventions import choose, loop_convention
 from spikec.compiler.checker import compare_with_torch, run_torch
 from spikec.compiler.cost import cost_report, partition_report, sdna_report
-from spikec.compiler.errors import BadInput, IRError
+from spikec.compiler.errors import BadInput, IRError, SpikecError
 from spikec.frontend import trace
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, thaw
@@ -55,6 +56,7 @@ class CompileOptions:
     allow_unstable: bool = False    # a .nir MODEL whose neurons would grow without bound
     max_input_bytes: int | None = None  # None: an eighth of the available memory
     probes: bool = False            # append the seeded probe samples (spikec.app.probes); the CLI does by default
+    stepping: str = "auto"          # model convention: multistep | step | loop | auto (spikec.app.conventions)
 
 
 @dataclass
@@ -114,10 +116,16 @@ def _per_step_shape(model, opts: CompileOptions):
 
 
 def make_inputs(model, opts: CompileOptions) -> tuple[np.ndarray, tuple, str]:
-    """The verification inputs ``[T, B, ...]`` (before probes), the per-step shape, and where they came from."""
+    """The verification inputs ``[T, B, ...]`` (before probes), the per-step shape, and where they came from.
+
+    A loop model may take a static ``[B, ...]`` file: it is returned as read (``spikec.app.conventions``).
+    """
     shape = _per_step_shape(model, opts)
     if opts.inputs:
-        x = loader.load_inputs(opts.inputs, opts.max_input_bytes)  # a finite, non-empty [T, B, ...] array
+        static = opts.stepping in ("loop", "auto")
+        x = loader.load_inputs(opts.inputs, opts.max_input_bytes, min_ndim=2 if static else 3)
+        if x.ndim == 2 or (opts.stepping == "loop" and shape is not None and tuple(x.shape[1:]) == tuple(shape)):
+            return x, tuple(x.shape[1:]), f"file {Path(opts.inputs).absolute()} (one input per sample)"
         for flag, value, axis in (("--steps", opts.steps, 0), ("--batch", opts.batch, 1)):
             if value is not None and value != x.shape[axis]:
                 raise BadInput(f"{flag} {value} contradicts the inputs in {opts.inputs!r}, which hold "
@@ -138,20 +146,32 @@ def make_inputs(model, opts: CompileOptions) -> tuple[np.ndarray, tuple, str]:
     return x, tuple(shape), f"random binary spikes, p=0.3, seed {opts.seed}"
 
 
-def _verification_inputs(model, opts: CompileOptions, inputs) -> tuple[np.ndarray, tuple, dict]:
-    """The inputs every check runs on, with probes, and their account for the report."""
+def _verification_inputs(model, opts: CompileOptions, inputs):
+    """The model convention, the inputs every check runs on (with probes), and their account for the report."""
     if inputs is not None:  # a replay (verify): exactly the recorded inputs, probes included
         x = np.asarray(inputs, dtype=np.float64)
         kind, ceiling = loader.value_kind(x)
-        return x, tuple(x.shape[2:]), {"source": "the recorded inputs (io.npz)", "kind": kind, "ceiling": ceiling,
-                                       "probes": 0}
+        conv = choose(model, opts.stepping, x, kind, ceiling)
+        return conv, {"source": "the recorded inputs (io.npz)", "kind": kind, "ceiling": ceiling, "probes": 0}
     x, shape, source = make_inputs(model, opts)
     kind, ceiling = loader.value_kind(x)
-    added = 0
-    if opts.probes:
-        x, added = with_probes(x, kind, ceiling)
-    return x, shape, {"source": source, "kind": kind, "ceiling": ceiling, "probes": added,
-                      "samples": int(x.shape[1]) - added}
+    as_given = opts.inputs is not None and (x.ndim == 2 or tuple(x.shape[1:]) == tuple(shape))
+    try:
+        conv = choose(model, opts.stepping, x, kind, ceiling, as_given=as_given, random=opts.inputs is None)
+    except SpikecError as e:
+        if x.ndim != 2 or opts.stepping != "auto":
+            raise
+        raise BadInput(f"array 'input' of {opts.inputs!r} has shape {x.shape}; expected [T, B, ...] (at least 3 "
+                       f"dimensions), or [B, ...] for a model that runs its own time loop, which this one does not "
+                       f"({e.what})", remedy="save it with np.savez(path, input=x): x laid out [T, B, *input_shape]")
+    samples, added = int(conv.x.shape[1]), 0
+    if opts.probes and conv.static:  # probes of the one static input, then repeated like it
+        raw, added = with_probes(conv.x[:1], kind, ceiling)
+        conv = loop_convention(conv.model.model, raw[0], as_given=True)
+    elif opts.probes:
+        x, added = with_probes(conv.x, kind, ceiling)
+        conv = loop_convention(conv.model.model, x, as_given=False) if conv.stepping == "loop" else replace(conv, x=x)
+    return conv, {"source": source, "kind": kind, "ceiling": ceiling, "probes": added, "samples": samples}
 
 
 def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None, inputs=None) -> Compiled:
@@ -160,8 +180,10 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     coding = _coding(opts)
     passes, explicit = select(opts.passes)
     start = time.perf_counter()
-    model = load_source(opts) if model is None else model
-    x, shape, given = _verification_inputs(model, opts, inputs)
+    user_model = load_source(opts) if model is None else model
+    conv, given = _verification_inputs(user_model, opts, inputs)
+    model, x, shape = conv.model, conv.x, tuple(conv.x.shape[2:])
+    opts = replace(opts, stepping=conv.stepping)  # recorded resolved: verify replays this convention
     graph = trace(model, shape, input_kind=given["kind"], ceiling=given["ceiling"])
     reference = run_torch(model, x, dict(graph.meta.get("module_outputs", ())))
     traced = run(graph, x, progress="verifying frontend")
@@ -190,7 +212,8 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         "provenance": provenance(opts, opts.inputs if inputs is None else None),
         "input": {"steps": int(x.shape[0]), "batch": int(x.shape[1]), "shape": list(shape), **given,
                   "seed": opts.seed},
-        "frontend": {**front.summary(), "converters": dict(graph.meta.get("converters", ()))},
+        "frontend": {**front.summary(), "converters": dict(graph.meta.get("converters", ())),
+                     "stepping": conv.stepping, **({"static_input": conv.static} if conv.stepping == "loop" else {})},
         "params": params_report(model, deployed),
         "passes": [r.to_json() for r in records],
         "final": {**final.summary(), "near_threshold": ties, "approximate": approximate},
@@ -212,7 +235,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     io = {"input": x, **{f"output{'' if i == 0 else i}": o for i, o in enumerate(reference[0])}}
     if approximate:  # no source output matches it: verify compares the deployed graph with its own recorded run
         io["deployed_output"] = run(deployed, x, record="outputs").values[deployed.outputs[0]]
-    files = {**source_files(opts, model), **(emitted.files if emitted else {})} if inputs is None else {}
+    files = {**source_files(opts, user_model), **(emitted.files if emitted else {})} if inputs is None else {}
     return Compiled(report, deployed, io, files)
 
 

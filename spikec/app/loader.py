@@ -262,27 +262,31 @@ def load_npz(path, keys=None, *, max_bytes: int | None = None, what: str = "file
         raise BadInput(f"cannot read {what} {str(path)!r}: {e}", remedy="give an .npz written by np.savez") from e
 
 
-def check_spike_input(x: np.ndarray, what: str) -> np.ndarray:
-    """``x`` as float64 if it is a finite, non-empty ``[T, B, ...]`` number array; else BadInput naming ``what``."""
+def check_spike_input(x: np.ndarray, what: str, min_ndim: int = 3) -> np.ndarray:
+    """``x`` as float64 if it is a finite, non-empty ``[T, B, ...]`` number array; else BadInput naming ``what``.
+
+    ``min_ndim`` 2: a loop model's static ``[B, ...]`` input is accepted too."""
     remedy = "save it with np.savez(path, input=x): x a finite float, int or bool array laid out [T, B, *input_shape]"
     if x.dtype.kind not in "fiub":
         raise BadInput(f"{what} must be finite numbers, got dtype {x.dtype}", remedy=remedy)
-    if x.ndim < 3:
+    if x.ndim < min_ndim:
         raise BadInput(f"{what} has shape {x.shape}; expected [T, B, ...] (at least 3 dimensions)", remedy=remedy)
     if 0 in x.shape:
-        raise BadInput(f"{what} is empty: shape {x.shape} (T steps, B samples, per-step shape)", remedy=remedy)
+        raise BadInput(f"{what} is empty: shape {x.shape}; expected [T, B, ...] (T steps, B samples, per-step shape)",
+                       remedy=remedy)
     with np.errstate(over="ignore"):
         x = x.astype(np.float64)
     if not np.isfinite(x).all():
-        raise BadInput(f"{what} must be finite numbers: it holds NaN or Inf", remedy=remedy)
+        layout = " (laid out [T, B, ...], or [B, ...] for a loop model)" if x.ndim < 3 else ""
+        raise BadInput(f"{what} must be finite numbers{layout}: it holds NaN or Inf", remedy=remedy)
     return x
 
 
-def load_inputs(path: str, max_bytes: int | None = None) -> np.ndarray:
+def load_inputs(path: str, max_bytes: int | None = None, min_ndim: int = 3) -> np.ndarray:
     if not str(path).strip():
         raise BadInput("--inputs names no file (an empty path)", remedy="give --inputs an .npz file, or drop it")
     x = load_npz(path, ["input"], max_bytes=max_bytes, what="inputs file", required=("input",))["input"]
-    return check_spike_input(x, f"array 'input' of {str(path)!r}")
+    return check_spike_input(x, f"array 'input' of {str(path)!r}", min_ndim)
 
 
 def value_kind(x: np.ndarray) -> tuple[str, int | None]:

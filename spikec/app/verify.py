@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from spikec.app import outdir as owned
+from spikec.app.conventions import choose
+from spikec.frontend.stepping import STEPPINGS
 from spikec.app.driver import CODINGS, CompileOptions, check_options, compile_model, load_source
 from spikec.app.provenance import SOURCE_DIR, WEIGHTS_COPY, source_spec
 from spikec.app import loader
@@ -23,8 +25,9 @@ from spikec.compiler.serialize import load_graph
 from spikec.targets import VERIFIERS, get_target
 
 ARTIFACTS = {"lava": "lava/network.json", "nir": "model.nir", "onnx": "model.onnx"}
-REPLAYED = ("passes", "target", "seed", "nir_dt", "nir_scheme", "coding", "ttfs_dt", "allow_unstable")
-CHOICES = {"nir_scheme": ("snntorch", "norse"), "coding": ("native", *CODINGS)}  # as the CLI's click.Choice
+REPLAYED = ("passes", "target", "seed", "nir_dt", "nir_scheme", "coding", "ttfs_dt", "allow_unstable", "stepping")
+CHOICES = {"nir_scheme": ("snntorch", "norse"), "coding": ("native", *CODINGS),  # as the CLI's click.Choice
+           "stepping": ("auto", *STEPPINGS)}
 
 
 def _read_report(out: Path) -> dict:
@@ -175,7 +178,9 @@ def _source_checks(out, report, graph, x, given_inputs, model, weights, trust_pi
             trust_pickle = False  # spikec wrote it as a plain state_dict: never unpickle it
     opts = _replay_options(report, model, weights, trust_pickle)
     source = load_source(opts)
-    results = {"source_vs_deployed": compare_with_torch(source, graph, x, progress="verifying").summary()}
+    kind, ceiling = loader.value_kind(np.asarray(x))
+    adapted = choose(source, opts.stepping, np.asarray(x, dtype=np.float64), kind, ceiling).model
+    results = {"source_vs_deployed": compare_with_torch(adapted, graph, x, progress="verifying").summary()}
     if given_inputs:
         return results
     replay = compile_model(dataclasses.replace(opts, target="none"), model=source, inputs=x)

@@ -11,9 +11,13 @@ from torch import nn
 from spikec.compiler.errors import BadInput, ShapeError, SpikecError, UnsupportedOp
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.verify import verify
-from spikec.frontend.registry import FUNCTIONS, REGISTER_HINT, ConvertContext, Merged, Unmerged, find_converter
+from spikec.frontend.registry import (FUNCTIONS, REGISTER_HINT, ConvertContext, Merged, Unmerged, find_converter,
+                                      register_converter)
+from spikec.frontend.loop import Looped
+from spikec.frontend.stepping import Stepped
 # The built-in converters, imported for their registrations (they import the registry, never this module).
-from spikec.frontend import torch_modules, torch_functions, snntorch, spikingjelly, sdna  # noqa: F401
+from spikec.frontend import (torch_modules, torch_functions, snntorch, spikingjelly, spikingjelly_layers,  # noqa: F401
+                             norse, sdna)
 
 
 class _Root(nn.Module):
@@ -44,21 +48,27 @@ class _Tracer(torch.fx.Tracer):
                                 remedy=REGISTER_HINT.format(cls=type(m).__qualname__)) from None
 
 
-def trace(model: nn.Module, input_shape, *, input_kind: str = "binary", ceiling: int | None = None) -> Graph:
-    """Trace ``model`` (put in eval mode) for per-step input shape ``input_shape`` into a verified IR graph."""
-    model.eval()
+def fx_trace(model: nn.Module):
+    """``(root, fx graph)`` of ``model`` with every module that has a converter kept as a leaf call."""
     if type(model) is not nn.Sequential and find_converter(model) is not None:
         model = _Root(model)  # fx always traces the root's forward: give a leaf root a parent
     try:
-        fx_graph = _Tracer().trace(model)
+        return model, _Tracer().trace(model)
     except SpikecError:
         raise
     except Exception as e:
         raise UnsupportedOp(f"torch.fx cannot trace the model: {type(e).__name__}: {e}",
                             where=f"model {type(model).__qualname__}",
-                            remedy="keep data-dependent control flow inside leaf modules with a registered converter")
+                            remedy="keep data-dependent control flow inside leaf modules with a registered converter"
+                                   "; a forward that runs its own time loop is --stepping loop") from None
+
+
+def trace(model: nn.Module, input_shape, *, input_kind: str = "binary", ceiling: int | None = None) -> Graph:
+    """Trace ``model`` (put in eval mode) for per-step input shape ``input_shape`` into a verified IR graph."""
+    model.eval()
+    root, fx_graph = fx_trace(model)
     try:
-        return _convert_graph(model, fx_graph, input_shape, input_kind, ceiling)
+        return _convert_graph(root, fx_graph, input_shape, input_kind, ceiling)
     except ShapeError as e:  # the usual cause: a per-step input shape the model's first layers cannot take
         if e.remedy:
             raise
@@ -68,14 +78,28 @@ def trace(model: nn.Module, input_shape, *, input_kind: str = "binary", ceiling:
 
 
 def _convert_graph(model, fx_graph, input_shape, input_kind, ceiling) -> Graph:
-    ctx, env, outputs = ConvertContext(), {}, []
+    ctx = ConvertContext()
+    outputs = convert_fx(ctx, model, fx_graph, _input(ctx, input_shape, input_kind, ceiling))
+    meta = {"source": type(model.model if isinstance(model, _Root) else model).__qualname__,
+            "converters": sorted(ctx.mappings.items()),
+            "module_outputs": sorted(ctx.module_outputs.items())}
+    return verify(Graph(tuple(ctx.nodes), tuple(outputs), meta), "after tracing")
+
+
+def convert_fx(ctx, model, fx_graph, x: str, *, threads_state: bool = False) -> list[str]:
+    """Convert ``model``'s fx graph into ``ctx`` with its input bound to node ``x``; returns the output names.
+
+    Parameters after the first must have defaults (a Norse state argument): they stay Python values.
+    ``threads_state``: ``forward`` returns ``(y, state)``; only ``y`` is an output.
+    """
+    env, outputs, bound = {}, [], False
     modules = dict(model.named_modules())
     for fx_node in fx_graph.nodes:
         if fx_node.op == "placeholder":
-            if ctx.nodes:
+            if bound and not fx_node.args:
                 raise BadInput("the model takes more than one input; spikec traces single-input models",
                                where=f"argument {fx_node.name!r}")
-            env[fx_node.name] = _input(ctx, input_shape, input_kind, ceiling)
+            env[fx_node.name], bound = (fx_node.args[0] if bound else x), True
         elif fx_node.op == "call_module":
             xs = _tensor_args(fx_node, env)
             out = _with_layout(ctx, xs, lambda: ctx.convert_module(modules[fx_node.target], fx_node.target, *xs))
@@ -86,14 +110,32 @@ def _convert_graph(model, fx_graph, input_shape, input_kind, ceiling) -> Graph:
             xs = [env[a.name] for a in fx_node.all_input_nodes if isinstance(env.get(a.name), str)]
             env[fx_node.name] = _with_layout(ctx, xs, lambda: _convert_function(ctx, fx_node, env))
         elif fx_node.op == "output":
-            outputs = _outputs(fx_node.args[0], env, model)
+            result = fx_node.args[0]
+            if threads_state:
+                result = _first_of_pair(result, env)
+            outputs = _outputs(result, env, model)
         else:
             raise UnsupportedOp(f"fx node {fx_node.name!r} of kind {fx_node.op} ({fx_node.target}) is not supported",
                                 remedy="register parameters inside modules rather than reading them in forward()")
-    meta = {"source": type(model.model if isinstance(model, _Root) else model).__qualname__,
-            "converters": sorted(ctx.mappings.items()),
-            "module_outputs": sorted(ctx.module_outputs.items())}
-    return verify(Graph(tuple(ctx.nodes), tuple(outputs), meta), "after tracing")
+    return outputs
+
+
+def _first_of_pair(result, env):
+    """``y`` of a ``(y, state)`` result, whether fx sees the pair or a module call returning it."""
+    if isinstance(result, (tuple, list)) and len(result) == 2:
+        return result[0]
+    value = env.get(result.name) if isinstance(result, torch.fx.Node) else None
+    if isinstance(value, tuple) and len(value) == 2:
+        return _Named(value[0])
+    raise BadInput("forward(x, state) does not return a pair (y, state)", where="the output of the model",
+                   remedy="return (output, state) from a forward that takes a state, or drop the state argument")
+
+
+class _Named:
+    """An already converted output standing where ``_outputs`` expects an fx node."""
+
+    def __init__(self, value):
+        self.value = value
 
 
 def _with_layout(ctx, xs, convert):
@@ -113,7 +155,8 @@ def _with_layout(ctx, xs, convert):
 def _outputs(result, env, model) -> list[str]:
     """The node names ``forward`` returns: one tensor, or a flat tuple/list of tensors; anything else is bad input."""
     items = result if isinstance(result, (tuple, list)) else (result,)
-    names = [env.get(a.name) if isinstance(a, torch.fx.Node) else None for a in items]
+    names = [env.get(a.name) if isinstance(a, torch.fx.Node) else a.value if isinstance(a, _Named) else None
+             for a in items]
     if len(names) == 1 and isinstance(names[0], tuple):  # a module (or adapter) returning a tuple
         names = list(names[0])
     merged = next((n for n in names if isinstance(n, Merged)), None)
@@ -202,3 +245,39 @@ def _convert_function(ctx, fx_node, env) -> str:
     kwargs = _unwrap(torch.fx.node.map_arg(fx_node.kwargs, lookup))
     scope = _scope(fx_node)  # named inside its module, so names read like the model's structure
     return fn(ctx, f"{scope}.{fx_node.name}" if scope else fx_node.name, args, kwargs, scope=scope)
+
+
+def _stepped(ctx, m: Stepped, name, x):
+    """A per-step model: its forward traced once on ``[B, ...]``, each neuron call one step of a multi-step op."""
+    root, fx_graph = fx_trace(m.model)
+    outer = ctx.per_step, ctx.stepping
+    ctx.per_step, ctx.stepping = True, "step"
+    try:
+        outs = convert_fx(ctx, root, fx_graph, x, threads_state=m.threads_state)
+    finally:
+        ctx.per_step, ctx.stepping = outer
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+register_converter(Stepped, _stepped)
+
+
+def _looped(ctx, m, name, x):
+    """A model running its own time loop: the folded step-0 body (``spikec.frontend.loop``), one step of it."""
+    if getattr(m, "body", None) is None:
+        raise BadInput("the loop model was not captured on its inputs", where=f"module {name!r}",
+                       remedy="build it with spikec.frontend.loop.bind(model, inputs, leaf)")
+    outer = ctx.per_step, ctx.stepping
+    ctx.per_step, ctx.stepping = True, "step"
+    try:
+        outs = convert_fx(ctx, m.model, m.body, x)
+    finally:
+        ctx.per_step, ctx.stepping = outer
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def is_leaf(m: nn.Module) -> bool:
+    return find_converter(m) is not None
+
+
+register_converter(Looped, _looped)

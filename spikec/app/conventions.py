@@ -1,0 +1,98 @@
+"""``--stepping``: which model convention a model follows, and the multi-step module and inputs it gives.
+
+``multistep`` and ``step`` take the verification inputs as ``[T, B, ...]``. ``loop`` takes them exactly as the
+model's ``forward`` does: ``[T, B, ...]`` when it reads ``x[step]``, a static ``[B, ...]`` when its loop
+feeds the same input every step; its ``[T, B, ...]`` form repeats that input over the loop's T steps.
+``auto`` tries each convention (trace, and for ``loop`` the capture) and takes the only one that fits; a model
+without state fits ``multistep`` and ``step`` alike, and is taken as ``multistep``.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from spikec.compiler.errors import BadInput, SpikecError, UnsupportedOp
+from spikec.frontend import trace
+from spikec.frontend.loop import bind
+from spikec.frontend.stepping import STEPPINGS, adapt
+from spikec.frontend.tracing import is_leaf
+from spikec.ops import opdef
+
+
+@dataclass(frozen=True)
+class Convention:
+    stepping: str          # multistep | step | loop
+    model: torch.nn.Module  # the multi-step module spikec traces and runs
+    x: np.ndarray          # the inputs [T, B, ...] it takes
+    static: bool = False   # loop: the model takes one [B, ...] input, repeated each step
+
+
+def loop_convention(model, raw: np.ndarray, as_given: bool, random: bool = False) -> Convention:
+    """``raw`` as the model takes it (``as_given``: a user's file) or as ``[T, B, ...]`` (random or recorded:
+    a static model takes its step 0, which a recording repeats and random inputs need not)."""
+    tensor = torch.as_tensor(raw, dtype=_dtype(model))
+    first = None
+    try:
+        looped, x = bind(model, tensor, is_leaf)
+        if not looped.static:
+            return Convention("loop", looped, x.double().numpy())
+    except SpikecError as e:
+        first = e
+    example = tensor if as_given else tensor[0]
+    if not as_given and not random and not bool((tensor == tensor[:1]).all()):
+        raise first or UnsupportedOp("the loop model reads no x[step], and its [T, B, ...] inputs change over T",
+                                     where="model forward (--stepping loop)",
+                                     remedy="give the static input as the model takes it, [B, ...]")
+    try:
+        looped, x = bind(model, example, is_leaf)
+    except SpikecError as e:
+        raise (first if first is not None and not as_given else e)
+    return Convention("loop", looped, x.double().numpy(), static=True)
+
+
+def _dtype(model) -> torch.dtype:
+    p = next(iter(model.parameters()), None)
+    return p.dtype if p is not None and p.is_floating_point() else torch.float32
+
+
+def _fits(model, stepping, x, shape, kind, ceiling, as_given=False, random=False) -> Convention:
+    if stepping == "loop":
+        conv = loop_convention(model, x, as_given, random)
+        trace(conv.model, conv.x.shape[2:], input_kind=kind, ceiling=ceiling)
+        return conv
+    adapted = adapt(model, stepping)
+    trace(adapted, shape, input_kind=kind, ceiling=ceiling)
+    return Convention(stepping, adapted, x)
+
+
+def choose(model, stepping: str, x: np.ndarray, kind: str, ceiling, as_given=False, random=False) -> Convention:
+    """The convention ``stepping`` names (or, for ``auto``, the only one that fits) for inputs ``x``
+    (``as_given``: a user's file, laid out as the model takes it; else ``[T, B, ...]``)."""
+    shape = tuple(x.shape[2:])
+    if stepping != "auto":
+        if stepping not in STEPPINGS:
+            raise BadInput(f"--stepping {stepping!r} is not a model convention",
+                           remedy=f"use one of: auto, {', '.join(STEPPINGS)}")
+        return _fits(model, stepping, x, shape, kind, ceiling, as_given, random) if stepping == "loop" else \
+            Convention(stepping, adapt(model, stepping), x)
+    fits, errors = {}, {}
+    for s in STEPPINGS if x.ndim >= 3 else ("loop",):
+        try:
+            fits[s] = _fits(model, s, x, shape, kind, ceiling, as_given, random)
+        except SpikecError as e:
+            errors[s] = e
+    if len(fits) == 1:
+        return next(iter(fits.values()))
+    if {"multistep", "step"} <= set(fits) and not _stateful(fits["multistep"].model, shape, kind, ceiling):
+        return fits["multistep"]  # no state: one step at a time and all steps at once are the same computation
+    if not fits:
+        lines = "; ".join(f"{s}: {e.where + ': ' if e.where else ''}{e.what}" for s, e in errors.items())
+        raise BadInput(f"the model fits none of the conventions ({lines})", where=f"model {type(model).__qualname__}",
+                       remedy="fix what the intended convention reports, and pass --stepping multistep|step|loop")
+    raise BadInput(f"the model fits several conventions: {', '.join(fits)}", where=f"model {type(model).__qualname__}",
+                   remedy=f"say which with --stepping {'|'.join(fits)}")
+
+
+def _stateful(model, shape, kind, ceiling) -> bool:
+    graph = trace(model, shape, input_kind=kind, ceiling=ceiling)
+    return any(n.op != "input" and opdef(n.op).stateful for n in graph.nodes)

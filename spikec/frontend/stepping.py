@@ -1,0 +1,84 @@
+"""The three model conventions (``--stepping``), each made a multi-step module the rest of spikec takes as is.
+
+``multistep``  ``forward`` maps ``[T, B, ...]`` to ``[T, B, ...]`` (spikec's own contract): the model itself.
+``step``       ``forward`` computes one time step on ``[B, ...]`` and keeps state in its neurons (snnTorch
+               ``init_hidden=True``, SpikingJelly ``step_mode='s'``, a Norse ``SequentialState`` whose
+               ``forward(x, state)`` returns ``(y, state)``): ``Stepped`` resets the state the framework's own
+               way and runs ``forward(x[t])`` for each t, threading a returned state, and stacks every output.
+``loop``       ``forward`` runs its own time loop (``spikec.frontend.loop``).
+
+An adapter is an ``nn.Module`` with a converter of its own: tracing it traces the user's model in the
+convention's stepping and emits one multi-step graph; running it is the user's model run as its users run it.
+"""
+import inspect
+
+import torch
+from torch import nn
+
+from spikec.compiler.errors import BadInput
+
+STEPPINGS = ("multistep", "step", "loop")
+
+
+def reset_state(model: nn.Module) -> None:
+    """Reset every neuron's state the way its framework does (snnTorch ``utils.reset``, SpikingJelly
+    ``functional.reset_net``); spikec's and Norse's modules keep no state between calls."""
+    modules = [type(m).__module__ for m in model.modules()]
+    if any(m.startswith("snntorch") for m in modules):
+        import snntorch.utils
+        snntorch.utils.reset(model)
+    if any(m.startswith("spikingjelly") for m in modules):
+        from spikingjelly.activation_based import functional
+        functional.reset_net(model)
+
+
+def _threads_state(model: nn.Module) -> bool:
+    """``forward(x, state=None)`` returning ``(y, state)``: Norse's way to step a network (SequentialState)."""
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return len(params) >= 2 and params[1].default is None
+
+
+def _tensors(out, where: str) -> tuple[torch.Tensor, ...]:
+    items = out if isinstance(out, (tuple, list)) else (out,)
+    if not items or not all(isinstance(o, torch.Tensor) for o in items):
+        raise BadInput(f"forward returned {type(out).__name__} for one time step, not a tensor [B, ...] or a flat "
+                       "tuple of tensors", where=where,
+                       remedy="return the step's output tensor(s) from forward (a state, if any, as (y, state))")
+    return tuple(items)
+
+
+class Stepped(nn.Module):
+    """A per-step model run over ``[T, B, ...]`` from its reset state; returns its outputs stacked over T."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        self.threads_state = _threads_state(model)
+
+    def forward(self, x: torch.Tensor):
+        reset_state(self.model)
+        where = f"model {type(self.model).__qualname__} (--stepping step)"
+        state, steps = None, []
+        for x_t in x:
+            out = self.model(x_t, state) if self.threads_state else self.model(x_t)
+            if self.threads_state and isinstance(out, tuple) and len(out) == 2 \
+                    and not isinstance(out[1], torch.Tensor):
+                out, state = out
+            steps.append(_tensors(out, where))
+        outs = tuple(torch.stack([s[i] for s in steps]) for i in range(len(steps[0])))
+        reset_state(self.model)  # leave no state behind for the next user of the module
+        return outs[0] if len(outs) == 1 else outs
+
+
+def adapt(model: nn.Module, stepping: str) -> nn.Module:
+    """The multi-step module that runs ``model`` in convention ``stepping`` (``multistep``: the model itself)."""
+    if stepping == "multistep":
+        return model
+    if stepping == "step":
+        return Stepped(model)
+    if stepping == "loop":
+        raise BadInput("a loop model is adapted on its inputs", remedy="use spikec.frontend.loop.bind(model, x, leaf)")
+    raise BadInput(f"--stepping {stepping!r} is not a model convention", remedy=f"use one of: auto, {', '.join(STEPPINGS)}")
