@@ -87,8 +87,6 @@ DECAYS: dict[str, DecayRule] = {
 @dataclass(frozen=True)
 class _Inputs:
     """What the messages say about the verification inputs."""
-    steps: int
-    samples: int
     peak: float
     nonzero: float        # share of non-zero values
     constant: bool        # the same at every step and for every sample
@@ -103,10 +101,9 @@ def _summarize(inputs) -> _Inputs:
     arrays = [np.asarray(v, dtype=np.float64) for v in (inputs.values() if isinstance(inputs, dict) else [inputs])]
     arrays = [a for a in arrays if a.ndim >= 2 and a.size]
     if not arrays:
-        return _Inputs(0, 0, 0.0, 0.0, True)
+        return _Inputs(0.0, 0.0, True)
     size = sum(a.size for a in arrays)
-    return _Inputs(int(arrays[0].shape[0]), int(arrays[0].shape[1]),
-                   max(float(np.abs(a).max()) for a in arrays),
+    return _Inputs(max(float(np.abs(a).max()) for a in arrays),
                    sum(int(np.count_nonzero(a)) for a in arrays) / size,
                    all(bool((a == a[:1, :1]).all()) for a in arrays))
 
@@ -121,10 +118,11 @@ def warnings_for(graph: Graph, trace: Trace, inputs) -> list[dict]:
     for node in graph.nodes:
         if node.op == "input":
             continue
-        rule = DECAYS.get(node.op)
-        same = (node.op, node.inputs, tuple(sorted((k, v.tobytes()) for k, v in node.params.items())))
-        kinds = [_decay(node, rule) if rule is not None and same not in decays_seen else None]
-        decays_seen.add(same)
+        rule, kinds = DECAYS.get(node.op), [None]
+        if rule is not None:
+            same = (node.op, node.inputs, tuple(sorted((k, v.tobytes()) for k, v in node.params.items())))
+            kinds[0] = _decay(node, rule) if same not in decays_seen else None
+            decays_seen.add(same)
         values = trace.values.get(node.name)
         if values is not None and values.size:
             neuron = _is_neuron(node, trace)
