@@ -5,6 +5,7 @@ SIGINT / SIGTERM. What user code prints goes to stderr, so stdout carries only s
 """
 import contextlib
 import json
+import logging
 import signal
 import sys
 import traceback
@@ -13,6 +14,10 @@ from pathlib import Path
 import click
 
 from spikec.compiler.errors import Interrupted, SpikecError
+
+# SpikingJelly registers torch custom ops that warn "Triton not available" (at import and on first use): noise
+# on a CPU machine, where its torch reference code is what runs anyway
+logging.getLogger("torch._library.triton").setLevel(logging.ERROR)
 
 
 def _shape(ctx, param, value):
@@ -165,14 +170,18 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
               help="TTFS: discrete time step reported first (default: window/64).")
 @click.option("--probes/--no-probes", default=True, show_default=True,
               help="append seeded probe samples (saturation, checkerboards, each border) to the inputs.")
+@click.option("--strict", is_flag=True, help="exit 1 on any warning (a silent or saturated layer, a constant "
+              "output, a decay outside (0, 1]): a proof that shows nothing fails.")
 @_guard
 def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_scheme, allow_unstable,
-                max_input_bytes, stepping, outdir, batch, inputs, passes, target, seed, coding, ttfs_dt, probes):
+                max_input_bytes, stepping, outdir, batch, inputs, passes, target, seed, coding, ttfs_dt, probes,
+                strict):
     """Compile MODEL into OUTDIR: IR, report.json, io.npz, source copy, target artifacts."""
     from spikec.app import outdir as owned
     from spikec.app.driver import CompileOptions, compile_model, write_outdir
     from spikec.app.provenance import model_file
     from spikec.app.summary import summary_text
+    from spikec.app.vacuity import format_warning
     opts = CompileOptions(model, weights=weights, input_shape=input_shape, steps=steps, batch=batch, inputs=inputs,
                           passes=passes, target=target, seed=seed, trust_pickle=trust_pickle, nir_dt=nir_dt,
                           nir_scheme=nir_scheme, coding=coding, ttfs_dt=ttfs_dt, allow_unstable=allow_unstable,
@@ -183,6 +192,11 @@ def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
     out = write_outdir(outdir, compiled, reads)
     say(summary_text(compiled.report))
     say(f"  wrote      {out}/" + ", ".join(["report.json", "graph.json", "weights.npz", "io.npz", *compiled.files]))
+    for w in compiled.report["warnings"]:
+        say(format_warning(w))
+    if strict and compiled.report["warnings"] and compiled.report["equivalent"]:
+        say(f"  --strict: {len(compiled.report['warnings'])} warning(s): the proof is not accepted")
+        return 1
     if not compiled.report["equivalent"]:
         if out.name != Path(outdir).name:
             say(f"  NOT equivalent: written to {out}, beside {outdir}, which holds an equivalent compile "

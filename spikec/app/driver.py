@@ -15,7 +15,9 @@ import numpy as np
 import torch
 
 from spikec.app import outdir as owned
+from spikec.app.precision import flip_margins, source_precision
 from spikec.app.probes import near_threshold, with_probes
+from spikec.app.vacuity import warnings_for
 from spikec.app.provenance import provenance, source_files
 from spikec.app import loader
 from spikec.app.conventions import choose, loop_convention
@@ -23,6 +25,7 @@ from spikec.compiler.checker import compare_with_torch, run_torch
 from spikec.compiler.cost import cost_report, partition_report, sdna_report
 from spikec.compiler.errors import BadInput, IRError, SpikecError
 from spikec.frontend import trace
+from spikec.frontend.tracing import traced_root
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, thaw
 from spikec.compiler.passes import run_passes
@@ -206,6 +209,9 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     emitted = target(deployed, x, trace_final, {"seed": opts.seed}) if target and front.equivalent and final_ok \
         else None
     ties = near_threshold(trace_final.margins)
+    warnings = warnings_for(deployed, trace_final, x)
+    precision = flip_margins(source_precision(model, x, reference[0]), deployed, trace_final) \
+        if inputs is None else None
     del trace_final
     report = {
         "model": opts.model, "weights": opts.weights,
@@ -214,9 +220,11 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
                   "seed": opts.seed},
         "frontend": {**front.summary(), "converters": dict(graph.meta.get("converters", ())),
                      "stepping": conv.stepping, **({"static_input": conv.static} if conv.stepping == "loop" else {})},
-        "params": params_report(model, deployed),
+        "params": params_report(traced_root(user_model) if model is not user_model else model, deployed),
         "passes": [r.to_json() for r in records],
         "final": {**final.summary(), "near_threshold": ties, "approximate": approximate},
+        "warnings": warnings,
+        "source_precision": precision,
         "equivalent": front.equivalent and final_ok and all(r.spike_mismatches == 0 for r in records)
         and (target is None or (emitted is not None and emitted.ok)) and (coded is None or coded.ok),
         **{name: None for name in CODINGS}, **({opts.coding: coded.report} if coded else {}),

@@ -8,6 +8,7 @@ def summary_text(report: dict) -> str:
              f"  input      [T={report['input']['steps']}, B={report['input']['batch']}, "
              f"{', '.join(map(str, report['input']['shape']))}] {report['input']['kind']} ({report['input']['source']})",
              f"  frontend   {_verdict(report['frontend'])}",
+             *_stepping_lines(report),
              f"  params     source {p['source']:,} -> deployed {p['deployed']:,}"]
     for name, c in p["by_module"].items():
         lines.append(f"             {name:<12} {c['source']:>9,} -> {c['deployed']:,}")
@@ -74,3 +75,20 @@ def target_text(target: dict | None) -> str:
         verdicts.append(f"{name}: " + (f"spike_exact {str(c.get('spike_exact')).lower()}" if c.get("ran")
                                        else f"not run ({c.get('reason', 'unknown')[:80]})"))
     return f"{target['name']}: " + "; ".join(verdicts) if verdicts else target["name"]
+
+
+def _stepping_lines(report: dict) -> list[str]:
+    """The model convention and, when it is not float64, how the source's own precision agrees with the proof."""
+    f = report["frontend"]
+    lines = []
+    if f.get("stepping"):
+        static = " (a static input, repeated each step)" if f.get("static_input") else ""
+        lines.append(f"  stepping   {f['stepping']}{static}")
+    p = report.get("source_precision") or {}
+    if p.get("error"):
+        lines.append(f"  precision  the source could not run in {p.get('dtype')}: {p['error']}")
+    elif p and p.get("dtype") != "float64":
+        lines.append(f"  precision  the source run in {p['dtype']} agrees with the float64 proof on "
+                     f"{p['values'] - p['disagreements']:,} of {p['values']:,} output values "
+                     f"({p['disagreements']:,} disagree)")
+    return lines

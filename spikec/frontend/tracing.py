@@ -48,10 +48,17 @@ class _Tracer(torch.fx.Tracer):
                                 remedy=REGISTER_HINT.format(cls=type(m).__qualname__)) from None
 
 
+def traced_root(model: nn.Module) -> nn.Module:
+    """The module whose forward fx traces: ``model``, or a parent for a model that is itself a leaf (whose
+    nodes are then named ``model.*``)."""
+    if type(model) is not nn.Sequential and find_converter(model) is not None:
+        return _Root(model)  # fx always traces the root's forward: give a leaf root a parent
+    return model
+
+
 def fx_trace(model: nn.Module):
     """``(root, fx graph)`` of ``model`` with every module that has a converter kept as a leaf call."""
-    if type(model) is not nn.Sequential and find_converter(model) is not None:
-        model = _Root(model)  # fx always traces the root's forward: give a leaf root a parent
+    model = traced_root(model)
     try:
         return model, _Tracer().trace(model)
     except SpikecError:
