@@ -51,6 +51,10 @@ def _param(name: str) -> Callable[[Node], list[tuple[str, np.ndarray]]]:
     return lambda n: [(name, _f64(n, name))] if name in n.params else []
 
 
+def _params(*names: str):
+    return lambda n: [(name, _f64(n, name)) for name in names if name in n.params]
+
+
 def _csilif(n: Node):
     return [("|a| = hypot(a_re, a_im)", np.hypot(_f64(n, "a_re"), _f64(n, "a_im")))]
 
@@ -77,6 +81,9 @@ DECAYS: dict[str, DecayRule] = {
     "silif": DecayRule(_param("decay")),
     "csilif": DecayRule(_csilif),
     "lif_snntorch": DecayRule(_param("beta"), zero_ok=True),   # snnTorch's beta = 0 is its stateless Leaky
+    "synaptic_snntorch": DecayRule(_params("alpha", "beta"), zero_ok=True),
+    "rleaky_snntorch": DecayRule(_param("beta"), zero_ok=True),
+    "alpha_snntorch": DecayRule(_params("alpha", "beta"), zero_ok=True),
     "lif_sj": DecayRule(_spikingjelly),
     "lif_norse": DecayRule(_norse),
     "li_norse": DecayRule(_norse),

@@ -32,6 +32,18 @@ def reset_state(model: nn.Module) -> None:
         functional.reset_net(model)
 
 
+def cast_recurrent_inputs(model: nn.Module) -> None:
+    """snnTorch's RLeaky/RSynaptic feed their float32 spikes to their own recurrent Linear/Conv2d: in a float64
+    run that raises a dtype error. A pre-hook casting the spikes (0 or 1, exact in any dtype) to the layer's
+    dtype keeps the arithmetic the framework's own."""
+    for m in model.modules():
+        rec = getattr(m, "recurrent", None)
+        if type(m).__module__.startswith("snntorch") and isinstance(rec, (nn.Linear, nn.Conv2d)) \
+                and not getattr(rec, "_spikec_cast", False):
+            rec.register_forward_pre_hook(lambda mod, args: tuple(a.to(mod.weight.dtype) for a in args))
+            rec._spikec_cast = True
+
+
 def _threads_state(model: nn.Module) -> bool:
     """``forward(x, state=None)`` returning ``(y, state)``: Norse's way to step a network (SequentialState)."""
     try:
@@ -57,6 +69,7 @@ class Stepped(nn.Module):
         super().__init__()
         self.model = model
         self.threads_state = _threads_state(model)
+        cast_recurrent_inputs(model)
 
     def forward(self, x: torch.Tensor):
         reset_state(self.model)

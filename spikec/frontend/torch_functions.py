@@ -56,6 +56,11 @@ def _flatten_fn(ctx, name, args, kwargs, scope=""):
 
 def _getitem(ctx, name, args, kwargs, scope=""):
     value, index = args
+    if isinstance(value, (tuple, list)) and isinstance(index, int) and -len(value) <= index < len(value) \
+            and value[index] is None:
+        raise UnsupportedOp(f"item {index} of a module's result is not available as a tensor the graph computes",
+                            where=f"fx node {name!r}", remedy="use the outputs the converter provides (see the "
+                            "README's converter table)")
     if not isinstance(value, (tuple, list)):
         raise UnsupportedOp("indexing a tensor is not supported", where=f"fx node {name!r}",
                             remedy="select with modules (e.g. Delay, Flatten), not x[...]")
@@ -97,6 +102,14 @@ def _shape_of(ctx, name, args, kwargs, scope=""):
 
 
 def _getattr(ctx, name, args, kwargs, scope=""):
+    if isinstance(args[0], tuple) and hasattr(args[0], "_fields"):  # a returned state (a namedtuple) read by field
+        value = getattr(args[0], args[1], None)
+        if not isinstance(value, str):
+            raise UnsupportedOp(f"field {args[1]!r} of a returned state is not available as a tensor the graph "
+                                "computes", where=f"fx node {name!r}",
+                                remedy="use the neuron's output, or a state the converter provides (e.g. Norse's "
+                                       "record_states=True for multi-step modules)")
+        return value
     if args[1] != "shape":
         raise UnsupportedOp(f"attribute {args[1]!r} of a tensor is not supported", where=f"fx node {name!r}")
     return _shape_of(ctx, name, args[:1], {}, scope)

@@ -87,10 +87,24 @@ def trace(model: nn.Module, input_shape, *, input_kind: str = "binary", ceiling:
 def _convert_graph(model, fx_graph, input_shape, input_kind, ceiling) -> Graph:
     ctx = ConvertContext()
     outputs = convert_fx(ctx, model, fx_graph, _input(ctx, input_shape, input_kind, ceiling))
+    nodes = _reaching(ctx.nodes, outputs)
     meta = {"source": type(model.model if isinstance(model, _Root) else model).__qualname__,
             "converters": sorted(ctx.mappings.items()),
-            "module_outputs": sorted(ctx.module_outputs.items())}
-    return verify(Graph(tuple(ctx.nodes), tuple(outputs), meta), "after tracing")
+            "module_outputs": sorted((m, n) for m, n in ctx.module_outputs.items() if n in {x.name for x in nodes})}
+    return verify(Graph(nodes, tuple(outputs), meta), "after tracing")
+
+
+def _reaching(nodes, outputs) -> tuple:
+    """The input and the nodes some output depends on: a neuron's state read-out that only carried state
+    from call to call (the multi-step op carries it itself) is not part of the graph."""
+    by_name = {n.name: n for n in nodes}
+    live, todo = set(), list(outputs)
+    while todo:
+        name = todo.pop()
+        if name not in live:
+            live.add(name)
+            todo += by_name[name].inputs
+    return tuple(n for n in nodes if n.name in live or n.op == "input")
 
 
 def convert_fx(ctx, model, fx_graph, x: str, *, threads_state: bool = False) -> list[str]:

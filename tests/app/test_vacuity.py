@@ -228,11 +228,11 @@ def test_a_norse_lif_with_dt_above_tau_is_warned_once_for_its_three_read_outs():
             super().__init__()
             self.fc = nn.Linear(N_IN, HIDDEN)
             self.lif = nt.LIF(nt.LIFParameters(tau_mem_inv=torch.tensor(tau_mem_inv), v_th=torch.tensor(0.1)),
-                              dt=1e-3)
+                              dt=1e-3, record_states=True)
 
         def forward(self, x):
-            z, _ = self.lif(self.fc(x))
-            return z
+            z, s = self.lif(self.fc(x))
+            return z, s.v, s.i  # the read-outs reach outputs: the tracer keeps only what does
 
     torch.manual_seed(0)
     graph = trace(Net(2500.0), input_shape=(N_IN,), input_kind="real")
