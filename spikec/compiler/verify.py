@@ -35,10 +35,7 @@ def _node_problems(node, seen) -> list[str]:
            for i in node.inputs if i not in seen]
     if len(node.inputs) != spec.arity:
         out.append(f"{where}: {node.op} takes {spec.arity} inputs, has {len(node.inputs)}")
-    missing = [p for p in spec.required if p not in node.params]
-    extra = [p for p in node.params if p not in spec.required + spec.optional]
-    out += [f"{where}: missing parameter {p!r}" for p in missing]
-    out += [f"{where}: unexpected parameter {p!r}" for p in extra]
+    out += _param_problems(node, spec, where)
     out += [f"{where}: parameter {k!r} holds NaN or Inf" for k, v in node.params.items()
             if v.dtype.kind == "f" and not np.isfinite(v).all()]
     out += [f"{where}: attribute {k!r} = {node.attrs[k]!r} is not one of {', '.join(map(repr, allowed))}"
@@ -59,9 +56,33 @@ def _node_problems(node, seen) -> list[str]:
     return []
 
 
+def _param_problems(node, spec, where) -> list[str]:
+    """The node's parameters against its op's schema: names (missing, unknown) and ranks (``Param.ranks``)."""
+    out = [f"{where}: missing parameter {p!r}" for p in spec.required if p not in node.params]
+    out += [f"{where}: unexpected parameter {p!r} ({_takes(spec)})" for p in node.params if p not in spec.param_names]
+    for p in spec.params:
+        v = node.params.get(p.name)
+        if v is not None and p.ranks is not None and v.ndim not in p.ranks:
+            out.append(f"{where}: parameter {p.name!r} has shape {v.shape}; {node.op} lays it out as {p.layout}")
+    return out
+
+
+def _takes(spec) -> str:
+    return f"{spec.name} takes " + (", ".join(spec.param_names) if spec.params else "no parameters")
+
+
+def unknown_params_remedy(graph: Graph) -> str:
+    """The remedy for parameters an op's schema does not know: the names each such op takes."""
+    ops = sorted({n.op for n in graph.nodes if n.op in OPS and set(n.params) - set(OPS[n.op].param_names)})
+    if not ops:
+        return ""
+    return "use the parameter names of each op's schema (docs/ops.md): " + "; ".join(_takes(OPS[op]) for op in ops)
+
+
 def verify(graph: Graph, when: str = "") -> Graph:
     """Raise IRError listing every problem; return the graph unchanged when it is well formed."""
     found = problems(graph)
     if found:
-        raise IRError("IR verification failed" + (f" {when}" if when else "") + ":\n  " + "\n  ".join(found))
+        raise IRError("IR verification failed" + (f" {when}" if when else "") + ":\n  " + "\n  ".join(found),
+                      remedy=unknown_params_remedy(graph))
     return graph

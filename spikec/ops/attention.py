@@ -11,7 +11,10 @@ import torch
 from spikec.compiler.ir import TensorType
 from spikec.nn.attention import ds_mpa
 from spikec.ops.common import float_only, same_shape, sizes
-from spikec.ops.registry import define, need
+from spikec.ops.registry import Param, define, need
+
+DSMPA_PARAMS = (Param("wq", "(C, C)", "query projection"), Param("wk", "(C, C)", "key projection"),
+                Param("wv", "(C, C)", "value projection"), Param("gamma", "(C,)", "output gain"))
 
 
 def infer_matmul(node, ins):
@@ -44,8 +47,10 @@ def dsmpa(ctx, node, p, u, s, x):
     return ds_mpa(u, s, x, p["wq"], p["wk"], p["wv"], p["gamma"], node.attrs["eps"])
 
 
-define("matmul", 2, infer_matmul, kernel=lambda ctx, node, p, a, b: a @ b, dense=True)
-define("softmax", 1, same_shape, kernel=softmax, dense=True)
-define("causal_mask", 1, lambda n, i: i[0], kernel=lambda ctx, node, p, x: torch.tril(x))
-define("dsmpa", 3, infer_dsmpa, ("wq", "wk", "wv", "gamma"), count=lambda n: sizes(n, "wq", "wk", "wv", "gamma"),
-       kernel=dsmpa, dense=True)
+define("matmul", 2, infer_matmul, kernel=lambda ctx, node, p, a, b: a @ b, dense=True,
+       doc="a @ b, batched over equal leading dims (a dynamic weight)")
+define("softmax", 1, same_shape, kernel=softmax, dense=True, doc="softmax over attr dim (a per-step dim)")
+define("causal_mask", 1, lambda n, i: i[0], kernel=lambda ctx, node, p, x: torch.tril(x),
+       doc="zero above the diagonal of the last two dims")
+define("dsmpa", 3, infer_dsmpa, count=lambda n: sizes(n, "wq", "wk", "wv", "gamma"), kernel=dsmpa, dense=True,
+       params=DSMPA_PARAMS, doc="RIPE's DS-MPA attention on (u, s_prev, x), run on a host; attr eps")

@@ -16,10 +16,20 @@ import torch
 
 from spikec.compiler.ir import TensorType
 from spikec.ops.common import NeuronOut, channel, float_only, per_channel, sizes
-from spikec.ops.registry import define, need
+from spikec.ops.registry import PER_CHANNEL, Param, define, need
 
 LIF_PARAMS = ("beta", "alpha", "bias", "threshold", "v_reset")
 INTFIRE_PARAMS = ("beta", "alpha", "threshold")
+THRESHOLD = Param("threshold", PER_CHANNEL, "firing threshold")
+LIF_SCHEMA = (Param("beta", PER_CHANNEL, "membrane decay"), Param("alpha", PER_CHANNEL, "input gain"),
+              Param("bias", PER_CHANNEL, "constant input per step"), THRESHOLD,
+              Param("v_reset", PER_CHANNEL, "membrane after a spike (reset 'zero')"))
+INTFIRE_SCHEMA = LIF_SCHEMA[:2] + (THRESHOLD, Param("bias", PER_CHANNEL, "constant input (a folded BN's shift)",
+                                                    required=False))
+SILIF_SCHEMA = (Param("decay", PER_CHANNEL, "membrane decay a"), Param("b", PER_CHANNEL, "input gain"), THRESHOLD)
+CSILIF_SCHEMA = (Param("a_re", PER_CHANNEL, "real part of the complex decay"),
+                 Param("a_im", PER_CHANNEL, "imaginary part of the complex decay"),
+                 Param("b", PER_CHANNEL, "input gain"), Param("threshold", PER_CHANNEL, "firing threshold on 2 Re m"))
 
 
 def neuron_type(names, spikes):
@@ -144,15 +154,20 @@ def infer_substep_sum(node, ins):
     return TensorType(t.shape, "integer", (t.ceiling or 1) * t.substeps)
 
 
-define("lif", 1, neuron_type(LIF_PARAMS, _binary), LIF_PARAMS, kernel=lif, stateful=True, neuron=True)
+define("lif", 1, neuron_type(LIF_PARAMS, _binary), kernel=lif, stateful=True, neuron=True, params=LIF_SCHEMA,
+       doc="leaky integrate-and-fire, binary spikes; attr reset 'subtract' | 'zero'")
 define("intfire", 1, neuron_type(INTFIRE_PARAMS + ("bias",),
                                  lambda n, t: TensorType(t.shape, "integer", n.attrs["max_spikes"])),
-       INTFIRE_PARAMS, ("bias",), kernel=intfire, stateful=True, neuron=True)  # bias: a folded BN's shift
-define("silif", 1, neuron_type(("decay", "b", "threshold"), _binary), ("decay", "b", "threshold"),
-       count=lambda n: 3 * n.params["b"].size, kernel=silif, stateful=True, neuron=True)
-define("csilif", 1, neuron_type(("a_re", "a_im", "b", "threshold"), _binary), ("a_re", "a_im", "b", "threshold"),
-       count=lambda n: 5 * n.params["b"].size, kernel=csilif, stateful=True, neuron=True)
-define("intfire_unrolled", 1, infer_unrolled, INTFIRE_PARAMS, ("bias",), kernel=intfire_unrolled, stateful=True,
-       neuron=True, time_base=True)
-define("substep_sum", 1, infer_substep_sum, (), ("bias",), count=lambda n: sizes(n, "bias"), kernel=substep_sum,
-       time_base=True)
+       kernel=intfire, stateful=True, neuron=True, params=INTFIRE_SCHEMA,
+       doc="integer-firing neuron, spike counts 0..D; attrs max_spikes D, rounding 'round' | 'floor'")
+define("silif", 1, neuron_type(("decay", "b", "threshold"), _binary), count=lambda n: 3 * n.params["b"].size,
+       kernel=silif, stateful=True, neuron=True, params=SILIF_SCHEMA,
+       doc="SiLIF: reset before the decay, u_t = decay (u_{t-1} - kappa s_{t-1}) + b x_t; attr kappa")
+define("csilif", 1, neuron_type(("a_re", "a_im", "b", "threshold"), _binary), count=lambda n: 5 * n.params["b"].size,
+       kernel=csilif, stateful=True, neuron=True, params=CSILIF_SCHEMA,
+       doc="complex SiLIF (a resonator), fires on 2 Re m; attr kappa")
+define("intfire_unrolled", 1, infer_unrolled, kernel=intfire_unrolled, stateful=True, neuron=True, time_base=True,
+       params=INTFIRE_SCHEMA, doc="intfire's count replayed as D binary sub-step spikes (a new time base)")
+define("substep_sum", 1, infer_substep_sum, count=lambda n: sizes(n, "bias"), kernel=substep_sum, time_base=True,
+       params=(Param("bias", "(C,)", "added once per physical step", required=False),),
+       doc="sums the D sub-steps of each physical step")

@@ -11,9 +11,12 @@ import torch.nn.functional as F
 from spikec.compiler.errors import BadInput
 from spikec.compiler.ir import TensorType
 from spikec.ops.common import channel, float_only, per_step, sizes
-from spikec.ops.registry import define, need
+from spikec.ops.registry import Param, define, need
 
 STATISTICS = ("gamma", "beta", "mean", "var")
+_STAT_DOCS = ("scale", "shift", "running mean", "running variance")
+BN_PARAMS = tuple(Param(n, "(C,)", d) for n, d in zip(STATISTICS, _STAT_DOCS))
+BNTT_PARAMS = tuple(Param(n, "(T, C)", f"{d} of each time step") for n, d in zip(STATISTICS, _STAT_DOCS))
 
 
 def infer_bn(node, ins):
@@ -57,6 +60,8 @@ def scale(ctx, node, p, x):
     return x * a + b if not ctx.integer else x * int(a) + int(b)
 
 
-define("batchnorm", 1, infer_bn, STATISTICS, count=lambda n: sizes(n, "gamma", "beta"), kernel=batchnorm)
-define("bntt", 1, infer_bntt, STATISTICS, count=lambda n: sizes(n, "gamma", "beta"), kernel=bntt, stateful=True)
-define("scale", 1, lambda node, ins: TensorType(ins[0].shape), kernel=scale)
+define("batchnorm", 1, infer_bn, count=lambda n: sizes(n, "gamma", "beta"), kernel=batchnorm, params=BN_PARAMS,
+       doc="inference BatchNorm per channel; attr eps")
+define("bntt", 1, infer_bntt, count=lambda n: sizes(n, "gamma", "beta"), kernel=bntt, stateful=True, per_step=True,
+       params=BNTT_PARAMS, doc="one inference BatchNorm per time step; attr eps")
+define("scale", 1, lambda node, ins: TensorType(ins[0].shape), kernel=scale, doc="y = a x + b; attrs a, b (scalars)")

@@ -39,5 +39,7 @@ def maxpool2d(ctx, node, p, x):
     return per_step(pool, x.double()).to(x.dtype) if ctx.integer else per_step(pool, x)
 
 
-define("avgpool2d", 1, lambda n, i: infer_pool(n, i, False), kernel=avgpool2d)
-define("maxpool2d", 1, lambda n, i: infer_pool(n, i, True), kernel=maxpool2d)
+define("avgpool2d", 1, lambda n, i: infer_pool(n, i, False), kernel=avgpool2d,
+       doc="average pooling per step (real output)")
+define("maxpool2d", 1, lambda n, i: infer_pool(n, i, True), kernel=maxpool2d,
+       doc="max pooling per step (keeps the value kind: an OR over binary spikes)")

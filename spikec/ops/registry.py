@@ -1,16 +1,62 @@
 """The op registry: one ``OpDef`` per op, holding everything the compiler core knows about it.
 
 An op family module (``spikec.ops.synapses``, ``neurons``, ...) defines each of its ops once with
-``define``: arity, required and optional parameters (array layouts in the module's docstring), type
-inference, the deployed-parameter count, flags, and its float64 / exact-integer kernel. Ops of other
-layers (a target's integer ops, TTFS ops, a converter's framework-exact neuron) are defined the same way
+``define``: arity, its parameter schema (``Param`` records: name, array layout, meaning, required), type
+inference, the deployed-parameter count, its cost model, flags, and its float64 / exact-integer kernel. Ops of
+other layers (a target's integer ops, TTFS ops, a converter's framework-exact neuron) are defined the same way
 from their own modules. The registry imports no op module: ``spikec.ops`` imports each family.
+``python -m spikec.ops.reference --write`` writes ``docs/ops.md`` from this registry.
 """
+import re
+import sys
 from dataclasses import dataclass, replace
 from typing import Callable
 
 from spikec.compiler.errors import IRError, ShapeError
 from spikec.compiler.ir import Node, TensorType
+
+UNSPECIFIED = "unspecified"
+PER_CHANNEL = "() or (C,)"      # a scalar, or one value per channel (shape[0] of the per-step shape)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of an op's schema. ``layout`` names the array's dims, NIR-style: ``"(C_out, C_in/groups,
+    kH, kW)"``, alternatives joined by ``" or "`` (``"() or (C,)"``); a ``*`` dim (``"(*shape)"``) stands for any
+    number of dims; ``"unspecified"`` when the defining module gave none. The verifier checks the rank."""
+    name: str
+    layout: str = UNSPECIFIED
+    doc: str = ""
+    required: bool = True
+
+    @property
+    def ranks(self) -> frozenset | None:
+        """The ranks ``layout`` allows, or None when it does not fix one (unspecified, or a ``*`` dim)."""
+        alternatives = [a.strip() for a in self.layout.split(" or ")]
+        if not all(re.fullmatch(r"\(.*\)", a) for a in alternatives) or "*" in self.layout:
+            return None
+        return frozenset(len([d for d in a[1:-1].split(",") if d.strip()]) for a in alternatives)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """How the cost model (``spikec.compiler.cost``) counts a synaptic op's operations.
+
+    ``dense(node)``: multiply-accumulates of one step of one sample if every operand were dense.
+    ``events(node, active)``: synaptic events the nonzero inputs trigger (fan-out per input spike), ``active``
+    being the 0/1 float64 indicator of the input, ``[N, ...]`` (steps and samples merged).
+    ``ac_on``: ``"binary"`` when the op is accumulate-only on binary spikes only (a weighted sum: an integer
+    spike multiplies its weight), ``"spikes"`` on any spike operand (an all-ones kernel adds, whatever the count).
+    ``ac_share``: counted in the report's ``ac_share`` (the share of convolution operations that are AC)."""
+    dense: Callable[[Node], int]
+    events: Callable
+    ac_on: str = "binary"
+    ac_share: bool = False
+
+
+def schema_of(required=(), optional=()) -> tuple[Param, ...]:
+    """The schema of an op defined by parameter names only: every layout ``unspecified``."""
+    return tuple(Param(n) for n in required) + tuple(Param(n, required=False) for n in optional)
 
 
 @dataclass(frozen=True)
@@ -24,8 +70,8 @@ class KernelContext:
 class OpDef:
     name: str
     arity: int
-    required: tuple[str, ...]          # params that must be present
-    optional: tuple[str, ...]          # params that may be present
+    required: tuple[str, ...]          # params that must be present (the schema's required names)
+    optional: tuple[str, ...]          # params that may be present (the schema's optional names)
     infer: Callable[[Node, list[TensorType]], TensorType]
     count: Callable[[Node], int]       # deployed-parameter count (statistics are buffers, not counted)
     kernel: Callable | None = None     # fn(ctx, node, params, *inputs) -> tensor, (spikes, margins) or NeuronOut
@@ -34,13 +80,46 @@ class OpDef:
     dense: bool = False                # real-valued computation with no spike-driven form (host)
     neuron: bool = False               # fires: has a threshold, spikes and a firing margin
     time_base: bool = False            # defines its own time base (sub-steps), exempt from the shared-base rule
+    per_step: bool = False             # parameters indexed by time step (a static-weight target needs T copies)
+    params: tuple[Param, ...] = ()     # the schema; derived from required/optional when not given
+    cost: Cost | None = None           # how the cost model counts a synaptic op
+    module: str = ""                   # the module that defined the op
+    doc: str = ""                      # one line: what the op computes
+
+    def __post_init__(self):
+        if not self.params:
+            object.__setattr__(self, "params", schema_of(self.required, self.optional))
+        names = [p.name for p in self.params]
+        if len(set(names)) != len(names):
+            raise IRError(f"op {self.name!r}: parameter names repeat in its schema: {names}",
+                          where=f"op {self.name!r}", remedy="give each parameter one Param")
+        req = tuple(p.name for p in self.params if p.required)
+        opt = tuple(p.name for p in self.params if not p.required)
+        if (self.required or self.optional) and (set(self.required), set(self.optional)) != (set(req), set(opt)):
+            raise IRError(f"op {self.name!r}: required {self.required} / optional {self.optional} disagree with its "
+                          f"schema (required {req}, optional {opt})", where=f"op {self.name!r}",
+                          remedy="give the schema alone (define(..., params=...)), or names matching it")
+        object.__setattr__(self, "required", req)
+        object.__setattr__(self, "optional", opt)
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
 
 
 OPS: dict[str, OpDef] = {}
 
 
-def define(name, arity, infer, required=(), optional=(), count=lambda n: 0, kernel=None, **flags) -> OpDef:
-    OPS[name] = OpDef(name, arity, tuple(required), tuple(optional), infer, count, kernel, **flags)
+def define(name, arity, infer, required=(), optional=(), count=lambda n: 0, kernel=None, *, params=None,
+           module=None, **flags) -> OpDef:
+    """Register op ``name``. Its schema is ``params`` (``Param`` records); without one, it is derived from the
+    ``required`` / ``optional`` names with layout ``unspecified`` (given both, they must agree)."""
+    module = module or sys._getframe(1).f_globals.get("__name__", "")
+    OPS[name] = OpDef(name, arity, tuple(required), tuple(optional), infer, count, kernel,
+                      params=tuple(params or ()), module=module, **flags)
     return OPS[name]
 
 
@@ -68,10 +147,8 @@ def infer_type(node: Node, in_types: list[TensorType]) -> TensorType:
     A stateless op keeps the sub-step time base of its inputs; a stateful one runs on physical steps
     only; ops flagged ``time_base`` define their own.
     """
-    if node.op == "input":
-        return node.type
     spec = opdef(node.op)
-    out = spec.infer(node, in_types)
+    out = spec.infer(node, in_types)   # "input" gives its own type (a time_base op)
     if spec.time_base:
         return out
     bases = {t.substeps for t in in_types}
@@ -84,7 +161,7 @@ def infer_type(node: Node, in_types: list[TensorType]) -> TensorType:
 
 def deployed_params(node: Node) -> int:
     # a neuron's membrane read-out shares the parameters of its spike node: count them once
-    if node.op == "input" or node.attrs.get("output") == "membrane":
+    if node.attrs.get("output") == "membrane":
         return 0
     return int(opdef(node.op).count(node))
 

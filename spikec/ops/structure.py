@@ -56,12 +56,16 @@ def flatten(ctx, node, p, x):
     return x.flatten(2 + node.attrs["start"], end if end < 0 else 2 + end)
 
 
-define("input", 0, lambda n, i: n.type, time_base=True)
-define("flatten", 1, infer_flatten, kernel=flatten)
+define("input", 0, lambda n, i: n.type, time_base=True, doc="a graph input [T, B, *shape]; its type is declared")
+define("flatten", 1, infer_flatten, kernel=flatten, doc="flatten per-step dims start..end")
 define("reshape", 1, infer_reshape,
-       kernel=lambda ctx, node, p, x: x.reshape(x.shape[0], x.shape[1], *node.attrs["shape"]))
+       kernel=lambda ctx, node, p, x: x.reshape(x.shape[0], x.shape[1], *node.attrs["shape"]),
+       doc="a new per-step shape (attr shape)")
 define("transpose", 1, infer_transpose,
-       kernel=lambda ctx, node, p, x: x.permute(0, 1, *(2 + d for d in node.attrs["perm"])))
-define("relu", 1, lambda n, i: i[0], kernel=lambda ctx, node, p, x: F.relu(x))
-define("add", 2, lambda n, i: infer_elementwise(n, i, _sum_type), kernel=lambda ctx, node, p, a, b: a + b)
-define("mul", 2, lambda n, i: infer_elementwise(n, i, _product_type), kernel=lambda ctx, node, p, a, b: a * b)
+       kernel=lambda ctx, node, p, x: x.permute(0, 1, *(2 + d for d in node.attrs["perm"])),
+       doc="permute the per-step dims (attr perm)")
+define("relu", 1, lambda n, i: i[0], kernel=lambda ctx, node, p, x: F.relu(x), doc="max(x, 0)")
+define("add", 2, lambda n, i: infer_elementwise(n, i, _sum_type), kernel=lambda ctx, node, p, a, b: a + b,
+       doc="a + b (identical shapes)")
+define("mul", 2, lambda n, i: infer_elementwise(n, i, _product_type), kernel=lambda ctx, node, p, a, b: a * b,
+       doc="a * b (identical shapes): a coincidence of binary spikes, else a dynamic product")

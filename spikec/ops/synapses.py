@@ -6,12 +6,18 @@ Array layouts (per node ``params``):
   linear    weight (N_out, N_in), bias (N_out,)                   -- acts on the last dim
   windowsum no params; attrs kernel k, dilation d                  -- an all-ones depthwise k x k conv
 """
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from spikec.compiler.ir import TensorType
 from spikec.ops.common import exact_sum, per_step, sizes, window
-from spikec.ops.registry import define, need
+from spikec.ops.registry import Cost, Param, define, need
+
+CONV_PARAMS = (Param("weight", "(C_out, C_in/groups, kH, kW)", "kernel (PyTorch cross-correlation orientation)"),
+               Param("bias", "(C_out,)", "added to every output position", required=False))
+LINEAR_PARAMS = (Param("weight", "(N_out, N_in)", "acts on the last dim"),
+                 Param("bias", "(N_out,)", "added to every output", required=False))
 
 
 def infer_conv(node, ins):
@@ -65,7 +71,29 @@ def windowsum(ctx, node, p, x):
     return per_step(lambda z: F.conv2d(z, w, padding=d * (k - 1) // 2, dilation=d, groups=x.shape[2]), x)
 
 
-define("conv2d", 1, infer_conv, ("weight",), ("bias",), lambda n: sizes(n, "weight", "bias"), conv2d, synaptic=True)
-define("linear", 1, infer_linear, ("weight",), ("bias",), lambda n: sizes(n, "weight", "bias"), linear,
-       synaptic=True)
-define("windowsum", 1, infer_windowsum, kernel=windowsum, synaptic=True)
+# -- cost: dense multiply-accumulates per step and sample, and measured synaptic events (spikec.compiler.cost) --
+def conv_events(node, active):
+    a, w = node.attrs, node.params["weight"]
+    ones = torch.ones(w.shape, dtype=torch.float64)
+    return int(F.conv2d(active, ones, None, a["stride"], a["padding"], a["dilation"], a["groups"]).sum())
+
+
+def windowsum_events(node, active):
+    k, d = node.attrs["kernel"], node.attrs["dilation"]
+    ones = torch.ones(active.shape[1], 1, k, k, dtype=torch.float64)
+    return int(F.conv2d(active, ones, padding=d * (k - 1) // 2, dilation=d, groups=active.shape[1]).sum())
+
+
+CONV_COST = Cost(lambda n: int(np.prod(n.type.shape)) * int(np.prod(n.params["weight"].shape[1:])), conv_events,
+                 ac_share=True)
+LINEAR_COST = Cost(lambda n: int(np.prod(n.type.shape)) * n.params["weight"].shape[1],
+                   lambda n, active: int(active.sum()) * n.params["weight"].shape[0])
+# an all-ones kernel: additions only, spike-gated on any spike input (binary or integer)
+WINDOWSUM_COST = Cost(lambda n: int(np.prod(n.type.shape)) * n.attrs["kernel"] ** 2, windowsum_events, ac_on="spikes")
+
+define("conv2d", 1, infer_conv, count=lambda n: sizes(n, "weight", "bias"), kernel=conv2d, synaptic=True,
+       params=CONV_PARAMS, cost=CONV_COST, doc="2-d convolution per step; attrs stride, padding, dilation, groups")
+define("linear", 1, infer_linear, count=lambda n: sizes(n, "weight", "bias"), kernel=linear, synaptic=True,
+       params=LINEAR_PARAMS, cost=LINEAR_COST, doc="y = x W^T + b on the last dim")
+define("windowsum", 1, infer_windowsum, kernel=windowsum, synaptic=True, cost=WINDOWSUM_COST,
+       doc="an all-ones depthwise k x k conv (same padding); attrs kernel, dilation")

@@ -10,7 +10,7 @@ import torch
 from spikec.compiler.errors import BadInput
 from spikec.compiler.ir import TensorType
 from spikec.ops.common import channel, float_only, sizes
-from spikec.ops.registry import define, need
+from spikec.ops.registry import Param, define, need
 
 
 def infer_tdm(node, ins):
@@ -45,7 +45,11 @@ def step_bias(ctx, node, p, x):
     return torch.stack([x[t] + channel(p["bias"][t], x.dim() - 1) for t in range(x.shape[0])])
 
 
-define("tdm", 1, infer_tdm, ("lam",), count=lambda n: sizes(n, "lam"), kernel=tdm, stateful=True)
-define("delay", 1, lambda n, i: i[0], kernel=delay, stateful=True, time_base=True)
-define("step_bias", 1, infer_step_bias, ("bias",), count=lambda n: sizes(n, "bias"), kernel=step_bias,
-       stateful=True)
+define("tdm", 1, infer_tdm, count=lambda n: sizes(n, "lam"), kernel=tdm, stateful=True,
+       params=(Param("lam", "(C,)", "weight of the temporal difference"),),
+       doc="temporal difference y_t = (1 + lam) x_t - lam x_{t-1}")
+define("delay", 1, lambda n, i: i[0], kernel=delay, stateful=True, time_base=True,
+       doc="y_t = x_{t - steps}, zeros before; attr steps (physical steps, on any time base)")
+define("step_bias", 1, infer_step_bias, count=lambda n: sizes(n, "bias"), kernel=step_bias, stateful=True,
+       per_step=True, params=(Param("bias", "(T, C)", "the bias of each time step"),),
+       doc="y_t = x_t + bias[t]: a per-time-step bias schedule")

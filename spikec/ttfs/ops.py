@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from spikec.compiler.ir import TensorType
-from spikec.ops import OPS, define, register_kernel
+from spikec.ops import OPS, Param, define, register_kernel
 from spikec.ops.registry import need as _need
 
 
@@ -97,18 +97,25 @@ def _count(*names):
     return lambda n: sum(int(n.params[k].size) for k in names if k in n.params)
 
 
-define("ttfs_encode", 1, _same)
-define("ttfs_delay", 1, _same)
-define("ttfs_charge", 1, _same)
-define("ttfs_dynsyn", 2, _broadcast, synaptic=True)
-define("ttfs_dynmatmul", 2, _infer_dynmatmul, synaptic=True)
-define("ttfs_fire", 1, _infer_fire, ("threshold",), count=_count("threshold"))
-define("ttfs_decode", 1, _same)
-define("ttfs_mat", 1, _same)
-define("ttfs_bmul", 2, _broadcast)
-define("ttfs_affine", 1, _infer_affine, ("gain",), ("bias",), count=_count("gain", "bias"))
+BROADCAST = "(*broadcastable)"   # broadcasts against the per-step shape (rank at most the node's)
+define("ttfs_encode", 1, _same, doc="a value becomes a spike time in [t_min, t_max] (the input layer)")
+define("ttfs_delay", 1, _same, doc="t + delay (aligns a residual operand)")
+define("ttfs_charge", 1, _same, doc="max(0, t_min - t): how long a synapse has charged at the window start")
+define("ttfs_dynsyn", 2, _broadcast, synaptic=True, doc="a dynamic-weight synapse (product sub-layer)")
+define("ttfs_dynmatmul", 2, _infer_dynmatmul, synaptic=True, doc="a dynamic-weight synapse with a contraction")
+define("ttfs_fire", 1, _infer_fire, count=_count("threshold"),
+       params=(Param("threshold", "(*shape)", "the crossing level of each neuron: the node's shape"),),
+       doc="the B1 TTFS neuron: t = clip(t_min + tau*threshold - v, t_min, t_max)")
+define("ttfs_decode", 1, _same, doc="(t_ref - t) / scale (a graph output)")
+define("ttfs_mat", 1, _same, doc="identity or ReLU: marks a value that becomes a TTFS layer")
+define("ttfs_bmul", 2, _broadcast, doc="a * b with numpy broadcasting (then ReLU when activation is relu)")
+define("ttfs_affine", 1, _infer_affine, count=_count("gain", "bias"),
+       params=(Param("gain", BROADCAST, "multiplies x"), Param("bias", BROADCAST, "added", required=False)),
+       doc="gain * x + bias")
 if "layernorm" not in OPS:  # a shared LayerNorm op may land in spikec.ops: keep that one
-    define("layernorm", 1, _infer_layernorm, ("gamma", "beta"), count=_count("gamma", "beta"), dense=True)
+    define("layernorm", 1, _infer_layernorm, count=_count("gamma", "beta"), dense=True,
+           params=(Param("gamma", "(N,)", "scale over the last dim"), Param("beta", "(N,)", "shift")),
+           doc="LayerNorm over the last dim; attr eps")
 
 
 def _p(node, key):

@@ -56,7 +56,7 @@ import torch
 
 from spikec.compiler.errors import IRError
 from spikec.compiler.ir import Graph, TensorType
-from spikec.ops import OPS, define, register_kernel
+from spikec.ops import OPS, PER_CHANNEL, Param, define, register_kernel
 from spikec.ops.common import EXACT_FLOAT, NeuronOut, channel, per_channel as _per_channel, sizes as _sizes
 from spikec.ops.registry import need as _need
 from spikec.ops.synapses import infer_conv as _infer_conv
@@ -68,6 +68,16 @@ LIF_PARAMS = ("du", "dv", "vth", "bias_mant", "bias_exp")
 SILIF_PARAMS = ("decay", "vth", "kappa", "bias_mant", "bias_exp")
 CSILIF_PARAMS = ("a_re", "a_im", "vth", "kappa", "bias_mant", "bias_exp")
 READOUTS = ("spikes", "v", "u", "flags", "membrane")
+LAVA_DOCS = {"du": "current decay (4096 = all)", "dv": "voltage decay (4096 = all)", "vth": "threshold mantissa "
+             "(compared as vth << 6)", "bias_mant": "bias mantissa", "bias_exp": "bias exponent",
+             "v_reset": "voltage after a spike (hard reset)", "decay": "decay A (12-bit fraction, 4096 = 1)",
+             "kappa": "reset K in v units", "a_re": "real decay (signed 12-bit fraction)",
+             "a_im": "imaginary decay (signed 12-bit fraction)"}
+
+
+def _schema(names) -> tuple:
+    """Integer neuron parameters: a scalar or one value per channel."""
+    return tuple(Param(n, PER_CHANNEL, LAVA_DOCS[n]) for n in names)
 # the populations with state: op -> state variables compared at the end of a run (Lava Var names)
 STATES = {"lava_lif": ("v", "u"), "lava_intfire": ("v", "u"), "lava_silif": ("v",), "lava_csilif": ("v", "w")}
 
@@ -357,25 +367,37 @@ def _infer_quant(node, ins):
 def register() -> None:
     if "lava_lif" in OPS:
         return
-    define("lava_dense", 1, _infer_dense, ("weight",), count=lambda n: _sizes(n, "weight"), synaptic=True)
-    define("lava_conv", 1, _infer_conv, ("weight",), count=lambda n: _sizes(n, "weight"), synaptic=True)
+    define("lava_dense", 1, _infer_dense, count=lambda n: _sizes(n, "weight"), synaptic=True,
+           params=(Param("weight", "(N_out, N_in)", "int64 values handed to Lava's Dense"),),
+           doc="Lava's Dense / DelayDense (PyDenseModelBitAcc); attrs weight_exp, num_message_bits")
+    define("lava_conv", 1, _infer_conv, count=lambda n: _sizes(n, "weight"), synaptic=True,
+           params=(Param("weight", "(C_out, C_in/groups, kH, kW)", "int64, PyTorch layout and orientation"),),
+           doc="Lava's Conv (PyConvModelFixed); attrs stride, padding, dilation, groups, num_message_bits")
     neuron_count = lambda *names: (lambda n: 0 if n.attrs.get("output", "spikes") != "spikes"
                                    else _sizes(n, *names))
-    define("lava_lif", 1, _infer_lif, LIF_PARAMS, ("v_reset",), stateful=True,
-           count=neuron_count(*LIF_PARAMS, "v_reset"))
+    define("lava_lif", 1, _infer_lif, stateful=True, count=neuron_count(*LIF_PARAMS, "v_reset"),
+           params=_schema(LIF_PARAMS) + (Param("v_reset", PER_CHANNEL, LAVA_DOCS["v_reset"], required=False),),
+           doc="Lava's LIF (PyLifModelBitAcc) or spikec's SpikecLIF; attrs reset, output, process")
     # like intfire_unrolled, lava_intfire defines its output's time base (D sub-steps)
-    define("lava_intfire", 1, _infer_neuron(LIF_PARAMS, _intfire_spikes), LIF_PARAMS, stateful=True,
-           count=neuron_count(*LIF_PARAMS), time_base=True)
-    define("lava_silif", 1, _infer_neuron(SILIF_PARAMS, lambda n, t: TensorType(t.shape, "binary")), SILIF_PARAMS,
-           stateful=True, count=neuron_count(*SILIF_PARAMS))
+    define("lava_intfire", 1, _infer_neuron(LIF_PARAMS, _intfire_spikes), stateful=True,
+           count=neuron_count(*LIF_PARAMS), time_base=True, params=_schema(LIF_PARAMS),
+           doc="the integer-firing neuron on LIF's arithmetic; attrs max_spikes, rounding, unrolled")
+    define("lava_silif", 1, _infer_neuron(SILIF_PARAMS, lambda n, t: TensorType(t.shape, "binary")),
+           stateful=True, count=neuron_count(*SILIF_PARAMS), params=_schema(SILIF_PARAMS),
+           doc="SiLIF in fixed point (SpikecSiLIF)")
     define("lava_csilif", 1, _infer_neuron(CSILIF_PARAMS, lambda n, t: TensorType(t.shape, "binary")),
-           CSILIF_PARAMS, stateful=True, count=neuron_count(*CSILIF_PARAMS))
-    define("lava_or", 1, lambda n, i: TensorType(i[0].shape, "binary"))
-    define("lava_readout", 1, _infer_readout, ("bias",), count=lambda n: _sizes(n, "bias"))
+           stateful=True, count=neuron_count(*CSILIF_PARAMS), params=_schema(CSILIF_PARAMS),
+           doc="CSiLIF as two integer states (SpikecCSiLIF)")
+    define("lava_or", 1, lambda n, i: TensorType(i[0].shape, "binary"), doc="max pooling over binary spikes (OR)")
+    define("lava_readout", 1, _infer_readout, count=lambda n: _sizes(n, "bias"),
+           params=(Param("bias", "(C,)", "int64, added to the synaptic sum"),), doc="y = a + bias (a read-out)")
     for arity in (1, 2, 3):
         define(f"lava_host{arity}" if arity > 1 else "lava_host", arity, _infer_host, (),
-               tuple(f"gain{i}" for i in range(arity)) + HOST_PARAMS, dense=True, stateful=True)
-    define("lava_quant", 1, _infer_quant, ("gain",), count=lambda n: 0)
+               tuple(f"gain{i}" for i in range(arity)) + HOST_PARAMS, dense=True, stateful=True,
+               doc="a dense float op on the host; attrs op, attrs, region")
+    define("lava_quant", 1, _infer_quant, count=lambda n: 0,
+           params=(Param("gain", PER_CHANNEL, "integer units per float unit"),),
+           doc="round_half_up(x * gain): what a host sends to the chip; attr bits")
     register_kernel("lava_dense", _dense)
     register_kernel("lava_conv", _conv)
     register_kernel("lava_lif", _lif)
