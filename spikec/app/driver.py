@@ -25,6 +25,7 @@ from spikec.compiler.checker import compare_with_torch, run_torch
 from spikec.compiler.cost import cost_report, partition_report, sdna_report
 from spikec.compiler.errors import BadInput, IRError, SpikecError
 from spikec.frontend import trace
+from spikec.frontend.stepping import cast_inputs_to_params
 from spikec.frontend.tracing import traced_root
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, thaw
@@ -93,6 +94,7 @@ def load_source(opts: CompileOptions) -> torch.nn.Module:
             else None  # a pickled module may import the model file's siblings, as its training script did
         loader.load_weights(model, opts.weights, trust_pickle=opts.trust_pickle, search_path=search)
     loader.check_params_finite(model)
+    cast_inputs_to_params(model)  # snnTorch's float32 spikes into float64 layers in the reference run
     return model.eval()
 
 

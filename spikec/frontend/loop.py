@@ -22,7 +22,7 @@ import torch.fx
 from torch import nn
 
 from spikec.compiler.errors import BadInput, SpikecError, UnsupportedOp
-from spikec.frontend.stepping import cast_recurrent_inputs, reset_state
+from spikec.frontend.stepping import reset_state
 
 WHERE = "model forward (--stepping loop)"
 
@@ -33,7 +33,6 @@ class Looped(nn.Module):
     def __init__(self, model: nn.Module, static: bool = False):
         super().__init__()
         self.model, self.static = model, static
-        cast_recurrent_inputs(model)
 
     def forward(self, x: torch.Tensor):
         reset_state(self.model)

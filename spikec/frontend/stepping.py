@@ -32,16 +32,26 @@ def reset_state(model: nn.Module) -> None:
         functional.reset_net(model)
 
 
-def cast_recurrent_inputs(model: nn.Module) -> None:
-    """snnTorch's RLeaky/RSynaptic feed their float32 spikes to their own recurrent Linear/Conv2d: in a float64
-    run that raises a dtype error. A pre-hook casting the spikes (0 or 1, exact in any dtype) to the layer's
-    dtype keeps the arithmetic the framework's own."""
+def cast_inputs_to_params(model: nn.Module) -> None:
+    """Give every module holding floating parameters its floating inputs in the parameters' dtype.
+
+    snnTorch's neurons return float32 spikes whatever their input (and feed them to their own recurrent
+    layers): in the float64 reference run the next Linear or Conv2d would raise a dtype error. Spikes (0, 1,
+    or a float32 graded value) are exact in float64, so the cast changes no value; in a run in the model's own
+    dtype it does nothing.
+    """
     for m in model.modules():
-        rec = getattr(m, "recurrent", None)
-        if type(m).__module__.startswith("snntorch") and isinstance(rec, (nn.Linear, nn.Conv2d)) \
-                and not getattr(rec, "_spikec_cast", False):
-            rec.register_forward_pre_hook(lambda mod, args: tuple(a.to(mod.weight.dtype) for a in args))
-            rec._spikec_cast = True
+        if any(True for _ in m.parameters(recurse=False)) and not getattr(m, "_spikec_cast", False):
+            m.register_forward_pre_hook(_cast_to_params)
+            m._spikec_cast = True
+
+
+def _cast_to_params(module, args):
+    p = next(module.parameters(recurse=False))
+    if not p.is_floating_point():
+        return None
+    return tuple(a.to(p.dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() and a.dtype != p.dtype
+                 else a for a in args)
 
 
 def _threads_state(model: nn.Module) -> bool:
@@ -69,7 +79,6 @@ class Stepped(nn.Module):
         super().__init__()
         self.model = model
         self.threads_state = _threads_state(model)
-        cast_recurrent_inputs(model)
 
     def forward(self, x: torch.Tensor):
         reset_state(self.model)
