@@ -3,44 +3,40 @@
 A conv/linear whose operand is binary does one accumulate (AC) per input spike per fan-out, counted
 from measured activity; with real or integer operands it does one multiply-accumulate (MAC) per dense
 operation. Energies are 45 nm estimates (Horowitz 2014) of synaptic arithmetic only, memory excluded.
+What each op counts is its ``OpDef.cost`` (``spikec.ops.registry.Cost``, defined next to its kernel): this
+module dispatches through the registry and knows no op by name (``sdna_report`` excepted: it reads blocks).
 """
 import numpy as np
 import torch
-import torch.nn.functional as F
 
+from spikec.compiler.errors import IRError
 from spikec.compiler.interpreter import Trace
 from spikec.compiler.ir import Graph
-from spikec.ops import OPS
+from spikec.ops import OPS, opdef
 from spikec.compiler.report import synaptic_kind
 
 E_MAC_PJ, E_AC_PJ = 4.6, 0.9   # pJ per multiply-accumulate / accumulate; shared with the TTFS report
 ENERGY_SOURCE = "45 nm, Horowitz 2014 (estimate)"
 
 
+def energy_pj(ac_ops: float, mac_ops: float, e_ac: float = E_AC_PJ, e_mac: float = E_MAC_PJ) -> float:
+    """Synaptic energy of ``ac_ops`` accumulates and ``mac_ops`` multiply-accumulates (the TTFS report's too)."""
+    return ac_ops * e_ac + mac_ops * e_mac
+
+
 def dense_ops(graph: Graph, node) -> int:
-    """Multiply-accumulates of one step of one sample if every operand were dense."""
-    if node.op == "conv2d":
-        w = node.params["weight"]
-        return int(np.prod(node.type.shape)) * int(np.prod(w.shape[1:]))
-    if node.op == "linear":
-        return int(np.prod(node.type.shape)) * node.params["weight"].shape[1]
-    if node.op == "windowsum":
-        return int(np.prod(node.type.shape)) * node.attrs["kernel"] ** 2
-    return 0
+    """Multiply-accumulates of one step of one sample if every operand were dense (0: no cost model)."""
+    cost = opdef(node.op).cost
+    return cost.dense(node) if cost is not None else 0
 
 
 def measured_acs(graph: Graph, node, x: np.ndarray) -> int:
     """Synaptic events actually triggered by the nonzero inputs ``x`` ``[T, B, ...]`` (fan-out per spike)."""
-    active = torch.as_tensor((x != 0).astype(np.float64)).flatten(0, 1)
-    if node.op == "linear":
-        return int(active.sum()) * node.params["weight"].shape[0]
-    if node.op == "conv2d":
-        a, w = node.attrs, node.params["weight"]
-        ones = torch.ones(w.shape, dtype=torch.float64)
-        return int(F.conv2d(active, ones, None, a["stride"], a["padding"], a["dilation"], a["groups"]).sum())
-    k, d = node.attrs["kernel"], node.attrs["dilation"]
-    ones = torch.ones(active.shape[1], 1, k, k, dtype=torch.float64)
-    return int(F.conv2d(active, ones, padding=d * (k - 1) // 2, dilation=d, groups=active.shape[1]).sum())
+    cost = opdef(node.op).cost
+    if cost is None:
+        raise IRError(f"op {node.op} has no cost model to count its synaptic events", where=f"node {node.name!r}",
+                      remedy="define the op with cost=Cost(dense, events) (spikec.ops.registry)")
+    return cost.events(node, torch.as_tensor((x != 0).astype(np.float64)).flatten(0, 1))
 
 
 def cost_report(graph: Graph, trace: Trace, e_mac: float = E_MAC_PJ, e_ac: float = E_AC_PJ) -> dict:
@@ -48,18 +44,18 @@ def cost_report(graph: Graph, trace: Trace, e_mac: float = E_MAC_PJ, e_ac: float
     batch = next(iter(trace.values.values())).shape[1]
     layers, conv_ops, conv_ac_ops = [], 0, 0
     for n in graph.nodes:
-        if n.op == "input" or not OPS[n.op].synaptic:
+        if not OPS[n.op].synaptic:
             continue
         kind, dense = synaptic_kind(graph, n), dense_ops(graph, n) * trace.values[n.name].shape[0]
         acs = measured_acs(graph, n, trace.values[n.inputs[0]]) / batch if kind == "AC" else 0.0
         macs = dense if kind == "MAC" else 0
         layers.append({"name": n.name, "op": n.op, "synaptic_kind": kind, "dense_ops": dense,
-                       "ac_ops": acs, "mac_ops": macs, "energy_pj": acs * e_ac + macs * e_mac})
-        if n.op == "conv2d":
+                       "ac_ops": acs, "mac_ops": macs, "energy_pj": energy_pj(acs, macs, e_ac, e_mac)})
+        if OPS[n.op].cost is not None and OPS[n.op].cost.ac_share:   # the convolutions
             conv_ops += dense
             conv_ac_ops += dense if kind == "AC" else 0
     rates = {n.name: float(trace.values[n.name].mean()) for n in graph.nodes
-             if n.op != "input" and OPS[n.op].stateful and n.type.is_spike and n.op != "delay"}
+             if OPS[n.op].stateful and n.type.is_spike and n.op != "delay"}   # a delay moves spikes, fires none
     return {"per_inference": "one sample over all T steps, averaged over the verification batch",
             "energy_constants_pj": {"mac": e_mac, "ac": e_ac, "source": ENERGY_SOURCE},
             "layers": layers, "firing_rates": rates,
@@ -71,7 +67,7 @@ def cost_report(graph: Graph, trace: Trace, e_mac: float = E_MAC_PJ, e_ac: float
 def partition_report(graph: Graph) -> dict:
     """Ops a static-synapse chip cannot run go to a host; list them and the values crossing per step."""
     # dense ops, and per-time-step affines (a static-weight target would need T weight copies)
-    host = {n.name for n in graph.nodes if n.op != "input" and (OPS[n.op].dense or n.op in ("bntt", "step_bias"))}
+    host = {n.name for n in graph.nodes if OPS[n.op].dense or OPS[n.op].per_step}
     crossing = [{"edge": [i, n.name], "values_per_step": graph.node(i).type.size, "direction": direction}
                 for n in graph.nodes for i in n.inputs
                 for direction in [("to_host" if n.name in host else "to_chip")]

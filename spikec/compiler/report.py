@@ -23,11 +23,13 @@ def params_report(model: nn.Module, graph: Graph) -> dict:
 
 
 def synaptic_kind(graph: Graph, node) -> str | None:
-    """AC when every input of a synaptic op is a binary spike tensor, MAC otherwise; None for other ops."""
-    if node.op == "input" or not OPS[node.op].synaptic:
+    """AC when every input of a synaptic op is a binary spike tensor (any spike tensor for an op whose cost says
+    ``ac_on="spikes"``: an all-ones kernel), MAC otherwise; None for other ops."""
+    spec = OPS[node.op]
+    if not spec.synaptic:
         return None
     kinds = [graph.node(i).type.kind for i in node.inputs]
-    if node.op == "windowsum":  # an all-ones kernel: additions only, spike-gated on any spike input
+    if spec.cost is not None and spec.cost.ac_on == "spikes":
         return "AC" if all(k != "real" for k in kinds) else "MAC"
     return "AC" if all(k == "binary" for k in kinds) else "MAC"
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spikec.compiler.cost import ENERGY_SOURCE
+from spikec.compiler.cost import ENERGY_SOURCE, energy_pj
 from spikec.compiler.ir import Graph
 from spikec.ttfs.layernorm import layernorm_error
 from spikec.ttfs.settings import DataSets
@@ -179,8 +179,9 @@ def energy(spikes: dict, o: dict) -> dict:
     """The spike-count proxy and the synaptic energy, with the shared cost model's constants."""
     return {"spike_count_proxy": spikes["spikes_per_inference"] * float(o["spike_cost"]),
             "N_s": spikes["spikes_per_inference"], "T_r": float(o["spike_cost"]),
-            "synaptic_energy_pj": spikes["synaptic_events_per_inference"] * float(o["e_ac_pj"])
-            + spikes["dynamic_products_per_inference"] * float(o["e_mac_pj"]),
+            "synaptic_energy_pj": energy_pj(spikes["synaptic_events_per_inference"],
+                                            spikes["dynamic_products_per_inference"], float(o["e_ac_pj"]),
+                                            float(o["e_mac_pj"])),
             "energy_constants_pj": {"mac": float(o["e_mac_pj"]), "ac": float(o["e_ac_pj"]), "source": ENERGY_SOURCE},
             "note": ENERGY_NOTE}
 

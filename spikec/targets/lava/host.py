@@ -5,7 +5,7 @@ One function, ``host_step``, computes one host op for one physical step; both th
 operands, so the float64 values a host sends to the chip are identical in both by construction.
 It evaluates sample by sample with the reference interpreter's own float64 kernels on ``[1, 1, ...]``
 tensors: no result depends on the batch size or on how samples are grouped in a Lava network.
-Per-time-step ops (BNTT, a bias schedule) take their parameters of step ``t``.
+Per-time-step ops (``OpDef.per_step``: BNTT, a bias schedule) take their parameters of step ``t``.
 """
 import numpy as np
 import torch
@@ -16,7 +16,6 @@ from spikec.ops import OPS, KernelContext
 # ops a host partition runs: the dense ops of the IR and the per-time-step affine ones (no static synapse
 # holds a different gain at every step)
 HOST = ("dsmpa", "matmul", "softmax", "bntt", "step_bias", "batchnorm")
-PER_STEP = ("bntt", "step_bias")
 
 
 def params_of(node) -> dict:
@@ -59,7 +58,7 @@ def _host_step(op, attrs, params, t, inputs):
     p = {}
     for k, v in params.items():
         v = np.asarray(v, dtype=np.float64)
-        p[k] = torch.from_numpy(np.array(v[t:t + 1] if op in PER_STEP else v))
+        p[k] = torch.from_numpy(np.array(v[t:t + 1] if OPS[op].per_step else v))
     kernel = OPS[op].kernel
     outs = []
     for b in range(inputs[0].shape[0]):
