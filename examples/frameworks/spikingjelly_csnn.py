@@ -29,3 +29,15 @@ def multistep():
 
 def single_step():
     return _net("s")
+
+
+def lava_ready():
+    """The same shape with neurons that map onto spikec's own ``lif`` op, which reaches Loihi through Lava:
+    ``IFNode`` with a soft or zero reset, ``LIFNode(tau=2.0, decay_input=False)`` with ``v_reset`` 0 or None."""
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        layer.Conv2d(1, 8, 3, padding=1, bias=False), layer.BatchNorm2d(8), neuron.IFNode(v_reset=None),
+        layer.MaxPool2d(2), layer.Flatten(), layer.Linear(8 * 6 * 6, 10),
+        neuron.LIFNode(tau=2.0, decay_input=False, v_reset=0.0))
+    functional.set_step_mode(net, "m")
+    return net
