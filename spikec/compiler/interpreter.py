@@ -34,7 +34,10 @@ def is_integer_graph(graph: Graph) -> bool:
     return bool(params) and all(v.dtype.kind == "i" for v in params)
 
 
-def _as_inputs(graph: Graph, inputs) -> dict[str, np.ndarray]:
+def as_inputs(graph: Graph, inputs) -> dict[str, np.ndarray]:
+    """``inputs`` as a dict input name -> ``[T, B, *shape]`` array: an array stands for a one-input graph's
+    input; every graph input must be given with the per-step shape it was traced with, T and B >= 1 (BadInput
+    otherwise). The one reader of run inputs: the interpreter and the Lava target's integer inputs use it."""
     names = [n.name for n in graph.inputs]
     if not isinstance(inputs, dict):
         if len(names) != 1:
@@ -67,7 +70,7 @@ def run(graph: Graph, inputs, *, record: str = "all", integer: bool | None = Non
         for i in n.inputs:
             remaining[i] += 1
     keep = set(graph.outputs)
-    inputs = _as_inputs(graph, inputs)
+    inputs = as_inputs(graph, inputs)
     nodes = tqdm(graph.nodes, desc=progress, delay=1.0, leave=False, disable=progress is None)
     for node in nodes:
         if node.op == "input":

@@ -13,6 +13,7 @@ weights, biases, thresholds, resets, decays) goes through ``to_int`` or ``int_in
 import numpy as np
 
 from spikec.compiler.errors import BadInput
+from spikec.compiler.interpreter import as_inputs
 from spikec.targets.lava import ops as lops
 
 EXACT_BITS = 53                    # float64 holds every integer of magnitude below 2**53
@@ -53,10 +54,11 @@ def _reader(graph, name: str) -> str:
 
 
 def int_inputs(graph, inputs) -> dict:
-    """The graph inputs as int64 ``[T, B, ...]`` arrays, refused by node when they are not spike counts
-    Lava can carry: non-finite, beyond ``2**23`` (a 24-bit payload and state), or not integral."""
+    """The graph inputs as int64 ``[T, B, ...]`` arrays (read by the interpreter's ``as_inputs``), refused by node
+    when they are not spike counts Lava can carry: non-finite, beyond ``2**23`` (a 24-bit payload and state), or
+    not integral."""
     names = [n.name for n in graph.inputs]
-    x = inputs if isinstance(inputs, dict) else {names[0]: inputs}
+    x = as_inputs(graph, inputs)
     out = {}
     for k, v in x.items():
         v = np.asarray(v)
