@@ -89,9 +89,16 @@ def _convert_graph(model, fx_graph, input_shape, input_kind, ceiling) -> Graph:
     outputs = convert_fx(ctx, model, fx_graph, _input(ctx, input_shape, input_kind, ceiling))
     nodes = _reaching(ctx.nodes, outputs)
     meta = {"source": type(model.model if isinstance(model, _Root) else model).__qualname__,
-            "converters": sorted(ctx.mappings.items()),
+            "converters": sorted((m, _with_ops(c, m, nodes)) for m, c in ctx.mappings.items()),
             "module_outputs": sorted((m, n) for m, n in ctx.module_outputs.items() if n in {x.name for x in nodes})}
     return verify(Graph(nodes, tuple(outputs), meta), "after tracing")
+
+
+def _with_ops(converter: str, module: str, nodes) -> str:
+    """``"[op, op] <class> -> <converter>"``: the IR ops the module became, so two frameworks' neurons that
+    are one op with different parameters read as such in the report."""
+    ops = sorted({n.op for n in nodes if n.scope == module or n.scope.startswith(module + ".")})
+    return f"[{', '.join(ops)}] {converter}" if ops else converter
 
 
 def _reaching(nodes, outputs) -> tuple:

@@ -250,8 +250,11 @@ def test_meta_lists_converter_of_each_module():
     # children converted inside TimeDistributed / RepConv are listed too
     assert converters["conv.0"].endswith("Conv2d -> spikec.frontend.torch_modules.conv2d")
     assert all(name.split(".")[0] in {"conv", "lif", "rep", "lif2", "drop", "ident", "head"} for name in converters)
-    assert converters["lif"] == "spikec.nn.neurons.LIF -> spikec.frontend.torch_modules.lif"
-    assert converters["rep"] == "spikec.nn.structural.RepConv -> spikec.frontend.torch_modules.repconv"
+    # each entry opens with the IR ops the module became
+    assert converters["lif"] == "[lif] spikec.nn.neurons.LIF -> spikec.frontend.torch_modules.lif"
+    assert converters["rep"] == ("[add, avgpool2d, batchnorm, conv2d] spikec.nn.structural.RepConv -> "
+                                 "spikec.frontend.torch_modules.repconv")
+    assert converters["drop"] == "torch.nn.modules.dropout.Dropout -> spikec.frontend.torch_modules.identity"  # no node
     assert converters["drop"].endswith("Dropout -> spikec.frontend.torch_modules.identity")
     assert converters["ident"].endswith("Identity -> spikec.frontend.torch_modules.identity")
     assert converters["conv"].endswith("TimeDistributed -> spikec.frontend.torch_modules.time_distributed")
