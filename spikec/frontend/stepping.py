@@ -24,9 +24,9 @@ def reset_state(model: nn.Module) -> None:
     """Reset every neuron's state the way its framework does (snnTorch ``utils.reset``, SpikingJelly
     ``functional.reset_net``); spikec's and Norse's modules keep no state between calls."""
     modules = [type(m).__module__ for m in model.modules()]
-    if any(m.startswith("snntorch") for m in modules):
-        import snntorch.utils
-        snntorch.utils.reset(model)
+    for m in model.modules():
+        if type(m).__module__.startswith("snntorch"):
+            _reset_snntorch(m)
     if any(m.startswith("spikingjelly") for m in modules):
         from spikingjelly.activation_based import functional
         functional.reset_net(model)
@@ -52,6 +52,19 @@ def _cast_to_params(module, args):
         return None
     return tuple(a.to(p.dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() and a.dtype != p.dtype
                  else a for a in args)
+
+
+SNNTORCH_HIDDEN = ("spk", "syn", "syn_exc", "syn_inh", "mem")
+
+
+def _reset_snntorch(m: nn.Module) -> None:
+    """What ``snntorch.utils.reset`` does to one neuron (``reset_hidden``: each hidden state to zeros like
+    itself), for this model's neurons only: snnTorch's own reset walks every instance ever created in the
+    process (a class-level list) and fails on one whose state is gone."""
+    for name in SNNTORCH_HIDDEN:
+        value = getattr(m, name, None)
+        if isinstance(value, torch.Tensor):
+            setattr(m, name, torch.zeros_like(value))
 
 
 def _threads_state(model: nn.Module) -> bool:

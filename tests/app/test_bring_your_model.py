@@ -16,6 +16,7 @@ import torch
 from app_helpers import REPO, cli
 
 snntorch = pytest.importorskip("snntorch")
+snntorch_utils = pytest.importorskip("snntorch.utils")
 sj_functional = pytest.importorskip("spikingjelly.activation_based.functional")
 norse = pytest.importorskip("norse.torch")
 
@@ -45,7 +46,11 @@ def run_multistep(model, x):
 
 
 def run_snntorch_steps(model, x):
-    snntorch.utils.reset(model)
+    # utils.reset walks every neuron instance of the process (a class-level list): keep this model's only,
+    # so other tests' neurons (some with their state deleted) cannot break the framework's own reset
+    snntorch.SpikingNeuron.instances[:] = [m for m in snntorch.SpikingNeuron.instances
+                                           if any(m is n for n in model.modules())]
+    snntorch_utils.reset(model)
     outs = [model(x_t) for x_t in x]
     outs = [o if isinstance(o, tuple) else (o,) for o in outs]
     return tuple(torch.stack([o[i] for o in outs]) for i in range(len(outs[0])))
