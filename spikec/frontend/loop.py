@@ -259,6 +259,10 @@ class _Fold:
                     _refuse(f"{n.name!r} reads the previous step outside a neuron's state",
                             "carry state between steps only through neuron modules")
                 self._check_state(n0, a0, n, a, t)
+            elif n.op == "call_module" and i and isinstance(c, tuple) and c and c[0] in ("free", "const", "tensor"):
+                _refuse(f"the state passed to {n.target!r} at step {t} is not what it returned at step {t - 1} "
+                        "(it is passed anew each step, so the neuron would restart)",
+                        f"pass {n.target!r} the state its previous call returned")
             elif c != self._canon(a0, 0):
                 _refuse(f"argument {i} of {n.name!r} at step {t} differs from step 0 ({n0.name!r})",
                         "make every step of the loop compute the same thing")
