@@ -3,7 +3,10 @@
 ``EXAMPLES`` builds, for each op of the IR, a small graph that uses it (seeded, dyadic weights: exact in
 any summation order), with its inputs. ``cell(op, target)`` runs that graph through the target: the
 target either lowers it and reproduces the reference interpreter (``lowers``), or refuses it by name
-(``refused``, with the target's reason), or fails (a bug: lowered but not reproduced, or crashed).
+(``refused``, with the target's reason), or fails (a bug: lowered but not reproduced, or crashed, or lowered
+though the target's lowering table has no entry for the op). Which ops each target has a lowering for is read
+from the targets' own tables (``lowering_tables``): ONNX's ``EMITTERS``, NIR's ``LOWERINGS``, Lava's
+``vocabulary.LOWERINGS``.
 Ops that only a target or a coding creates (Lava's integer ops ``lava_*``, the TTFS ops) are listed in
 ``INTERNAL`` with the reason they have no row. ``python -m spikec.targets.coverage --write-readme``
 regenerates the README's table from this; a test keeps the two equal.
@@ -20,7 +23,7 @@ from spikec.compiler.errors import SpikecError
 from spikec.compiler.builder import GraphBuilder
 from spikec.ops import OPS
 
-TARGETS = ("onnx", "nir", "lava")
+TARGETS = ("onnx", "nir", "lava")   # the columns, in this order: every one has a lowering table below
 STEPS, BATCH = 4, 2
 INTERNAL = {"lava_": "the Lava target's own integer ops (its integer reference)",
             "ttfs_": "created by the TTFS coding pass, verified by its own simulator",
@@ -226,6 +229,14 @@ EXAMPLES = {
 }
 
 
+def lowering_tables() -> dict[str, frozenset]:
+    """The ops each target has a lowering for, read from the target's own table (keyed by op)."""
+    from spikec.targets.lava.vocabulary import LOWERINGS as LAVA
+    from spikec.targets.nir.export import LOWERINGS as NIR
+    from spikec.targets.onnx.emitters import EMITTERS
+    return {"onnx": frozenset(EMITTERS), "nir": frozenset(NIR), "lava": frozenset(LAVA)}
+
+
 def internal_reason(op: str) -> str | None:
     return next((why for prefix, why in INTERNAL.items() if op == prefix or op.startswith(prefix)), None)
 
@@ -256,6 +267,8 @@ def cell(op: str, target: str) -> Cell:
         return Cell("refused", where + e.what.splitlines()[0])
     if not result.ok:
         return Cell("fails", "lowered but did not reproduce the interpreter")
+    if op not in lowering_tables()[target]:
+        return Cell("fails", f"lowered, but the {target} lowering table has no entry for {op}")
     return Cell("lowers")
 
 

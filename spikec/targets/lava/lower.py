@@ -24,6 +24,7 @@ before a Conv or on a direct connection. An OR layer is stateless: ``phi = phi_s
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -34,7 +35,6 @@ from spikec.targets.lava.layout import conv_weight_to_lava, flatten_perm, lava_s
 
 FORMAT, VERSION = "spikec-lava-network", 2
 MAX_AXON_DELAY = 62          # DelayDense on Loihi 2: delays 0..62
-POPULATION_OPS = ("lava_lif", "lava_intfire", "lava_silif", "lava_csilif", "lava_or", "lava_readout")
 POPULATION_TYPES = ("LIF", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout")
 STATE_VARS = {"LIF": ("v", "u"), "SpikecLIF": ("v", "u"), "SpikecIntFire": ("v", "u"), "SpikecSiLIF": ("v",),
               "SpikecCSiLIF": ("v", "w")}
@@ -58,8 +58,7 @@ class _Lowered:
 
 def lower(q: Graph) -> tuple[dict, dict]:
     """``(network, arrays)``: processes in topological order, per sample, in Lava layout."""
-    period = max([int(n.attrs["max_spikes"]) for n in q.nodes
-                  if n.op == "lava_intfire" and n.attrs.get("unrolled")] + [1])
+    period = max([POPULATIONS[n.op].emit(n) for n in q.nodes if n.op in POPULATIONS] + [1])
     lo = _Lowered(q, period)
     for n in q.nodes:
         _lower_node(lo, n)
@@ -113,36 +112,56 @@ def _origin(proc, port, phi, emit, ir_shape, **kw) -> dict:
 
 
 def _lower_node(lo: _Lowered, n: Node) -> None:
-    if n.op == "input":
-        nmb = 0 if n.type.kind == "binary" else max(1, int(n.type.ceiling).bit_length())
-        lo.inputs.append({"name": n.name, "ir_shape": list(n.type.shape), "lava_shape": lava_shape(n.type.shape),
-                          "num_message_bits": nmb})
-        lo.origin[n.name] = _origin(n.name, "s_out", 0, 1, n.type.shape, nmb=nmb)
-    elif n.op == "flatten":
-        if n.inputs[0] in lo.origin:
-            lo.origin[n.name] = dict(lo.origin[n.inputs[0]], flat=True)
-    elif n.op == "delay":
-        if n.inputs[0] in lo.origin:
-            o = lo.origin[n.inputs[0]]
-            lo.origin[n.name] = dict(o, k=o["k"] + int(n.attrs["steps"]))
-    elif n.op == "substep_sum" and n.inputs[0] in lo.origin:   # an unrolled neuron's count, read by a host
+    """Lower integer node ``n`` through ``LOWERINGS`` (keyed by its op)."""
+    if n.op not in LOWERINGS:
+        raise IRError(f"op {n.op} has no Lava process", where=f"node {n.name!r}")
+    LOWERINGS[n.op](lo, n)
+
+
+def _lower_input(lo: _Lowered, n: Node) -> None:
+    nmb = 0 if n.type.kind == "binary" else max(1, int(n.type.ceiling).bit_length())
+    lo.inputs.append({"name": n.name, "ir_shape": list(n.type.shape), "lava_shape": lava_shape(n.type.shape),
+                      "num_message_bits": nmb})
+    lo.origin[n.name] = _origin(n.name, "s_out", 0, 1, n.type.shape, nmb=nmb)
+
+
+def _lower_flatten(lo: _Lowered, n: Node) -> None:
+    if n.inputs[0] in lo.origin:
+        lo.origin[n.name] = dict(lo.origin[n.inputs[0]], flat=True)
+
+
+def _lower_delay(lo: _Lowered, n: Node) -> None:
+    if n.inputs[0] in lo.origin:
+        o = lo.origin[n.inputs[0]]
+        lo.origin[n.name] = dict(o, k=o["k"] + int(n.attrs["steps"]))
+
+
+def _lower_count(lo: _Lowered, n: Node) -> None:
+    if n.inputs[0] in lo.origin:   # an unrolled neuron's count, read by a host; else a term of a population
         lo.origin[n.name] = dict(lo.origin[n.inputs[0]], count=True)
-    elif n.op in ("lava_conv", "lava_dense", "add", "substep_sum"):
-        pass   # terms of a population: lowered with it
-    elif n.op in POPULATION_OPS and n.attrs.get("output", "spikes") == "spikes":
+
+
+def _lower_term(lo: _Lowered, n: Node) -> None:
+    """A term of a population (a synapse, a sum): lowered with the population."""
+
+
+def _lower_population_node(lo: _Lowered, n: Node) -> None:
+    output = n.attrs.get("output", "spikes")
+    if output == "spikes":
         _lower_population(lo, n)
-    elif n.op in POPULATION_OPS and n.attrs.get("output") == "membrane":
+    elif output == "membrane":
         pop = next(p for p in lo.procs if p["name"] == _owner(lo.q, n))
         lo.origin[n.name] = _origin(pop["name"], "m_out", pop["start"], 1, n.type.shape)
-    elif n.op in lops.HOST_OPS:
-        _lower_region(lo, n.attrs["region"])
-    elif n.op == "lava_quant":
-        if n.name not in lo.origin:
-            raise IRError("a lava_quant node outside a host region", where=f"node {n.name!r}")
-    elif n.op in POPULATION_OPS:
-        pass   # a state read-out twin
-    else:
-        raise IRError(f"op {n.op} has no Lava process", where=f"node {n.name!r}")
+    # else: a state read-out twin (v, u, flags), recorded by the reference only
+
+
+def _lower_host(lo: _Lowered, n: Node) -> None:
+    _lower_region(lo, n.attrs["region"])
+
+
+def _lower_quant(lo: _Lowered, n: Node) -> None:
+    if n.name not in lo.origin:
+        raise IRError("a lava_quant node outside a host region", where=f"node {n.name!r}")
 
 
 def _owner(q: Graph, twin: Node) -> str:
@@ -151,14 +170,12 @@ def _owner(q: Graph, twin: Node) -> str:
 
 
 def _terms(lo: _Lowered, name: str) -> list:
-    """``[("syn", node) | ("direct", node)]`` summed into a population's input port."""
+    """``[("syn", node) | ("direct", node)]`` summed into a population's input port (``TERMS``, by op)."""
     n = lo.q.node(name)
-    if n.op == "add":
-        return _terms(lo, n.inputs[0]) + _terms(lo, n.inputs[1])
-    if n.op == "substep_sum" and n.name not in lo.origin:
-        return _terms(lo, n.inputs[0])
-    if n.op in ("lava_conv", "lava_dense"):
-        return [("syn", name)]
+    expand = TERMS.get(n.op)
+    found = expand(lo, n) if expand is not None else None
+    if found is not None:
+        return found
     if name in lo.origin:
         return [("direct", name)]
     raise IRError(f"{n.op} node {name!r} cannot feed a population's input port", where=f"node {name!r}")
@@ -177,15 +194,16 @@ def _lower_population(lo: _Lowered, n: Node) -> None:
     terms = _terms(lo, n.inputs[0])
     origins = [_syn_origin(lo, t) if kind == "syn" else lo.origin[t] for kind, t in terms]
     lat = [1 if kind == "syn" else 0 for kind, _ in terms]
-    if n.op == "lava_or":
+    spec = POPULATIONS[n.op]
+    if spec.stateless:
         (o,) = origins
         phi, emit = o["phi"] + 1, o["emit"]
     else:
         phi = max(o["phi"] + l + o["emit"] - 1 for o, l in zip(origins, lat))
-        emit = int(n.attrs["max_spikes"]) if n.op == "lava_intfire" and n.attrs.get("unrolled") else 1
+        emit = spec.emit(n)
     names = []
     for (kind, t), o, l in zip(terms, origins, lat):
-        delay = o["k"] * P + (0 if n.op == "lava_or" else phi - (o["phi"] + l + o["emit"] - 1))
+        delay = o["k"] * P + (0 if spec.stateless else phi - (o["phi"] + l + o["emit"] - 1))
         if kind == "syn":
             names.append(_lower_synapse(lo, t, o, delay, n.name))
         else:
@@ -194,51 +212,82 @@ def _lower_population(lo: _Lowered, n: Node) -> None:
     base = {"name": n.name, "ir_node": n.name, "ir_shape": list(shape), "lava_shape": lava_shape(shape),
             "inputs": [src for src, _ in names], "input": names[0][0], "start": phi, "latency": phi, "period": P,
             "emit": emit, "substeps": n.type.substeps}
-    lo.procs.append(_population_process(n, base, lo.arrays))
+    lo.procs.append(spec.process(n, base, lo.arrays))
     for src, port in names:
         lo.conns.append({"src": src, "port": port, "dst": n.name, "dst_port": "a_in"})
     lo.origin[n.name] = _origin(n.name, "s_out", phi, emit, shape)
     lo.recorded.append({"name": n.name, "proc": n.name, "port": "s_out", "ir_node": n.name, "start": phi,
                         "substeps": n.type.substeps, "ir_shape": list(shape),
-                        "what": "output" if n.op == "lava_readout" else
-                        "payload" if n.type.kind == "integer" else "spikes"})
+                        "what": "output" if spec.readout else "payload" if n.type.kind == "integer" else "spikes"})
 
 
-def _population_process(n: Node, base: dict, arrays: dict) -> dict:
+def _lif_process(n: Node, base: dict, arrays: dict) -> dict:
     """The process record of population ``n`` (schedule fields in ``base``); its parameter arrays to ``arrays``."""
     shape = n.type.shape
-    if n.op == "lava_lif":
-        kind = n.attrs.get("process", "SpikecLIF")
-        if kind == "LIF" and base["period"] > 1:
-            kind = "SpikecLIF"   # Lava's LIF updates every Lava step: a sub-step schedule needs the custom one
-        d = dict(base, type=kind, reset=n.attrs["reset"], bias_on_after_step=base["start"])
-        for k in ("bias_mant", "bias_exp"):
-            arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], shape)
-        if kind == "LIF":
-            if any(np.asarray(n.params[k]).ndim for k in ("du", "dv", "vth")) or "v_reset" in n.params \
-                    or n.attrs["reset"] != "zero":
-                raise IRError("Lava's LIF needs scalar du, dv, vth and a hard reset to 0", where=f"node {n.name!r}")
-            d.update(du=int(n.params["du"]), dv=int(n.params["dv"]), vth=int(n.params["vth"]))
-        else:
-            for k in PARAMS["SpikecLIF"]:
-                if k in n.params:
-                    arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], shape)
-    elif n.op == "lava_intfire":
-        d = dict(base, type="SpikecIntFire", max_spikes=int(n.attrs["max_spikes"]), rounding=n.attrs["rounding"],
-                 unrolled=bool(n.attrs.get("unrolled")))
-        for k in PARAMS["SpikecIntFire"] + ("bias_mant", "bias_exp"):
-            arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], shape)
-    elif n.op in ("lava_silif", "lava_csilif"):
-        kind = "SpikecSiLIF" if n.op == "lava_silif" else "SpikecCSiLIF"
-        d = dict(base, type=kind)
-        for k in PARAMS[kind] + ("bias_mant", "bias_exp"):
-            arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], shape)
-    elif n.op == "lava_or":
-        d = dict(base, type="OR")
+    kind = n.attrs.get("process", "SpikecLIF")
+    if kind == "LIF" and base["period"] > 1:
+        kind = "SpikecLIF"   # Lava's LIF updates every Lava step: a sub-step schedule needs the custom one
+    d = dict(base, type=kind, reset=n.attrs["reset"], bias_on_after_step=base["start"])
+    for k in ("bias_mant", "bias_exp"):
+        arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], shape)
+    if kind == "LIF":
+        if any(np.asarray(n.params[k]).ndim for k in ("du", "dv", "vth")) or "v_reset" in n.params \
+                or n.attrs["reset"] != "zero":
+            raise IRError("Lava's LIF needs scalar du, dv, vth and a hard reset to 0", where=f"node {n.name!r}")
+        d.update(du=int(n.params["du"]), dv=int(n.params["dv"]), vth=int(n.params["vth"]))
     else:
-        arrays[f"{n.name}/bias"] = per_neuron(n.params["bias"], shape)
-        d = dict(base, type="Readout")
+        for k in PARAMS["SpikecLIF"]:
+            if k in n.params:
+                arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], shape)
     return d
+
+
+def _intfire_process(n: Node, base: dict, arrays: dict) -> dict:
+    d = dict(base, type="SpikecIntFire", max_spikes=int(n.attrs["max_spikes"]), rounding=n.attrs["rounding"],
+             unrolled=bool(n.attrs.get("unrolled")))
+    for k in PARAMS["SpikecIntFire"] + ("bias_mant", "bias_exp"):
+        arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], n.type.shape)
+    return d
+
+
+def _custom_process(kind: str):
+    """A custom neuron process ``kind`` whose parameters are ``PARAMS[kind]`` and a bias mantissa/exponent."""
+    def process(n: Node, base: dict, arrays: dict) -> dict:
+        for k in PARAMS[kind] + ("bias_mant", "bias_exp"):
+            arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], n.type.shape)
+        return dict(base, type=kind)
+    return process
+
+
+def _readout_process(n: Node, base: dict, arrays: dict) -> dict:
+    arrays[f"{n.name}/bias"] = per_neuron(n.params["bias"], n.type.shape)
+    return dict(base, type="Readout")
+
+
+@dataclass(frozen=True)
+class PopulationLowering:
+    """How an integer population op becomes a Lava process.
+
+    ``process(n, base, arrays)``: its process record (schedule fields in ``base``), parameter arrays to ``arrays``;
+    ``emit(n)``: Lava steps its output of one physical step occupies (D for an unrolled integer neuron);
+    ``stateless``: starts one Lava step after its single source, keeping its emission width (an OR layer);
+    ``readout``: what it records is a real-valued output, not spikes."""
+    process: Callable
+    emit: Callable = lambda n: 1
+    stateless: bool = False
+    readout: bool = False
+
+
+POPULATIONS: dict[str, PopulationLowering] = {
+    "lava_lif": PopulationLowering(_lif_process),
+    "lava_intfire": PopulationLowering(_intfire_process,
+                                       emit=lambda n: int(n.attrs["max_spikes"]) if n.attrs.get("unrolled") else 1),
+    "lava_silif": PopulationLowering(_custom_process("SpikecSiLIF")),
+    "lava_csilif": PopulationLowering(_custom_process("SpikecCSiLIF")),
+    "lava_or": PopulationLowering(lambda n, base, arrays: dict(base, type="OR"), stateless=True),
+    "lava_readout": PopulationLowering(_readout_process, readout=True),
+}
+POPULATION_OPS = tuple(POPULATIONS)
 
 
 # -- synapses and relays --------------------------------------------------------------------------
@@ -267,29 +316,47 @@ def _lower_synapse(lo: _Lowered, syn: str, o: dict, delay: int, target: str) -> 
     d = {"name": syn, "ir_node": syn, "ir_shape": list(n.type.shape), "lava_shape": lava_shape(n.type.shape),
          "input": o["proc"], "input_ir_shape": src_shape, "latency": o["phi"] + 1, "num_message_bits": nmb,
          "target": target, "delay": int(delay)}
-    if n.op == "lava_conv":
-        a = n.attrs
-        if delay:
-            o = _relay(lo, o, delay, f"{syn}.relay")
-            d["input"] = o["proc"]
-        lo.arrays[f"{syn}/weight"] = conv_weight_to_lava(np.array(n.params["weight"]))
-        d.update(type="Conv", input_lava_shape=lava_shape(src_shape),
-                 kernel_size=[int(n.params["weight"].shape[3]), int(n.params["weight"].shape[2])],
-                 stride=[a["stride"][1], a["stride"][0]], padding=[a["padding"][1], a["padding"][0]],
-                 dilation=[a["dilation"][1], a["dilation"][0]], groups=a["groups"])
-        flat = False
-    else:
-        w, flat = _dense_weights(n, src_shape)
-        if delay > MAX_AXON_DELAY:
-            o = _relay(lo, o, delay, f"{syn}.relay")
-            d["input"], delay = o["proc"], 0
-        lo.arrays[f"{syn}/weights"] = np.ascontiguousarray(w)
-        d.update(type="DelayDense" if delay else "Dense", flatten_input=flat,
-                 input_lava_shape=lava_shape(src_shape), weight_exp=int(n.attrs.get("weight_exp", 0)),
-                 sign_mode=lops.sign_mode(w), axon_delay=int(delay))
+    o, flat = SYNAPSES[n.op](lo, n, o, d, delay)
     lo.procs.append(d)
     lo.conns.append({"src": o["proc"], "port": o["port"], "dst": syn, "dst_port": "s_in", "flatten": flat})
     return syn, "a_out"
+
+
+def _conv_synapse(lo: _Lowered, n: Node, o: dict, d: dict, delay: int) -> tuple[dict, bool]:
+    """A Conv process (delayed by a Relay before it): fills ``d``; ``(the origin it reads, flattened?)``."""
+    a, syn = n.attrs, n.name
+    if delay:
+        o = _relay(lo, o, delay, f"{syn}.relay")
+        d["input"] = o["proc"]
+    lo.arrays[f"{syn}/weight"] = conv_weight_to_lava(np.array(n.params["weight"]))
+    d.update(type="Conv", input_lava_shape=lava_shape(d["input_ir_shape"]),
+             kernel_size=[int(n.params["weight"].shape[3]), int(n.params["weight"].shape[2])],
+             stride=[a["stride"][1], a["stride"][0]], padding=[a["padding"][1], a["padding"][0]],
+             dilation=[a["dilation"][1], a["dilation"][0]], groups=a["groups"])
+    return o, False
+
+
+def _dense_synapse(lo: _Lowered, n: Node, o: dict, d: dict, delay: int) -> tuple[dict, bool]:
+    """A Dense, or a DelayDense with axon delays (a Relay first beyond them): fills ``d``."""
+    syn = n.name
+    w, flat = _dense_weights(n, d["input_ir_shape"])
+    if delay > MAX_AXON_DELAY:
+        o = _relay(lo, o, delay, f"{syn}.relay")
+        d["input"], delay = o["proc"], 0
+    lo.arrays[f"{syn}/weights"] = np.ascontiguousarray(w)
+    d.update(type="DelayDense" if delay else "Dense", flatten_input=flat,
+             input_lava_shape=lava_shape(d["input_ir_shape"]), weight_exp=int(n.attrs.get("weight_exp", 0)),
+             sign_mode=lops.sign_mode(w), axon_delay=int(delay))
+    return o, flat
+
+
+# the integer synapse ops, each with its Lava process
+SYNAPSES: dict[str, Callable] = {"lava_conv": _conv_synapse, "lava_dense": _dense_synapse}
+# what each op contributes to a population's input port: more terms, or itself as a synapse (else a direct value)
+TERMS: dict[str, Callable] = {
+    "add": lambda lo, n: _terms(lo, n.inputs[0]) + _terms(lo, n.inputs[1]),
+    "substep_sum": lambda lo, n: None if n.name in lo.origin else _terms(lo, n.inputs[0]),
+    **{op: (lambda lo, n: [("syn", n.name)]) for op in SYNAPSES}}
 
 
 def _dense_weights(n: Node, src_shape) -> tuple[np.ndarray, bool]:
@@ -378,3 +445,10 @@ def _host_spec_nodes(proc: str, hosts: list, ports: dict, arrays: dict) -> list:
         spec_nodes.append({"kind": "host", "name": h.name, "op": h.attrs["op"], "attrs": thaw(h.attrs["attrs"]),
                            "inputs": [ports.get(i, i) for i in h.inputs], "gains": gains, "params": params})
     return spec_nodes
+
+
+# the integer graph's ops, each with its lowering: adding an op is adding its entry here
+LOWERINGS: dict[str, Callable] = {
+    "input": _lower_input, "flatten": _lower_flatten, "delay": _lower_delay, "substep_sum": _lower_count,
+    "add": _lower_term, "lava_quant": _lower_quant, **{op: _lower_term for op in SYNAPSES},
+    **{op: _lower_population_node for op in POPULATIONS}, **{op: _lower_host for op in lops.HOST_OPS}}

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spikec.compiler.ir import Graph, Node
-from spikec.targets.lava.host import HOST
 from spikec.targets.lava.pooling import Operator, check_or_shape, operator_of, or_operator
-from spikec.targets.lava.vocabulary import MAPPED, NEURONS, NO_MAPPING, refuse
+from spikec.targets.lava.neurons import NEURONS as NEURON_LOWERINGS
+from spikec.targets.lava.vocabulary import HOST_OP, NEURON, NO_MAPPING, SYNAPSE, refuse, role
+
+READOUTS = ("conv2d", "linear", "avgpool2d", "add", "substep_sum")   # synaptic expressions a read-out can sum
 
 
 @dataclass
@@ -42,7 +44,7 @@ class Stream:
         """The float synapse node (conv2d / linear; the max pool of an OR layer)."""
         if self.op is None:
             return None
-        return next((n.name for n in self.op.nodes if n.op in ("conv2d", "linear")), self.op.nodes[-1].name)
+        return next((n.name for n in self.op.nodes if role(n.op) == SYNAPSE), self.op.nodes[-1].name)
 
 
 @dataclass
@@ -84,19 +86,19 @@ class Mapping:
 
 
 def _is_neuron(n: Node) -> bool:
-    return n.op in NEURONS and n.attrs.get("output", "spikes") == "spikes"
+    return role(n.op) == NEURON and n.attrs.get("output", "spikes") == "spikes"
 
 
 def _is_twin(n: Node) -> bool:
-    return n.op in NEURONS and n.attrs.get("output", "spikes") == "membrane"
+    return role(n.op) == NEURON and n.attrs.get("output", "spikes") == "membrane"
 
 
 def _is_host(n: Node) -> bool:
-    return n.op in HOST
+    return role(n.op) == HOST_OP
 
 
 def _neuron_kind(n: Node) -> str:
-    return {"intfire_unrolled": "intfire"}.get(n.op, n.op)
+    return NEURON_LOWERINGS[n.op].kind
 
 
 def _is_count(g: Graph, n: Node) -> bool:
@@ -107,7 +109,7 @@ def _is_count(g: Graph, n: Node) -> bool:
 def map_graph(graph: Graph) -> Mapping:
     """The populations and host nodes of ``graph``; refuses what cannot map, naming the node."""
     for n in graph.nodes:   # first the ops with no mapping at all, so the refusal names them
-        if n.op not in MAPPED:
+        if role(n.op) is None:
             raise refuse(n, NO_MAPPING.get(n.op, "no Loihi mapping in this target"))
     for inp in graph.inputs:
         if inp.type.kind == "real":
@@ -122,7 +124,7 @@ def map_graph(graph: Graph) -> Mapping:
             m.add(Population(n.name, _neuron_kind(n), n, streams, bias, n.type.shape, nodes, notes))
         elif _is_host(n):
             m.host(n)
-        elif n.name in outputs and n.op in ("conv2d", "linear", "avgpool2d", "add", "substep_sum") \
+        elif n.name in outputs and n.op in READOUTS \
                 and n.name not in m.pops and not _is_count(graph, n):
             m.readout(n)
         elif n.name in outputs and n.op == "maxpool2d":
@@ -159,54 +161,77 @@ class _Mapper:
         return n.name
 
     def parse_sum(self, name: str):
-        """``(streams, float bias (C,), float nodes, notes)`` of the synaptic expression ``name``."""
+        """``(streams, float bias (C,), float nodes, notes)`` of the synaptic expression ``name`` (``SUMS``)."""
+        n = self.g.node(name)
+        parse = SUMS.get(HOST_OP if _is_host(n) else n.op)
+        found = parse(self, n) if parse is not None else None
+        if found is None:
+            raise refuse(n, "a population's input must be a sum of synaptic streams (conv2d/linear, optionally "
+                            "pooled, delayed or added) or a host value")
+        return found
+
+    def _sum_add(self, n: Node):
+        s1, b1, n1, t1 = self.parse_sum(n.inputs[0])
+        s2, b2, n2, t2 = self.parse_sum(n.inputs[1])
+        return s1 + s2, b1 + b2, n1 + n2 + [n], t1 + t2
+
+    def _sum_substeps(self, n: Node):
+        if self.g.node(n.inputs[0]).type.kind != "real":
+            return None
+        s, b, ns, t = self.parse_sum(n.inputs[0])
+        if "bias" in n.params:
+            b = b + np.asarray(n.params["bias"], dtype=np.float64)
+        return s, b, ns + [n], t
+
+    def _sum_pooled(self, n: Node):
+        return self._sum_synapse(n) if self.g.node(n.inputs[0]).op == "conv2d" else None
+
+    def _sum_synapse(self, n: Node):
         g = self.g
-        n = g.node(name)
-        if n.op == "add":
-            s1, b1, n1, t1 = self.parse_sum(n.inputs[0])
-            s2, b2, n2, t2 = self.parse_sum(n.inputs[1])
-            return s1 + s2, b1 + b2, n1 + n2 + [n], t1 + t2
-        if n.op == "substep_sum" and g.node(n.inputs[0]).type.kind == "real":
-            s, b, ns, t = self.parse_sum(n.inputs[0])
-            if "bias" in n.params:
-                b = b + np.asarray(n.params["bias"], dtype=np.float64)
-            return s, b, ns + [n], t
-        if n.op in ("conv2d", "linear") or (n.op == "avgpool2d" and g.node(n.inputs[0]).op == "conv2d"):
-            op = operator_of(g, n)
-            sources = self.parse_source(op.src)
-            shapes = {g.node(s).type.shape for s, _ in sources}
-            if len(shapes) != 1:
-                raise refuse(n, f"its input sums tensors of shapes {sorted(shapes)}")
-            return ([Stream(op, s, d, i) for i, (s, d) in enumerate(sources)], op.bias.copy(), list(op.nodes),
-                    list(op.notes))
-        if n.op == "delay" or _is_host(n):
-            sources = self.parse_source(name)
-            if any(not _is_host(g.node(s)) for s, _ in sources):
-                raise refuse(n, "a population's input must come through a synapse (conv2d/linear) or from a host "
-                                "partition")
-            return [Stream(None, s, d) for s, d in sources], np.zeros(n.type.shape[0]), [], []
-        raise refuse(n, "a population's input must be a sum of synaptic streams (conv2d/linear, optionally "
-                        "pooled, delayed or added) or a host value")
+        op = operator_of(g, n)
+        sources = self.parse_source(op.src)
+        shapes = {g.node(s).type.shape for s, _ in sources}
+        if len(shapes) != 1:
+            raise refuse(n, f"its input sums tensors of shapes {sorted(shapes)}")
+        return ([Stream(op, s, d, i) for i, (s, d) in enumerate(sources)], op.bias.copy(), list(op.nodes),
+                list(op.notes))
+
+    def _sum_direct(self, n: Node):
+        sources = self.parse_source(n.name)
+        if any(not _is_host(self.g.node(s)) for s, _ in sources):
+            raise refuse(n, "a population's input must come through a synapse (conv2d/linear) or from a host "
+                            "partition")
+        return [Stream(None, s, d) for s, d in sources], np.zeros(n.type.shape[0]), [], []
 
     def parse_source(self, name: str) -> list:
-        """``[(source, delay)]``: the spike sources (or host values) a synapse reads, summed."""
-        g = self.g
-        n = g.node(name)
-        if n.op == "delay":
-            self.used.add(name)
-            return [(s, d + int(n.attrs["steps"])) for s, d in self.parse_source(n.inputs[0])]
-        if n.op == "add":
-            self.used.add(name)
-            return self.parse_source(n.inputs[0]) + self.parse_source(n.inputs[1])
-        if _is_count(g, n):
-            self.used.add(name)
-            return self.parse_source(n.inputs[0])
-        if n.op == "maxpool2d":
-            return [(self.or_pool(n), 0)]
-        if n.op == "input" or _is_neuron(n) or _is_host(n):
-            return [(name, 0)]
-        raise refuse(n, "a synapse's input must be spikes (the graph input, a neuron, a max pool over spikes), "
-                        "a delay or a sum of those, or a host value")
+        """``[(source, delay)]``: the spike sources (or host values) a synapse reads, summed (``SOURCES``)."""
+        n = self.g.node(name)
+        parse = SOURCES.get(role(n.op) if role(n.op) in (NEURON, HOST_OP) else n.op)
+        found = parse(self, n) if parse is not None else None
+        if found is None:
+            raise refuse(n, "a synapse's input must be spikes (the graph input, a neuron, a max pool over spikes), "
+                            "a delay or a sum of those, or a host value")
+        return found
+
+    def _source_delay(self, n: Node):
+        self.used.add(n.name)
+        return [(s, d + int(n.attrs["steps"])) for s, d in self.parse_source(n.inputs[0])]
+
+    def _source_add(self, n: Node):
+        self.used.add(n.name)
+        return self.parse_source(n.inputs[0]) + self.parse_source(n.inputs[1])
+
+    def _source_count(self, n: Node):
+        if not _is_count(self.g, n):
+            return None
+        self.used.add(n.name)
+        return self.parse_source(n.inputs[0])
+
+    def _source_itself(self, n: Node):
+        return [(n.name, 0)]
+
+    def _source_neuron(self, n: Node):
+        return [(n.name, 0)] if _is_neuron(n) else None   # a membrane twin is no spike source
 
     def or_pool(self, n: Node) -> str:
         if n.name in self.pops:
@@ -246,27 +271,52 @@ class _Mapper:
             k += int(src.attrs["steps"])
             self.used.add(src.name)
             src = g.node(src.inputs[0])
-        if _is_host(src):
-            kind = "host"
-        elif src.op == "input" or _is_neuron(src):
-            kind = "spikes"
-        elif src.op == "maxpool2d":
-            self.or_pool(src)
-            kind = "spikes"
-        elif _is_count(g, src) and _is_neuron(g.node(src.inputs[0])):
-            self.used.add(src.name)
-            kind = "count"
-        elif _is_twin(src):
-            _membrane_owner(g, src, self.pops).membrane = src.name
-            self.used.add(src.name)
-            kind = "membrane"
-        elif src.op in ("conv2d", "linear", "avgpool2d", "add", "substep_sum"):
-            self.readout(src)
-            kind = "readout"
-        else:
+        read = HOST_READS.get(role(src.op) if role(src.op) in (NEURON, HOST_OP) else src.op)
+        kind = read(self, src) if read is not None else None
+        if kind is None:
             raise refuse(src, f"host node {n.name!r} cannot read it from the chip (spikes, a membrane, a "
                               "synaptic sum or another host value)")
         return kind, src.name, k
+
+    def _read_host(self, src: Node) -> str:
+        return "host"
+
+    def _read_spikes(self, src: Node) -> str:
+        return "spikes"
+
+    def _read_or(self, src: Node) -> str:
+        self.or_pool(src)
+        return "spikes"
+
+    def _read_neuron(self, src: Node) -> str:
+        if _is_neuron(src):
+            return "spikes"
+        _membrane_owner(self.g, src, self.pops).membrane = src.name   # a membrane twin
+        self.used.add(src.name)
+        return "membrane"
+
+    def _read_count(self, src: Node) -> str:
+        if _is_count(self.g, src) and _is_neuron(self.g.node(src.inputs[0])):
+            self.used.add(src.name)
+            return "count"
+        return self._read_sum(src)
+
+    def _read_sum(self, src: Node) -> str:
+        self.readout(src)
+        return "readout"
+
+
+# how a synaptic expression is read, by op (or role): a population's input sum, and the sources a synapse reads
+SUMS = {"add": _Mapper._sum_add, "substep_sum": _Mapper._sum_substeps, "conv2d": _Mapper._sum_synapse,
+        "linear": _Mapper._sum_synapse, "avgpool2d": _Mapper._sum_pooled, "delay": _Mapper._sum_direct,
+        HOST_OP: _Mapper._sum_direct}
+SOURCES = {"delay": _Mapper._source_delay, "add": _Mapper._source_add, "substep_sum": _Mapper._source_count,
+           "maxpool2d": lambda m, n: [(m.or_pool(n), 0)], "input": _Mapper._source_itself,
+           NEURON: _Mapper._source_neuron, HOST_OP: _Mapper._source_itself}
+# what a host partition reads from a chip value, by op (or role): spikes, a count, a membrane, a read-out sum
+HOST_READS = {HOST_OP: _Mapper._read_host, "input": _Mapper._read_spikes, NEURON: _Mapper._read_neuron,
+              "maxpool2d": _Mapper._read_or, "substep_sum": _Mapper._read_count,
+              **{op: _Mapper._read_sum for op in READOUTS if op != "substep_sum"}}
 
 
 def _membrane_owner(g: Graph, twin: Node, pops: dict) -> Population:

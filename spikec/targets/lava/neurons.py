@@ -12,51 +12,75 @@ threshold-normalized so that one integer VTH serves the population:
              ``K = round(64 s_c kappa)``, threshold ``>=`` (custom SpikecSiLIF);
 - csilif     the complex state as two integer states (real v, imaginary w), decays
              ``round(4096 a_re)``, ``round(4096 a_im)`` (*approximate*), threshold on ``2 Re(m)``.
+
+``NEURONS`` is the table, keyed by the float op: a neuron op the target maps is one ``NeuronLowering`` entry
+(its population kind, float parameters per channel, refusals, and the integer node it becomes).
 """
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable
+
 import numpy as np
 
+from spikec.compiler.errors import IRError
 from spikec.compiler.ir import Node, TensorType
 from spikec.targets.lava.fixed_point import DECAY_MAX, DECAY_ONE, VTH_MAX, bias_mant_exp, scalar_or_channels
 from spikec.targets.lava.limits import to_int
-from spikec.targets.lava.mapping import Population
-from spikec.targets.lava.vocabulary import refuse
+from spikec.targets.lava.refusal import refuse
+
+
+@dataclass(frozen=True)
+class NeuronLowering:
+    """How the Lava target lowers one float neuron op.
+
+    ``params(get)``: float parameters per channel, ``get(name, default=0.0)`` reading the node's parameter
+    broadcast to ``(C,)``: alpha (input gain), threshold (firing level of the integer state's variable), beta
+    or decays, the neuron's own bias, and what else the kind needs. ``build(pop, p, x, scale, vth, mant, exp)``:
+    the integer neuron node reading the synaptic sum ``x``. ``check(pop, p)``: refuse what has no Loihi form."""
+    kind: str                        # the population kind (mapping.Population.kind)
+    params: Callable[[Callable], dict]
+    build: Callable
+    check: Callable | None = None
+
+
+def lowering(node: Node) -> NeuronLowering:
+    if node.op not in NEURONS:
+        raise IRError(f"op {node.op} is not a neuron the Lava target lowers", where=f"node {node.name!r}",
+                      remedy=f"Lava neurons: {', '.join(NEURONS)}")
+    return NEURONS[node.op]
 
 
 def neuron_params(node: Node, c: int) -> dict:
-    """Float parameters per channel: alpha (input gain), theta (firing level of the integer state's
-    variable), beta or decays, the neuron's own bias, and what else the kind needs."""
+    """Float parameters per channel of neuron ``node`` (``NeuronLowering.params``)."""
     get = lambda k, default=0.0: np.broadcast_to(np.array(node.params.get(k, default), dtype=np.float64),
                                                  (c,)).copy()
-    op = node.op
-    if op == "lif":
-        return {k: get(k) for k in ("beta", "alpha", "bias", "threshold", "v_reset")}
-    if op in ("intfire", "intfire_unrolled"):
-        return {"beta": get("beta"), "alpha": get("alpha"), "bias": get("bias"), "threshold": get("threshold")}
-    if op == "silif":
-        return {"decay": get("decay"), "alpha": get("b"), "bias": get("bias"), "threshold": get("threshold")}
-    if op == "csilif":   # s = [2 Re(m) >= threshold]: the integer state is Re(m), its firing level threshold / 2
-        return {"a_re": get("a_re"), "a_im": get("a_im"), "alpha": get("b"), "bias": get("bias"),
-                "threshold": get("threshold") / 2}
-    raise AssertionError(op)
+    return lowering(node).params(get)
 
 
-def check_neuron(pop: Population, p: dict) -> None:
+def check_neuron(pop, p: dict) -> None:
     """Refuse thresholds and decays with no Loihi form."""
-    if pop.kind == "lif":
-        if (p["threshold"] < 0).any():
-            raise refuse(pop.neuron, "a negative threshold has no Loihi form")
-        if ((p["beta"] < 0) | (p["beta"] > 1)).any():
-            raise refuse(pop.neuron, "beta outside [0, 1] is not a 12-bit decay")
-    if pop.kind == "intfire" and ((p["beta"] < 0) | (p["beta"] > 1)).any():
+    check = lowering(pop.neuron).check
+    if check is not None:
+        check(pop, p)
+
+
+def _check_lif(pop, p: dict) -> None:
+    if (p["threshold"] < 0).any():
+        raise refuse(pop.neuron, "a negative threshold has no Loihi form")
+    _check_beta(pop, p)
+
+
+def _check_beta(pop, p: dict) -> None:
+    if ((p["beta"] < 0) | (p["beta"] > 1)).any():
         raise refuse(pop.neuron, "beta outside [0, 1] is not a 12-bit decay")
 
 
-def membrane_gain(pop: Population) -> np.ndarray:
+def membrane_gain(pop) -> np.ndarray:
     """Integer membrane units per float unit of the neuron's ``U`` (per channel)."""
     return 64 * pop.scale / (2 if pop.kind == "csilif" else 1)
 
 
-def neuron_node(pop: Population, p: dict, x: str, scale: np.ndarray, vth: np.ndarray) -> Node:
+def neuron_node(pop, p: dict, x: str, scale: np.ndarray, vth: np.ndarray) -> Node:
     """The integer neuron node of ``pop`` reading the synaptic sum ``x``; its parameters recorded in ``pop.info``."""
     b = p["alpha"] * pop.bias + p["bias"]
     bias_v = to_int(np.round(64 * scale * b / pop.bias_unit) * pop.bias_unit, node=pop.name,
@@ -64,8 +88,7 @@ def neuron_node(pop: Population, p: dict, x: str, scale: np.ndarray, vth: np.nda
     mant, exp, sat = bias_mant_exp(bias_v)
     pop.info.update(bias_saturated=sat, bias_exp_max=int(exp.max(initial=0)),
                     scale=scale.tolist() if np.ptp(scale) else float(scale[0]), vth=scalar_or_channels(vth).tolist())
-    build = {"lif": _lif_node, "intfire": _intfire_node, "silif": _silif_node, "csilif": _csilif_node}[pop.kind]
-    return build(pop, p, x, scale, vth, mant, exp)
+    return lowering(pop.neuron).build(pop, p, x, scale, vth, mant, exp)
 
 
 def _lif_decay(beta: np.ndarray, node: str = "") -> np.ndarray:
@@ -92,10 +115,9 @@ def _lif_node(pop, p, x, scale, vth, mant, exp) -> Node:
     return node
 
 
-def _intfire_node(pop, p, x, scale, vth, mant, exp) -> Node:
+def _intfire_node(pop, p, x, scale, vth, mant, exp, unrolled=False) -> Node:
     n = pop.neuron
     d = int(n.attrs["max_spikes"])
-    unrolled = n.op == "intfire_unrolled"
     dv = _lif_decay(p["beta"], pop.name)
     params = {"du": np.int64(4095), "dv": scalar_or_channels(dv), "vth": scalar_or_channels(vth),
               "bias_mant": mant, "bias_exp": exp}
@@ -165,3 +187,30 @@ def _csilif_node(pop, p, x, scale, vth, mant, exp) -> Node:
                     note="complex state as two 24-bit integer states (v = Re m, w = Im m); signed 12-bit "
                          "fractional decays (approximate); threshold on Re m >= threshold / 2")
     return node
+
+
+def _lif_params(get) -> dict:
+    return {k: get(k) for k in ("beta", "alpha", "bias", "threshold", "v_reset")}
+
+
+def _intfire_params(get) -> dict:
+    return {"beta": get("beta"), "alpha": get("alpha"), "bias": get("bias"), "threshold": get("threshold")}
+
+
+def _silif_params(get) -> dict:
+    return {"decay": get("decay"), "alpha": get("b"), "bias": get("bias"), "threshold": get("threshold")}
+
+
+def _csilif_params(get) -> dict:
+    # s = [2 Re(m) >= threshold]: the integer state is Re(m), its firing level threshold / 2
+    return {"a_re": get("a_re"), "a_im": get("a_im"), "alpha": get("b"), "bias": get("bias"),
+            "threshold": get("threshold") / 2}
+
+
+NEURONS: dict[str, NeuronLowering] = {
+    "lif": NeuronLowering("lif", _lif_params, _lif_node, _check_lif),
+    "intfire": NeuronLowering("intfire", _intfire_params, _intfire_node, _check_beta),
+    "intfire_unrolled": NeuronLowering("intfire", _intfire_params, partial(_intfire_node, unrolled=True), _check_beta),
+    "silif": NeuronLowering("silif", _silif_params, _silif_node),
+    "csilif": NeuronLowering("csilif", _csilif_params, _csilif_node),
+}

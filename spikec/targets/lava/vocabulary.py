@@ -1,24 +1,38 @@
-"""What the Lava target maps from the float IR, and the refusal that names the node it cannot map."""
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.ir import Node
-from spikec.targets.lava.host import HOST
+"""What the Lava target maps from the float IR: its lowering table, keyed by op, and its refusals by op.
 
-NEURONS = ("lif", "intfire", "intfire_unrolled", "silif", "csilif")
-MAPPED = ("input", "conv2d", "linear", "flatten", "avgpool2d", "maxpool2d", "delay", "add", "substep_sum") \
-    + NEURONS + HOST
+``LOWERINGS`` says, per float op, what it becomes on Loihi; ``mapping.py`` reads an op's role from it (a neuron
+population, a synapse, a pool, a term of a population's input, a host op), and a neuron op's fixed-point form is
+its entry in ``neurons.NEURONS``. ``NO_MAPPING`` holds the reasons of ops refused by name; any other op is refused
+as having no Loihi mapping.
+"""
+from spikec.targets.lava.host import HOST
+from spikec.targets.lava.neurons import NEURONS as NEURON_LOWERINGS
+from spikec.targets.lava.refusal import SUPPORTED, refuse  # noqa: F401  (the target's refusal, re-exported)
+
+NEURON, SYNAPSE, POOL, TERM, GRAPH_INPUT, HOST_OP = "neuron", "synapse", "pool", "term", "input", "host"
+LOWERINGS: dict[str, str] = {
+    "input": GRAPH_INPUT,      # binary or integer spikes sent by the host
+    "conv2d": SYNAPSE,         # Conv (kernel flipped and transposed for Lava's true convolution)
+    "linear": SYNAPSE,         # Dense, or DelayDense after a delay
+    "avgpool2d": POOL,         # folded into the adjacent conv2d / linear
+    "maxpool2d": POOL,         # over binary spikes: an OR population
+    "flatten": TERM,           # a Dense reading a flattened population (column order permuted)
+    "delay": TERM,             # DelayDense axon delays, or a Relay
+    "add": TERM,               # synaptic streams summed in a population's input port
+    "substep_sum": TERM,       # the count of an unrolled neuron (a synapse sums its sub-steps anyway)
+    **{op: NEURON for op in NEURON_LOWERINGS},   # a population of neurons.NEURONS[op].kind
+    **{op: HOST_OP for op in HOST},              # a host partition (a Host process)
+}
+NEURONS = tuple(op for op, role in LOWERINGS.items() if role == NEURON)
+MAPPED = tuple(LOWERINGS)
 NO_MAPPING = {
     "tdm": "TDM has no static fixed-point form here (run tdm_dual_kernel first)",
     "windowsum": "a window sum outside an SDNA block is not mapped",
     "mul": "a product of two activations has no static synapse (not mapped)",
     "scale": "a scale node is not mapped (fold it into the adjacent synapse)",
 }
-SUPPORTED = ("input (binary or integer spikes), lif, intfire (graded or unrolled), silif, csilif, conv2d, linear, "
-             "flatten, avgpool2d folded into an adjacent conv2d/linear, maxpool2d over binary spikes, delay, "
-             "add of synaptic streams, and host ops (" + ", ".join(HOST) + ")")
 
 
-def refuse(node: Node, why: str) -> UnsupportedOp:
-    return UnsupportedOp(f"the Lava target cannot map node {node.name!r} ({node.op}): {why}",
-                         where=f"node {node.name!r}" + (f", module {node.scope!r}" if node.scope else ""),
-                         remedy=f"the Lava target maps: {SUPPORTED}; use --target none (or another target) "
-                                "for this model")
+def role(op: str) -> str | None:
+    """What ``op`` is to the mapping (``NEURON``, ``SYNAPSE``, ...), or None when the target does not map it."""
+    return LOWERINGS.get(op)

@@ -69,6 +69,16 @@ REASONS = {
     "lif_sj": "SpikingJelly's LIF form is not exported; use a spikec.nn.LIF",
 }
 REMEDY = "keep this model on another target (--target none/onnx), or replace the node with an exportable op"
+# the lowering table: op -> fn(exporter, node) writing the node's NIR form (``@lowering(op)``); an op with no
+# entry is refused with its reason in ``REASONS`` (or as having no NIR mapping)
+LOWERINGS: dict = {}
+
+
+def lowering(op: str):
+    def register(fn):
+        LOWERINGS[op] = fn
+        return fn
+    return register
 
 
 @dataclass
@@ -203,7 +213,7 @@ class _Exporter:
         _refuse(node, f"a per-channel affine on a rank-{len(shape)} tensor {shape} has no NIR node "
                 "(Conv2d needs (C, H, W), Affine needs (N,))")
 
-    # -- ops ---------------------------------------------------------------------------------
+    # -- the graph -------------------------------------------------------------------------------
     def run(self) -> Exported:
         g = self.graph
         out_names = ["output" if i == 0 else f"output_{i}" for i in range(len(g.outputs))]
@@ -211,147 +221,22 @@ class _Exporter:
         for node in g.nodes:
             if node.type.substeps != 1:
                 _refuse(node, REASONS["substep_sum"])
-            handler = getattr(self, f"op_{node.op}", None)
-            if handler is None:
+            if node.op not in LOWERINGS:
                 _refuse(node, REASONS.get(node.op, f"op {node.op!r} has no NIR mapping"))
-            handler(node)
+            LOWERINGS[node.op](self, node)
         outputs = {}
         for name, o in zip(out_names, g.outputs):
             self.nodes[name] = nir.Output(output_type=np.array(g.node(o).type.shape))
             self.connect(o, name)
             outputs[name] = o
         dupes = {e for e in self.edges if self.edges.count(e) > 1}
-        if dupes:  # x + x: NIR forbids duplicate edges (handled in op_add; this is a safety net)
+        if dupes:  # x + x: NIR forbids duplicate edges (handled by the add lowering; a safety net)
             raise UnsupportedOp(f"duplicate NIR edges {sorted(dupes)}", where="NIR export")
         graph = nir.NIRGraph(nodes=self.nodes, edges=self.edges, metadata={}, type_check=True)
         return Exported(graph, self.sources, self.carriers, outputs, self.notes, self.exact_params)
 
-    def op_input(self, node: Node):
-        self.single(node, self.add(node.name, nir.Input(input_type=np.array(node.type.shape))))
-
-    def op_conv2d(self, node: Node):
-        x = self.graph.node(node.inputs[0]).type
-        w = np.asarray(node.params["weight"], dtype=np.float64)
-        b = np.asarray(node.params["bias"], dtype=np.float64) if "bias" in node.params else np.zeros(w.shape[0])
-        a = node.attrs
-        self.single(node, self.conv(node, node.name, node.inputs, x.shape, w, b, a["stride"], a["padding"],
-                                    a["dilation"], a["groups"]))
-
-    def op_linear(self, node: Node):
-        x = self.graph.node(node.inputs[0]).type
-        if len(x.shape) != 1:
-            _refuse(node, f"a linear layer on a {x.shape} tensor: NIR Affine acts on a vector (N,)",
-                    "flatten before the linear layer")
-        w = np.asarray(node.params["weight"], dtype=np.float64)
-        b = np.asarray(node.params["bias"], dtype=np.float64) if "bias" in node.params else np.zeros(w.shape[0])
-        self.single(node, self.add(node.name, nir.Affine(weight=w, bias=b), node.inputs))
-
-    def op_avgpool2d(self, node: Node):
-        a = node.attrs
-        if a.get("ceil_mode"):
-            _refuse(node, "ceil_mode=True: NIR AvgPool2d (and the importers' torch AvgPool2d) floor the output size")
-        if not a.get("count_include_pad", True) and any(a["padding"]):
-            _refuse(node, "count_include_pad=False with padding: NIR AvgPool2d divides by the full window")
-        pool = nir.AvgPool2d(kernel_size=np.array(a["kernel"]), stride=np.array(a["stride"]),
-                             padding=np.array(a["padding"]))
-        self.single(node, self.add(node.name, pool, node.inputs))
-
-    def op_maxpool2d(self, node: Node):
-        x = self.graph.node(node.inputs[0]).type
-        a = node.attrs
-        if x.kind != "binary":
-            _refuse(node, f"max-pool over {x.kind} values: only a max over binary spikes (an OR) has an exact "
-                    "NIR form")
-        if a.get("ceil_mode"):
-            _refuse(node, "ceil_mode=True has no Conv2d form")
-        c, k = x.shape[0], tuple(a["kernel"])
-        window = self.conv(node, f"{node.name}.window", node.inputs, x.shape, np.ones((c, 1) + k), np.zeros(c),
-                           a["stride"], a["padding"], a.get("dilation", (1, 1)), c)
-        shape = node.type.shape
-        lif = nir.LIF(tau=np.full(shape, self.dt), r=np.ones(shape), v_leak=np.zeros(shape),
-                      v_threshold=np.full(shape, 0.5), v_reset=np.zeros(shape))
-        name = self.add(node.name, lif)
-        self.edges.append((window, name))
-        self.single(node, name)
-        self.notes.append(f"{node.name}: max-pool over binary spikes as an all-ones window sum firing on > 0.5")
-
-    def op_windowsum(self, node: Node):
-        x = self.graph.node(node.inputs[0]).type
-        k, d = node.attrs["kernel"], node.attrs["dilation"]
-        c = x.shape[0]
-        self.single(node, self.conv(node, node.name, node.inputs, x.shape, np.ones((c, 1, k, k)), np.zeros(c), 1,
-                                    d * (k - 1) // 2, d, c))
-
-    def op_flatten(self, node: Node):
-        x = self.graph.node(node.inputs[0]).type
-        start, end = node.attrs["start"], node.attrs["end"]
-        end = end % len(x.shape)
-        flat = nir.Flatten(input_type={"input": np.array(x.shape)}, start_dim=start, end_dim=end)
-        self.single(node, self.add(node.name, flat, node.inputs))
-
-    def op_delay(self, node: Node):
-        delay = nir.Delay(delay=np.full(node.type.shape, node.attrs["steps"] * self.dt))
-        self.single(node, self.add(node.name, delay, node.inputs))
-
-    def op_add(self, node: Node):
-        a, b = (self.sources[i] for i in node.inputs)
-        shared = set(a) & set(b)
-        for s in sorted(shared):  # x + x: route one copy through an identity so no edge repeats
-            copy = self.channel_affine(node, f"{node.name}.copy", (), 1.0, 0.0, node.type.shape)
-            self.edges.append((s, copy))
-            b = [copy if t == s else t for t in b]
-        self.sources[node.name] = list(a) + list(b)
-
-    def op_scale(self, node: Node):
-        name = self.channel_affine(node, node.name, node.inputs, node.attrs["a"], node.attrs["b"], node.type.shape)
-        self.single(node, name)
-
-    def op_batchnorm(self, node: Node):
-        p = node.params
-        scale, shift = bn_scale_shift(p["gamma"], p["beta"], p["mean"], p["var"], node.attrs["eps"])
-        self.single(node, self.channel_affine(node, node.name, node.inputs, scale, shift, node.type.shape))
-        self.notes.append(f"{node.name}: batch norm as a per-channel affine (equal to ~1e-16 relative)")
-
-    def op_tdm(self, node: Node):
-        lam = np.asarray(node.params["lam"], dtype=np.float64)
-        shape = node.type.shape
-        prev = self.add(f"{node.name}.prev", nir.Delay(delay=np.full(shape, self.dt)), node.inputs)
-        self.sources[f"{node.name}.prev"] = [prev]
-        now = self.channel_affine(node, f"{node.name}.now", node.inputs, 1 + lam, 0.0, shape)
-        past = self.channel_affine(node, f"{node.name}.past", (f"{node.name}.prev",), -lam, 0.0, shape)
-        self.sources[node.name] = [now, past]
-        self.notes.append(f"{node.name}: TDM as (1+lambda) x_t + (-lambda) Delay(x)_t")
-
     # -- neurons -----------------------------------------------------------------------------
-    def op_lif(self, node: Node):
-        p = {k: np.asarray(v, dtype=np.float64) for k, v in node.params.items()}
-        beta, alpha, bias, theta, v_reset = (self.per_neuron(node, p[k]) for k in
-                                             ("beta", "alpha", "bias", "threshold", "v_reset"))
-        membrane = node.attrs.get("output", "spikes") == "membrane"
-        reset = node.attrs["reset"]
-        if ((beta < 0) | (beta > 1)).any():
-            _refuse(node, f"beta outside [0, 1] (min {beta.min():g}, max {beta.max():g}) is not a NIR leak")
-        if (alpha == 0).any():
-            _refuse(node, "alpha = 0 disconnects the neuron's input; NIR's r = 0 cannot carry the reset form")
-        if reset == "subtract" and (beta == 0).all():
-            reset = "zero"  # no memory: the reset never reaches the next step (and v_reset is unused)
-            v_reset = np.zeros_like(v_reset)
-        key = ("lif", node.inputs, tuple(sorted((k, v.tobytes()) for k, v in p.items())), node.attrs["reset"])
-        known = self.neurons.setdefault(key, {})
-        if reset == "zero":
-            if membrane:
-                _refuse(node, "the membrane of a hard-reset neuron is not an output of a NIR neuron",
-                        "read the membrane of a subtract-reset neuron, or read spikes")
-            if "spikes" in known:
-                return self.single(node, known["spikes"])
-            name = self._hard_reset(node, beta, alpha, bias, theta, v_reset)
-            known["spikes"] = name
-            return self.single(node, name)
-        if "membrane" not in known:
-            known["membrane"], known["spikes"] = self._subtract_reset(node, beta, alpha, bias, theta)
-        self.single(node, known["membrane" if membrane else "spikes"])
-
-    def _hard_reset(self, node, beta, alpha, bias, theta, v_reset) -> str:
+    def hard_reset(self, node, beta, alpha, bias, theta, v_reset) -> str:
         if (alpha <= 0).any():  # NIR's comparison is v >= v_threshold on r-scaled input: r <= 0 cannot flip it
             _refuse(node, "the neuron's input gain alpha is <= 0 on some channel (a BatchNorm with a negative "
                           "gamma folded into a hard-reset neuron gives alpha < 0); NIR's LIF/IF scales the input "
@@ -377,7 +262,7 @@ class _Exporter:
         lif = nir.LIF(tau=tau, r=r, v_leak=bias.copy(), v_threshold=v_th, v_reset=v_reset * (1.0 - beta))
         return self.add(node.name, lif, node.inputs)
 
-    def _subtract_reset(self, node, beta, alpha, bias, theta) -> tuple[str, str]:
+    def subtract_reset(self, node, beta, alpha, bias, theta) -> tuple[str, str]:
         shape = node.type.shape
         if (beta == 1).all():
             if (bias != 0).any():
@@ -406,6 +291,157 @@ class _Exporter:
         self.notes.append(f"{node.name}: subtract reset as LI + Threshold + a feedback of -beta*theta/alpha "
                           "(read one step late)")
         return li, spikes
+
+
+# -- lowerings, one per op ----------------------------------------------------------------------------
+@lowering("input")
+def _input(ex: _Exporter, node: Node):
+    ex.single(node, ex.add(node.name, nir.Input(input_type=np.array(node.type.shape))))
+
+
+@lowering("conv2d")
+def _conv2d(ex: _Exporter, node: Node):
+    x = ex.graph.node(node.inputs[0]).type
+    w = np.asarray(node.params["weight"], dtype=np.float64)
+    b = np.asarray(node.params["bias"], dtype=np.float64) if "bias" in node.params else np.zeros(w.shape[0])
+    a = node.attrs
+    ex.single(node, ex.conv(node, node.name, node.inputs, x.shape, w, b, a["stride"], a["padding"],
+                            a["dilation"], a["groups"]))
+
+
+@lowering("linear")
+def _linear(ex: _Exporter, node: Node):
+    x = ex.graph.node(node.inputs[0]).type
+    if len(x.shape) != 1:
+        _refuse(node, f"a linear layer on a {x.shape} tensor: NIR Affine acts on a vector (N,)",
+                "flatten before the linear layer")
+    w = np.asarray(node.params["weight"], dtype=np.float64)
+    b = np.asarray(node.params["bias"], dtype=np.float64) if "bias" in node.params else np.zeros(w.shape[0])
+    ex.single(node, ex.add(node.name, nir.Affine(weight=w, bias=b), node.inputs))
+
+
+@lowering("avgpool2d")
+def _avgpool2d(ex: _Exporter, node: Node):
+    a = node.attrs
+    if a.get("ceil_mode"):
+        _refuse(node, "ceil_mode=True: NIR AvgPool2d (and the importers' torch AvgPool2d) floor the output size")
+    if not a.get("count_include_pad", True) and any(a["padding"]):
+        _refuse(node, "count_include_pad=False with padding: NIR AvgPool2d divides by the full window")
+    pool = nir.AvgPool2d(kernel_size=np.array(a["kernel"]), stride=np.array(a["stride"]),
+                         padding=np.array(a["padding"]))
+    ex.single(node, ex.add(node.name, pool, node.inputs))
+
+
+@lowering("maxpool2d")
+def _maxpool2d(ex: _Exporter, node: Node):
+    x = ex.graph.node(node.inputs[0]).type
+    a = node.attrs
+    if x.kind != "binary":
+        _refuse(node, f"max-pool over {x.kind} values: only a max over binary spikes (an OR) has an exact "
+                "NIR form")
+    if a.get("ceil_mode"):
+        _refuse(node, "ceil_mode=True has no Conv2d form")
+    c, k = x.shape[0], tuple(a["kernel"])
+    window = ex.conv(node, f"{node.name}.window", node.inputs, x.shape, np.ones((c, 1) + k), np.zeros(c),
+                     a["stride"], a["padding"], a.get("dilation", (1, 1)), c)
+    shape = node.type.shape
+    lif = nir.LIF(tau=np.full(shape, ex.dt), r=np.ones(shape), v_leak=np.zeros(shape),
+                  v_threshold=np.full(shape, 0.5), v_reset=np.zeros(shape))
+    name = ex.add(node.name, lif)
+    ex.edges.append((window, name))
+    ex.single(node, name)
+    ex.notes.append(f"{node.name}: max-pool over binary spikes as an all-ones window sum firing on > 0.5")
+
+
+@lowering("windowsum")
+def _windowsum(ex: _Exporter, node: Node):
+    x = ex.graph.node(node.inputs[0]).type
+    k, d = node.attrs["kernel"], node.attrs["dilation"]
+    c = x.shape[0]
+    ex.single(node, ex.conv(node, node.name, node.inputs, x.shape, np.ones((c, 1, k, k)), np.zeros(c), 1,
+                            d * (k - 1) // 2, d, c))
+
+
+@lowering("flatten")
+def _flatten(ex: _Exporter, node: Node):
+    x = ex.graph.node(node.inputs[0]).type
+    start, end = node.attrs["start"], node.attrs["end"]
+    end = end % len(x.shape)
+    flat = nir.Flatten(input_type={"input": np.array(x.shape)}, start_dim=start, end_dim=end)
+    ex.single(node, ex.add(node.name, flat, node.inputs))
+
+
+@lowering("delay")
+def _delay(ex: _Exporter, node: Node):
+    delay = nir.Delay(delay=np.full(node.type.shape, node.attrs["steps"] * ex.dt))
+    ex.single(node, ex.add(node.name, delay, node.inputs))
+
+
+@lowering("add")
+def _add(ex: _Exporter, node: Node):
+    a, b = (ex.sources[i] for i in node.inputs)
+    shared = set(a) & set(b)
+    for s in sorted(shared):  # x + x: route one copy through an identity so no edge repeats
+        copy = ex.channel_affine(node, f"{node.name}.copy", (), 1.0, 0.0, node.type.shape)
+        ex.edges.append((s, copy))
+        b = [copy if t == s else t for t in b]
+    ex.sources[node.name] = list(a) + list(b)
+
+
+@lowering("scale")
+def _scale(ex: _Exporter, node: Node):
+    name = ex.channel_affine(node, node.name, node.inputs, node.attrs["a"], node.attrs["b"], node.type.shape)
+    ex.single(node, name)
+
+
+@lowering("batchnorm")
+def _batchnorm(ex: _Exporter, node: Node):
+    p = node.params
+    scale, shift = bn_scale_shift(p["gamma"], p["beta"], p["mean"], p["var"], node.attrs["eps"])
+    ex.single(node, ex.channel_affine(node, node.name, node.inputs, scale, shift, node.type.shape))
+    ex.notes.append(f"{node.name}: batch norm as a per-channel affine (equal to ~1e-16 relative)")
+
+
+@lowering("tdm")
+def _tdm(ex: _Exporter, node: Node):
+    lam = np.asarray(node.params["lam"], dtype=np.float64)
+    shape = node.type.shape
+    prev = ex.add(f"{node.name}.prev", nir.Delay(delay=np.full(shape, ex.dt)), node.inputs)
+    ex.sources[f"{node.name}.prev"] = [prev]
+    now = ex.channel_affine(node, f"{node.name}.now", node.inputs, 1 + lam, 0.0, shape)
+    past = ex.channel_affine(node, f"{node.name}.past", (f"{node.name}.prev",), -lam, 0.0, shape)
+    ex.sources[node.name] = [now, past]
+    ex.notes.append(f"{node.name}: TDM as (1+lambda) x_t + (-lambda) Delay(x)_t")
+
+
+@lowering("lif")
+def _lif(ex: _Exporter, node: Node):
+    p = {k: np.asarray(v, dtype=np.float64) for k, v in node.params.items()}
+    beta, alpha, bias, theta, v_reset = (ex.per_neuron(node, p[k]) for k in
+                                         ("beta", "alpha", "bias", "threshold", "v_reset"))
+    membrane = node.attrs.get("output", "spikes") == "membrane"
+    reset = node.attrs["reset"]
+    if ((beta < 0) | (beta > 1)).any():
+        _refuse(node, f"beta outside [0, 1] (min {beta.min():g}, max {beta.max():g}) is not a NIR leak")
+    if (alpha == 0).any():
+        _refuse(node, "alpha = 0 disconnects the neuron's input; NIR's r = 0 cannot carry the reset form")
+    if reset == "subtract" and (beta == 0).all():
+        reset = "zero"  # no memory: the reset never reaches the next step (and v_reset is unused)
+        v_reset = np.zeros_like(v_reset)
+    key = ("lif", node.inputs, tuple(sorted((k, v.tobytes()) for k, v in p.items())), node.attrs["reset"])
+    known = ex.neurons.setdefault(key, {})
+    if reset == "zero":
+        if membrane:
+            _refuse(node, "the membrane of a hard-reset neuron is not an output of a NIR neuron",
+                    "read the membrane of a subtract-reset neuron, or read spikes")
+        if "spikes" in known:
+            return ex.single(node, known["spikes"])
+        name = ex.hard_reset(node, beta, alpha, bias, theta, v_reset)
+        known["spikes"] = name
+        return ex.single(node, name)
+    if "membrane" not in known:
+        known["membrane"], known["spikes"] = ex.subtract_reset(node, beta, alpha, bias, theta)
+    ex.single(node, known["membrane" if membrane else "spikes"])
 
 
 def export(graph: Graph, dt: float = DT) -> Exported:

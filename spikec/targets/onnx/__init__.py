@@ -40,6 +40,7 @@ from spikec.compiler.errors import BadInput, UnsupportedOp
 from spikec.compiler.interpreter import Trace
 from spikec.compiler.ir import Graph
 from spikec.compiler.verify import verify
+from spikec.ops import OPS
 from spikec.targets import TargetResult, register_target
 from spikec.targets.onnx.builder import BATCH, DTYPES, IR_VERSION, OPSET, Builder, where
 from spikec.targets.onnx.emitters import EMITTERS, register_emitter
@@ -50,21 +51,18 @@ FILE = "model.onnx"
 FORM = "multi-step"
 FORM_DETAIL = ("one graph over [T, B, ...] with T fixed at export and B symbolic; neuron recurrences unrolled "
                "over T (no state inputs/outputs); stateless ops batched over T*B")
-NEURONS = ("lif", "intfire", "intfire_unrolled", "silif", "csilif")
 
 
 def export(graph: Graph, steps: int, dtype: str = "float64") -> onnx.ModelProto:
     """The ONNX model of ``graph`` for ``steps`` physical time steps; passes ``onnx.checker`` (full check)."""
     verify(graph, "before ONNX export")
     for node in graph.nodes:
-        if node.op != "input" and node.op not in EMITTERS:
+        if node.op not in EMITTERS:
             raise UnsupportedOp(f"op {node.op!r} has no ONNX form in spikec", where=where(node),
                                 remedy="compile without --target onnx, or add an emitter for it "
                                        "(spikec/targets/onnx/emitters.py, register_emitter)")
     b = Builder(graph, steps, dtype)
     for node in graph.nodes:
-        if node.op == "input":
-            continue
         out = EMITTERS[node.op](b, node, *node.inputs)
         if out != node.name:
             b.op("Identity", [out], out=node.name)
@@ -149,7 +147,7 @@ def check_model_against(model: onnx.ModelProto, graph: Graph, inputs, reference:
         "spike_exact": cmp.spike_mismatches == 0 and outputs.spike_mismatches == 0,
         "outputs_compared": list(graph.outputs),
         "outputs": outputs.summary(),
-        "neurons_compared": sum(1 for n in nodes if n.op in NEURONS and n.attrs.get("output", "spikes") == "spikes"),
+        "neurons_compared": sum(1 for n in nodes if OPS[n.op].neuron and n.attrs.get("output", "spikes") == "spikes"),
         "probe_outputs_match_plain": same,
         "min_firing_margin": min((float(m.min()) for m in margins), default=None),
     })

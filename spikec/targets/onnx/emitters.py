@@ -61,6 +61,12 @@ def delayed(b: Builder, x: str, k: int, length: int, hint: str) -> str:
     return b.op("Pad", [head, b.ints([k, 0]), b.const(0.0, "zero"), b.ints([0])], hint=hint)
 
 
+@emitter("input")
+def graph_input(b: Builder, node: Node) -> str:
+    """A graph input is an input of the ONNX graph, under its own name (``Builder.model``)."""
+    return node.name
+
+
 # -- synaptic ---------------------------------------------------------------------------
 def _windows(b: Builder, x: str, kernel, stride, dilation, out_hw, pads, pad_value: float, hint: str) -> list[str]:
     """Strided slices of ``x`` [T, B, C, H, W] (padded by ``pads`` = (top, left, bottom, right)), one per

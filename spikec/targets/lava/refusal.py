@@ -1,0 +1,15 @@
+"""The Lava target's refusal: an UnsupportedOp naming the node it cannot map, and what the target maps."""
+from spikec.compiler.errors import UnsupportedOp
+from spikec.compiler.ir import Node
+from spikec.targets.lava.host import HOST
+
+SUPPORTED = ("input (binary or integer spikes), lif, intfire (graded or unrolled), silif, csilif, conv2d, linear, "
+             "flatten, avgpool2d folded into an adjacent conv2d/linear, maxpool2d over binary spikes, delay, "
+             "add of synaptic streams, and host ops (" + ", ".join(HOST) + ")")
+
+
+def refuse(node: Node, why: str) -> UnsupportedOp:
+    return UnsupportedOp(f"the Lava target cannot map node {node.name!r} ({node.op}): {why}",
+                         where=f"node {node.name!r}" + (f", module {node.scope!r}" if node.scope else ""),
+                         remedy=f"the Lava target maps: {SUPPORTED}; use --target none (or another target) "
+                                "for this model")
