@@ -81,6 +81,8 @@ def choose(model, stepping: str, x: np.ndarray, kind: str, ceiling, as_given=Fal
             fits[s] = _fits(model, s, x, shape, kind, ceiling, as_given, random)
         except SpikecError as e:
             errors[s] = e
+        except Exception as e:  # a candidate convention the model's code cannot run in: it does not fit
+            errors[s] = UnsupportedOp(f"{type(e).__name__}: {e}", where=f"model {type(model).__qualname__}")
     if len(fits) == 1:
         return next(iter(fits.values()))
     if {"multistep", "step"} <= set(fits) and not _stateful(fits["multistep"].model, shape, kind, ceiling):

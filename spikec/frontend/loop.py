@@ -25,6 +25,7 @@ from spikec.compiler.errors import BadInput, SpikecError, UnsupportedOp
 from spikec.frontend.stepping import reset_state
 
 WHERE = "model forward (--stepping loop)"
+MULTISTEP = "spikec_multistep"  # fx node meta: computed before the loop on the whole [T, B, ...] input
 
 
 class Looped(nn.Module):
@@ -136,10 +137,11 @@ def steps_of(graph: torch.fx.Graph, placeholder) -> dict:
     for n in graph.nodes:
         if n.op == "call_module":
             counts[n.target] = counts.get(n.target, 0) + 1
+    derived = input_derived(graph, placeholder)
     for n in graph.nodes:
         ins = [step.get(a) for a in n.all_input_nodes if step.get(a) is not None]
         s = max(ins) if ins else None
-        if n.op == "call_function" and n.target is operator.getitem and n.args[0] is placeholder \
+        if n.op == "call_function" and n.target is operator.getitem and n.args[0] in derived \
                 and isinstance(n.args[1], int):
             s = n.args[1]
         elif n.op == "call_module" and counts[n.target] > 1:
@@ -147,6 +149,22 @@ def steps_of(graph: torch.fx.Graph, placeholder) -> dict:
             s = max(k, s if s is not None else k)
         step[n] = s
     return step
+
+
+def input_derived(graph: torch.fx.Graph, placeholder) -> set:
+    """The input and what forward computes from it alone before any step is read: ``[T, B, ...]`` tensors
+    (``conv(x.flatten(0, 1)).unflatten(0, (T, B))``), whose ``[step]`` a loop may read as it reads ``x[step]``."""
+    derived = {placeholder}
+    for n in graph.nodes:
+        ins = n.all_input_nodes
+        if ins and all(a in derived for a in ins) and not _is_step_read(n, derived) and n.op != "output":
+            derived.add(n)
+    return derived
+
+
+def _is_step_read(n, derived) -> bool:
+    return n.op == "call_function" and n.target is operator.getitem and n.args[0] in derived \
+        and isinstance(n.args[1], int)
 
 
 def _first_input_root(a):
@@ -196,6 +214,7 @@ class _Fold:
         self.root, self.graph = root, graph
         self.ph = next(n for n in graph.nodes if n.op == "placeholder")
         self.step = steps_of(graph, self.ph)
+        self.derived = input_derived(graph, self.ph)
         out = next(n for n in graph.nodes if n.op == "output")
         self.seqs = _stacked_outputs(out.args[0])
         self.steps = len(self.seqs[0])
@@ -210,21 +229,21 @@ class _Fold:
                             "append exactly one value per step, in step order")
 
     def _reads_step(self, n):
-        if n.op == "call_function" and n.target is operator.getitem and n.args[0] is self.ph \
-                and isinstance(n.args[1], int):
-            return n.args[1]
-        return None
+        """``k`` for ``v[k]`` of the input or of a ``[T, B, ...]`` tensor computed from it alone; else None."""
+        return n.args[1] if _is_step_read(n, self.derived) else None
 
     def _canon(self, a, t):
         """What ``a`` read at step ``t`` is, relative to that step."""
         if isinstance(a, torch.fx.Node):
             s = self.step.get(a)
+            if s is None:
+                if a is self.ph:
+                    return ("input",)
+                return ("free", a.op, str(a.target), self._canon(a.args, None), self._canon(a.kwargs, None))
             if s == t:
                 return ("now", self.pos[a])
-            if s is not None and s == t - 1:
+            if t is not None and s == t - 1:
                 return ("prev", self.pos[a])
-            if s is None:
-                return ("free", a.op, str(a.target), self._canon(a.args, None), self._canon(a.kwargs, None))
             _refuse(f"node {a.name!r} of step {s} is read at step {t}", "read only the current step and the state "
                     "a neuron returned at the step before")
         if isinstance(a, (tuple, list)):
@@ -264,6 +283,8 @@ class _Fold:
                         "(it is passed anew each step, so the neuron would restart)",
                         f"pass {n.target!r} the state its previous call returned")
             elif c != self._canon(a0, 0):
+                for x in [n, *_flat(a)]:
+                    _refuse_time_elsewhere(self.ph, x, t)
                 _refuse(f"argument {i} of {n.name!r} at step {t} differs from step 0 ({n0.name!r})",
                         "make every step of the loop compute the same thing")
 
@@ -290,6 +311,22 @@ class _Fold:
         return {i for i, a in enumerate(n1.args) if i and "prev" in repr(self._canon(a, 1))}
 
 
+def _refuse_time_elsewhere(ph, n, t):
+    """A step read other than ``x[step]`` of the input: batch-first ``x[:, step]``, or a tensor computed from
+    the input before the loop and indexed per step."""
+    if n.op != "call_function" or n.target is not operator.getitem:
+        return
+    source, index = n.args
+    if source is ph and isinstance(index, tuple) and t in index:
+        _refuse(f"{n.name!r} reads step {t} along dim {index.index(t)} of the input ({index!r}): spikec takes "
+                "time first, [T, B, ...]", "lay the inputs out [T, B, ...] and index x[step] (transpose a batch-first "
+                "array with x.transpose(0, 1) before saving it)")
+    if isinstance(source, torch.fx.Node) and index == t:
+        _refuse(f"{n.name!r} reads step {t} of {source.name!r}, which forward computes from the input before the "
+                "loop", "compute the per-step layers inside the loop, on x[step]; or, for a forward that maps "
+                "[T, B, ...] to [T, B, ...] without a loop, use --stepping multistep")
+
+
 def _flat(a):
     if isinstance(a, (tuple, list)):
         return [y for x in a for y in _flat(x)]
@@ -307,11 +344,17 @@ def _body(fold: _Fold) -> torch.fx.Graph:
     for n in fold.graph.nodes:
         if n not in needed or n is fold.ph:
             continue
-        if fold._reads_step(n) == 0:
-            env[n] = x
+        if fold._reads_step(n) == 0:  # x[0], or v[0] of a [T, B, ...] tensor v: one step of it
+            env[n] = env[n.args[0]]
             continue
-        if fold.indexed and fold.ph in n.all_input_nodes:
-            _refuse(f"{n.name!r} reads the whole input, not one step of it", "read the input one step at a time, x[step]")
+        if fold.indexed and n in fold.derived:  # computed from the whole input: converted as multi-step
+            env[n] = body.node_copy(n, lambda v: env[v])
+            env[n].meta[MULTISTEP] = True
+            continue
+        whole = [a.name for a in n.all_input_nodes if fold.indexed and a in fold.derived]
+        if whole:
+            _refuse(f"{n.name!r} reads the whole of {whole[0]!r} ([T, B, ...]), not one step of it",
+                    f"read one step at a time: {whole[0]}[step]")
         if n.op == "call_module" and n in zero:
             if n.kwargs:
                 _refuse(f"module {n.target!r} is called with keyword arguments", "pass its arguments positionally")
@@ -358,6 +401,7 @@ def bind(model: nn.Module, example, leaf) -> tuple["Looped", torch.Tensor]:
     body, static, steps = capture(model, example, leaf)
     looped = Looped(model, static)
     looped.body = body
+    looped.lead = (steps, example.shape[0] if static else example.shape[1])  # shapes in the body are numbers
     x = example.unsqueeze(0).expand(steps, *example.shape).contiguous() if static else example
     if not static and steps != example.shape[0]:
         _refuse(f"the loop runs {steps} steps over an input of {example.shape[0]} steps",

@@ -75,6 +75,7 @@ class ConvertContext:
     module_outputs: dict = field(default_factory=dict)  # top-level module call -> its output node
     per_step: bool = False
     stepping: str = "multistep"
+    concrete: tuple | None = None  # (T, B) when shapes were captured as numbers (a loop model's capture)
 
     def unique(self, name: str) -> str:
         base, k = name, 1

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from spikec.compiler.errors import UnsupportedOp
 from spikec.frontend.registry import Merged, Unmerged, lead_count, register_function
-from spikec.frontend.torch_modules import flatten_dims
+from spikec.frontend.torch_modules import avgpool2d, flatten_dims, maxpool2d
 
 
 # -- element-wise functions and tuple indexing ------------------------------------------
@@ -63,8 +63,14 @@ def _getitem(ctx, name, args, kwargs, scope=""):
                             "README's converter table)")
     if not isinstance(value, (tuple, list)):
         raise UnsupportedOp("indexing a tensor is not supported", where=f"fx node {name!r}",
-                            remedy="select with modules (e.g. Delay, Flatten), not x[...]")
-    return value[index]
+                            remedy="select with modules (e.g. Delay, Flatten), not x[...]; a forward that "
+                                   "indexes x[step] in its own loop is --stepping loop")
+    try:
+        return value[index]
+    except (IndexError, TypeError) as e:  # e.g. T, B, C, H, W = x.shape on a tensor of another rank
+        raise UnsupportedOp(f"item {index!r} of {value!r}: {e}", where=f"fx node {name!r}",
+                            remedy="check the tensor's rank against the convention (--stepping): per-step "
+                                   "tensors have no T dimension") from None
 
 
 register_function(operator.getitem, _getitem)
@@ -140,8 +146,23 @@ def _split_lead(ctx, name, x, dims):
                         remedy="reshape only the per-step dims")
 
 
+def _symbolic(ctx, dims) -> tuple:
+    """Leading sizes captured as numbers (a loop model's capture: ``ctx.concrete = (T, B)``) as T, B, T*B."""
+    if ctx.concrete is None:
+        return tuple(dims)
+    (steps, batch), d = ctx.concrete, list(dims)
+    if ctx.stepping == "step":
+        if d and d[0] == batch:
+            d[0] = B_DIM
+    elif len(d) >= 2 and d[0] == steps and d[1] in (batch, -1):
+        d[0], d[1] = T_DIM, B_DIM
+    elif d and d[0] == steps * batch:
+        d[0] = TB_DIM
+    return tuple(d)
+
+
 def _reshape(ctx, name, args, kwargs, scope=""):
-    x, dims = args[0], _dims_arg(args, kwargs, "shape")
+    x, dims = args[0], _symbolic(ctx, _dims_arg(args, kwargs, "shape"))
     layout, shape = _split_lead(ctx, name, x, dims)
     if any(not isinstance(d, int) or isinstance(d, LeadDim) for d in shape):
         raise UnsupportedOp(f"reshape to per-step dims {shape}: T and B cannot be per-step dims",
@@ -162,6 +183,8 @@ def _unflatten(ctx, name, args, kwargs, scope=""):
     dim = args[1] if len(args) > 1 else kwargs.get("dim")
     sizes = tuple(args[2] if len(args) > 2 else kwargs.get("sizes"))
     lead = leading(ctx, x)
+    if dim == 0 and lead == (TB_DIM,):
+        sizes = _symbolic(ctx, sizes)
     if dim == 0 and lead == (TB_DIM,) and len(sizes) == 2 and sizes[0] is T_DIM and sizes[1] in (B_DIM, -1):
         return Unmerged(x)
     if not isinstance(dim, int) or dim % (len(lead) + len(ctx.type(x).shape)) < len(lead):
@@ -255,5 +278,19 @@ for _t in (F.relu, torch.relu, "relu"):
     register_function(_t, _relu_fn)
 for _t in (torch.flatten, "flatten"):
     register_function(_t, _flatten_fn)
+def _pool_fn(module_type, convert):
+    """``F.avg_pool2d(x, ...)`` / ``F.max_pool2d(x, ...)``: the module converter on the equivalent module."""
+    def fn(ctx, name, args, kwargs, scope=""):
+        try:
+            module = module_type(*args[1:], **kwargs)
+        except TypeError as e:
+            raise UnsupportedOp(f"{module_type.__name__} arguments {args[1:]} {kwargs}: {e}", where=f"fx node {name!r}",
+                                remedy=f"use nn.{module_type.__name__}") from None
+        return convert(ctx, module, name, args[0])
+    return fn
+
+
+register_function(F.avg_pool2d, _pool_fn(torch.nn.AvgPool2d, avgpool2d))
+register_function(F.max_pool2d, _pool_fn(torch.nn.MaxPool2d, maxpool2d))
 for _t in (torch.unflatten, "unflatten"):
     register_function(_t, _unflatten)

@@ -20,7 +20,8 @@ def _per_step_only(ctx, module, name):
     if not ctx.per_step:
         refuse(name, module, "this per-step torch module is applied to a [T, B, ...] tensor, where torch would "
                "mistake T or B for a batch or channel dimension",
-               "wrap it in spikec.nn.TimeDistributed(...), which merges T and B as torch expects")
+               "wrap it in spikec.nn.TimeDistributed(...), or apply it to x.flatten(0, 1) and unflatten(0, (T, B)) "
+               "after; if forward computes one time step (snnTorch, SpikingJelly 's'), compile with --stepping step")
 
 
 def _multi_step_only(ctx, module, name):

@@ -13,7 +13,7 @@ from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.verify import verify
 from spikec.frontend.registry import (FUNCTIONS, REGISTER_HINT, ConvertContext, Merged, Unmerged, find_converter,
                                       register_converter)
-from spikec.frontend.loop import Looped
+from spikec.frontend.loop import MULTISTEP, Looped
 from spikec.frontend.stepping import Stepped
 # The built-in converters, imported for their registrations (they import the registry, never this module).
 from spikec.frontend import (torch_modules, torch_functions, snntorch, spikingjelly, spikingjelly_layers,  # noqa: F401
@@ -118,7 +118,8 @@ def convert_fx(ctx, model, fx_graph, x: str, *, threads_state: bool = False) -> 
     """Convert ``model``'s fx graph into ``ctx`` with its input bound to node ``x``; returns the output names.
 
     Parameters after the first must have defaults (a Norse state argument): they stay Python values.
-    ``threads_state``: ``forward`` returns ``(y, state)``; only ``y`` is an output.
+    ``threads_state``: ``forward`` returns ``(y, state)``; only ``y`` is an output. Nodes marked ``MULTISTEP``
+    (a loop model's computation before its loop) are converted as multi-step ``[T, B, ...]`` tensors.
     """
     env, outputs, bound = {}, [], False
     modules = dict(model.named_modules())
@@ -128,24 +129,36 @@ def convert_fx(ctx, model, fx_graph, x: str, *, threads_state: bool = False) -> 
                 raise BadInput("the model takes more than one input; spikec traces single-input models",
                                where=f"argument {fx_node.name!r}")
             env[fx_node.name], bound = (fx_node.args[0] if bound else x), True
-        elif fx_node.op == "call_module":
-            xs = _tensor_args(fx_node, env)
-            out = _with_layout(ctx, xs, lambda: ctx.convert_module(modules[fx_node.target], fx_node.target, *xs))
-            if isinstance(out, str) and out not in xs and not isinstance(out, Merged) and not ctx.per_step:
-                ctx.module_outputs[fx_node.target] = out
-            env[fx_node.name] = out
-        elif fx_node.op in ("call_function", "call_method"):
-            xs = [env[a.name] for a in fx_node.all_input_nodes if isinstance(env.get(a.name), str)]
-            env[fx_node.name] = _with_layout(ctx, xs, lambda: _convert_function(ctx, fx_node, env))
         elif fx_node.op == "output":
             result = fx_node.args[0]
             if threads_state:
                 result = _first_of_pair(result, env)
             outputs = _outputs(result, env, model)
+        elif fx_node.meta.get(MULTISTEP):
+            outer = ctx.per_step, ctx.stepping
+            ctx.per_step, ctx.stepping = False, "multistep"
+            try:
+                env[fx_node.name] = _convert_node(ctx, fx_node, env, modules)
+            finally:
+                ctx.per_step, ctx.stepping = outer
         else:
-            raise UnsupportedOp(f"fx node {fx_node.name!r} of kind {fx_node.op} ({fx_node.target}) is not supported",
-                                remedy="register parameters inside modules rather than reading them in forward()")
+            env[fx_node.name] = _convert_node(ctx, fx_node, env, modules)
     return outputs
+
+
+def _convert_node(ctx, fx_node, env, modules):
+    """The IR name(s) one fx call node becomes."""
+    if fx_node.op == "call_module":
+        xs = _tensor_args(fx_node, env)
+        out = _with_layout(ctx, xs, lambda: ctx.convert_module(modules[fx_node.target], fx_node.target, *xs))
+        if isinstance(out, str) and out not in xs and not isinstance(out, Merged) and not ctx.per_step:
+            ctx.module_outputs[fx_node.target] = out
+        return out
+    if fx_node.op in ("call_function", "call_method"):
+        xs = [env[a.name] for a in fx_node.all_input_nodes if isinstance(env.get(a.name), str)]
+        return _with_layout(ctx, xs, lambda: _convert_function(ctx, fx_node, env))
+    raise UnsupportedOp(f"fx node {fx_node.name!r} of kind {fx_node.op} ({fx_node.target}) is not supported",
+                        remedy="register parameters inside modules rather than reading them in forward()")
 
 
 def _first_of_pair(result, env):
@@ -295,12 +308,12 @@ def _looped(ctx, m, name, x):
     if getattr(m, "body", None) is None:
         raise BadInput("the loop model was not captured on its inputs", where=f"module {name!r}",
                        remedy="build it with spikec.frontend.loop.bind(model, inputs, leaf)")
-    outer = ctx.per_step, ctx.stepping
-    ctx.per_step, ctx.stepping = True, "step"
+    outer = ctx.per_step, ctx.stepping, ctx.concrete
+    ctx.per_step, ctx.stepping, ctx.concrete = True, "step", m.lead
     try:
         outs = convert_fx(ctx, m.model, m.body, x)
     finally:
-        ctx.per_step, ctx.stepping = outer
+        ctx.per_step, ctx.stepping, ctx.concrete = outer
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 

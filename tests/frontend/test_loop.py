@@ -165,3 +165,38 @@ def test_data_dependent_control_flow_is_refused_with_the_remedy():
                 return super().forward(x)[0]
             return super().forward(-x)[0]
     _refused(Data(), X, "could not be captured")
+
+
+def test_a_layer_computed_before_the_loop_on_all_steps_is_folded_as_multistep():
+    class Pre(nn.Module):
+        """The speed idiom: one conv over all steps (T and B merged), then the neuron loop over cur[t]."""
+
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(5, 6)
+            self.lif = snntorch.Leaky(beta=0.8, threshold=0.5)
+
+        def forward(self, x):
+            T, B = x.shape[0], x.shape[1]
+            cur = self.fc(x.flatten(0, 1)).unflatten(0, (T, B))
+            mem, rec = self.lif.init_leaky(), []
+            for t in range(T):
+                spk, mem = self.lif(cur[t], mem)
+                rec.append(spk)
+            return torch.stack(rec)
+
+    torch.manual_seed(0)
+    graph, got, want, _ = folded(Pre(), X)
+    assert np.array_equal(got[0], want[0]) and 0 < got[0].mean() < 1
+    assert [n.op for n in graph.nodes] == ["input", "linear", "lif_snntorch"]
+
+
+def test_batch_first_time_indexing_is_refused_with_the_layout_remedy():
+    class BatchFirst(Indexed):
+        def forward(self, x):
+            mem, rec = self.lif.init_leaky(), []
+            for t in range(x.shape[1]):
+                spk, mem = self.lif(self.fc(x[:, t]), mem)
+                rec.append(spk)
+            return torch.stack(rec)
+    _refused(BatchFirst(), X.transpose(1, 0, 2), "time first")

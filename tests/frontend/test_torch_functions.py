@@ -282,3 +282,18 @@ def test_a_per_step_module_on_unmerged_input_is_still_refused():
     with pytest.raises(UnsupportedOp, match="TimeDistributed"):
         trace(With(nn.Conv2d(4, 4, 1), lambda conv, x: conv(x.flatten(0, 1).unflatten(0, (x.shape[0], x.shape[1])))),
               (4, 2, 3))
+
+
+def test_functional_pooling_on_merged_time_and_batch_is_exact():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(4, 3, 3, padding=1)
+
+        def forward(self, x):
+            y = F.max_pool2d(F.avg_pool2d(self.conv(x.flatten(0, 1)), 2, ceil_mode=True), kernel_size=1)
+            return y.unflatten(0, (x.shape[0], x.shape[1]))
+
+    torch.manual_seed(0)
+    graph = assert_exact(Net(), (4, 2, 3), X5)
+    assert ops(graph) == ["input", "conv2d", "avgpool2d", "maxpool2d"]
