@@ -88,11 +88,21 @@ def choose(model, stepping: str, x: np.ndarray, kind: str, ceiling, as_given=Fal
     if {"multistep", "step"} <= set(fits) and not _stateful(fits["multistep"].model, shape, kind, ceiling):
         return fits["multistep"]  # no state: one step at a time and all steps at once are the same computation
     if not fits:
-        lines = "; ".join(f"{s}: {e.where + ': ' if e.where else ''}{e.what}" for s, e in errors.items())
-        raise BadInput(f"the model fits none of the conventions ({lines})", where=f"model {type(model).__qualname__}",
-                       remedy="fix what the intended convention reports, and pass --stepping multistep|step|loop")
+        raise _none_fits(model, errors)
     raise BadInput(f"the model fits several conventions: {', '.join(fits)}", where=f"model {type(model).__qualname__}",
                    remedy=f"say which with --stepping {'|'.join(fits)}")
+
+
+def _none_fits(model, errors: dict) -> SpikecError:
+    """The error of the first convention that failed for a reason of its own (not because the model is
+    written for another convention), with its remedy, and what the other conventions said."""
+    def about_stepping(e):
+        return "--stepping" in f"{e.what} {e.remedy or ''}" or "traced as" in e.what
+    first = next((s for s, e in errors.items() if not about_stepping(e)), next(iter(errors)))
+    e = errors[first]
+    others = "; ".join(f"{s}: {o.what}" for s, o in errors.items() if s != first)
+    return type(e)(e.what, where=e.where, remedy=f"{e.remedy or 'fix what is named'} (--stepping auto tried every "
+                   f"convention; this is what {first} reports; {others})")
 
 
 def _stateful(model, shape, kind, ceiling) -> bool:

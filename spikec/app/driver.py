@@ -185,6 +185,8 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     coding = _coding(opts)
     passes, explicit = select(opts.passes)
     start = time.perf_counter()
+    if opts.model.endswith(".nir") and opts.stepping == "auto":
+        opts = replace(opts, stepping="multistep")  # a NIR graph is a multi-step network by construction
     user_model = load_source(opts) if model is None else model
     conv, given = _verification_inputs(user_model, opts, inputs)
     model, x, shape = conv.model, conv.x, tuple(conv.x.shape[2:])

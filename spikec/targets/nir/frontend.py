@@ -42,6 +42,7 @@ import torch
 from torch import nn
 
 from spikec.compiler.errors import BadInput, SpikecError, UnsupportedOp
+from spikec.frontend.exact_neurons import require_stepping
 from spikec.frontend.registry import ConvertContext, register_converter
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.verify import verify
@@ -495,6 +496,7 @@ def nir_model(path, dt: float = DT, scheme: str = SCHEME, allow_unstable: bool =
 
 
 def _convert(ctx, module: NIRModel, name, x):
+    require_stepping(ctx, module, name, "multistep")  # a NIR graph runs whole sequences [T, B, ...]
     outs = emit_nir(ctx, module.graph, x, dt=module.dt, scheme=module.scheme, scope=name,
                     allow_unstable=getattr(module, "allow_unstable", False))
     return outs[0] if len(outs) == 1 else tuple(outs)
