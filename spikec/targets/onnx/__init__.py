@@ -25,8 +25,8 @@ smallest firing margin ``|U - threshold|`` seen, i.e. how far the ulp-level diff
 deciding a spike. A float32 variant (``export(..., dtype="float32")``, native Conv) exists for
 speed; it is not claimed exact.
 
-Every IR op needs an emitter (``emitters.py``, one function per op); a graph with an op that has
-none is refused with ``UnsupportedOp`` naming the node.
+Every IR op needs an emitter (``emitters.py``, one function per op; the frameworks' exact neurons in
+``framework_emitters.py``); a graph with an op that has none is refused with ``UnsupportedOp`` naming the node.
 """
 import time
 from pathlib import Path
@@ -43,6 +43,7 @@ from spikec.compiler.verify import verify
 from spikec.ops import OPS
 from spikec.targets import TargetResult, register_target
 from spikec.targets.onnx.builder import BATCH, DTYPES, IR_VERSION, OPSET, Builder, where
+from spikec.targets.onnx import framework_emitters  # noqa: F401  (registers the frameworks' neurons)
 from spikec.targets.onnx.emitters import EMITTERS, register_emitter
 
 __all__ = ["export", "run_model", "check_model_against", "register_emitter", "FILE", "FORM", "OPSET"]

@@ -10,7 +10,8 @@ im2col (strided Slices + Concat) and one MatMul, an average pool to a sum of str
 torch's window order divided by torch's divisor, ELU to ``Where(z <= 0, Exp(z) - 1, z)``. In the
 float32 variant (fast, not exact) the native ONNX ops are used.
 
-Add an op with ``@emitter("op")`` (or ``register_emitter``) next to its interpreter kernel's meaning.
+Add an op with ``@emitter("op")`` (or ``register_emitter``) next to its interpreter kernel's meaning. The
+frameworks' exact neurons (``lif_snntorch`` ... ``li_norse``) are in ``framework_emitters.py``.
 """
 from typing import Callable
 
@@ -112,26 +113,35 @@ def conv2d(b: Builder, node: Node, x: str) -> str:
         y = b.op("Conv", ins, hint=f"{node.name}/conv", strides=list(a["stride"]), pads=[ph, pw, ph, pw],
                  dilations=list(a["dilation"]), group=groups, kernel_shape=[kh, kw])
         return b.reshape(y, [t, -1, co, ho, wo], out=node.name)
-    # float64: im2col [T, B, C, kh*kw, Ho, Wo] -> [T, B, G, Cg*k, L], one MatMul with the (G, Co/G, Cg*k) weight
-    wins = _windows(b, x, (kh, kw), a["stride"], a["dilation"], (ho, wo), (ph, pw, ph, pw), 0.0, node.name)
+    return im2col_conv(b, x, t, w, bias, a["stride"], (ph, pw), a["dilation"], groups, (ho, wo), node.name,
+                       out=node.name)
+
+
+def im2col_conv(b: Builder, x: str, t: int, w: np.ndarray, bias, stride, padding, dilation, groups: int, out_hw,
+                hint: str, out: str | None = None) -> str:
+    """A float64 conv of ``x`` [t, B, C, H, W]: im2col [t, B, C, kh*kw, Ho, Wo] -> [t, B, G, Cg*k, L], one MatMul
+    with the (G, Co/G, Cg*k) weight, then the bias; returns [t, B, Co, Ho, Wo] (``out`` names it)."""
+    co, cg, kh, kw = w.shape
+    (ph, pw), (ho, wo) = padding, out_hw
+    wins = _windows(b, x, (kh, kw), stride, dilation, (ho, wo), (ph, pw, ph, pw), 0.0, hint)
     if len(wins) > 1:
         cols = b.op("Concat", [b.op("Unsqueeze", [s, b.ints([3])], hint=f"{s}/u") for s in wins],
-                    hint=f"{node.name}/cols", axis=3)
+                    hint=f"{hint}/cols", axis=3)
     else:
         cols = wins[0]
     k = cg * kh * kw
     if groups == 1:
-        cols = b.reshape(cols, [t, -1, k, ho * wo], hint=f"{node.name}/im2col")
-        wmat = b.const(w.reshape(co, k), f"{node.name}.weight")
+        cols = b.reshape(cols, [t, -1, k, ho * wo], hint=f"{hint}/im2col")
+        wmat = b.const(w.reshape(co, k), f"{hint}.weight")
     else:
-        cols = b.reshape(cols, [t, -1, groups, k, ho * wo], hint=f"{node.name}/im2col")
-        wmat = b.const(w.reshape(groups, co // groups, k), f"{node.name}.weight")
-    y = b.op("MatMul", [wmat, cols], hint=f"{node.name}/matmul")
+        cols = b.reshape(cols, [t, -1, groups, k, ho * wo], hint=f"{hint}/im2col")
+        wmat = b.const(w.reshape(groups, co // groups, k), f"{hint}.weight")
+    y = b.op("MatMul", [wmat, cols], hint=f"{hint}/matmul")
     if bias is not None:
         if groups != 1:
-            y = b.reshape(y, [t, -1, co, ho * wo], hint=f"{node.name}/rows")
-        y = b.op("Add", [y, b.const(bias.reshape(co, 1), f"{node.name}.bias")], hint=f"{node.name}/bias")
-    return b.reshape(y, [t, -1, co, ho, wo], out=node.name)
+            y = b.reshape(y, [t, -1, co, ho * wo], hint=f"{hint}/rows")
+        y = b.op("Add", [y, b.const(np.asarray(bias).reshape(co, 1), f"{hint}.bias")], hint=f"{hint}/bias")
+    return b.reshape(y, [t, -1, co, ho, wo], out=out, hint=f"{hint}/out")
 
 
 @emitter("linear")
@@ -432,65 +442,7 @@ def csilif(b: Builder, node: Node, x: str) -> str:
     return _neuron(b, node, x, dynamics)
 
 
-# -- frontend-specific neurons (spikec/frontend/snntorch.py, spikingjelly.py) -------------------------
-@emitter("lif_snntorch")
-def lif_snntorch(b: Builder, node: Node, x: str) -> str:
-    """snnTorch ``Leaky`` as ``lif_snntorch_kernel`` runs it: strict ``>``, the previous spike's reset.
-
-    snnTorch's spikes are float32, so ``reset * theta`` with a 0-dim ``theta`` is computed in float32 (a
-    product with 0/1: the value is ``theta`` rounded to float32); a per-channel ``theta`` stays float64."""
-    theta_p = node.params["threshold"]
-    beta, theta = _param(b, node, "beta"), _param(b, node, "threshold")
-    theta_r = b.per_channel(np.float64(np.float32(theta_p)) if theta_p.ndim == 0 else theta_p, node.type.shape,
-                            f"{node.name}.threshold_reset")
-    kind, delay = node.attrs["reset"], node.attrs["reset_delay"]
-    zero, one = b.const(0.0, "zero"), b.const(1.0, "one")
-    mem, spikes = zero, []
-    for t, xt in enumerate(b.split_steps(x, b.time_len(x), f"{node.name}/x")):
-        with b.scope(f"{node.name}/t{t}"):
-            reset = b.spike(b.op("Greater", [b.sub(mem, theta), zero]))          # (mem - theta > 0)
-            if kind == "zero":
-                mem = b.mul(b.sub(one, reset), mem)                                # (1 - reset) * mem
-            mem = b.add(b.mul(beta, mem), xt)                                      # beta * mem + x
-            if kind == "subtract":
-                mem = b.sub(mem, b.mul(reset, theta_r))                            # mem - reset * theta
-            spk = b.spike(b.op("Greater", [b.sub(mem, theta), zero]))            # (mem - theta > 0)
-            if not delay:
-                do_reset = b.sub(spk, reset)
-                if kind == "subtract":
-                    mem = b.sub(mem, b.mul(do_reset, theta_r))                     # mem - do_reset * theta
-                elif kind == "zero":
-                    mem = b.sub(mem, b.mul(do_reset, mem))                         # mem - do_reset * mem
-        spikes.append(spk)
-    return b.stack_steps(spikes, out=node.name)
-
-
-@emitter("lif_sj")
-def lif_sj(b: Builder, node: Node, x: str) -> str:
-    """SpikingJelly ``LIFNode`` / ``IFNode`` as ``lif_sj_kernel`` runs it (Python-float parameters)."""
-    p = node.params
-    theta = b.const(float(p["threshold"]), f"{node.name}.threshold")
-    tau = b.const(float(p["tau"]), f"{node.name}.tau") if "tau" in p else None
-    v_reset = float(p["v_reset"]) if "v_reset" in p else None
-    rest = b.const(0.0 if v_reset is None else v_reset, f"{node.name}.rest")
-    one = b.const(1.0, "one")
-    v, spikes = rest, []
-    for t, xt in enumerate(b.split_steps(x, b.time_len(x), f"{node.name}/x")):
-        with b.scope(f"{node.name}/t{t}"):
-            if tau is None:
-                h = b.add(v, xt)                                                   # v + x
-            elif node.attrs["decay_input"]:
-                h = b.add(v, b.op("Div", [b.sub(xt, b.sub(v, rest)), tau]))      # v + (x - (v - rest)) / tau
-            else:
-                h = b.add(b.sub(v, b.op("Div", [b.sub(v, rest), tau])), xt)      # v - (v - rest) / tau + x
-            s = _fire(b, h, theta)
-            if t + 1 < b.time_len(x):
-                if v_reset is None:
-                    v = b.sub(h, b.mul(s, theta))                                  # h - s * theta
-                else:                                                              # s * v_reset + (1 - s) * h
-                    v = b.add(b.mul(s, b.const(v_reset, f"{node.name}.v_reset")), b.mul(b.sub(one, s), h))
-        spikes.append(s)
-    return b.stack_steps(spikes, out=node.name)
+# (the frameworks' exact neurons, lif_snntorch ... li_norse, are in framework_emitters.py)
 
 
 # -- attention: reshapes, dynamic products ----------------------------------------------

@@ -354,46 +354,7 @@ def test_float32_variant_runs_and_checks():
     assert got.dtype == np.float32 and got.shape == (3, 2, 4, 3, 3)
 
 
-# -- frontend-specific neurons (spikec.frontend.snntorch, spikingjelly) --------------------------------------
-@pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
-@pytest.mark.parametrize("reset_delay", [True, False])
-@pytest.mark.parametrize("per_channel", [False, True], ids=["scalar", "per_channel"])
-def test_lif_snntorch(reset, reset_delay, per_channel):
-    import spikec.frontend.snntorch  # noqa: F401  (defines the op)
-    r = rng(6)
-    params = dict(beta=np.array([0.9, 0.5, 1.0]), threshold=np.array([0.3, 1.0, 0.7])) if per_channel \
-        else dict(beta=np.array(0.9), threshold=np.array(0.3))   # 0.3: not a float32 value
-    g = build(TensorType((3, 4)), [("n", "lif_snntorch", ("x",), {"reset": reset, "reset_delay": reset_delay},
-                                    params)])
-    for x in (r.normal(0.3, 0.5, (12, 4, 3, 4)), dyadic(r, (12, 4, 3, 4), scale=10)):
-        check(g, x, bit_exact=True)
-
-
-def test_lif_snntorch_resets_by_the_float32_threshold():
-    """After a spike, snnTorch subtracts float32(0.3) = 0.30000001192..: 0.35, 0.25, 1e-16 then stays below
-    0.3 (no second spike), where subtracting the float64 0.3 would fire at t = 2."""
-    import spikec.frontend.snntorch  # noqa: F401
-    g = build(TensorType((1,)), [("n", "lif_snntorch", ("x",), {"reset": "subtract", "reset_delay": False},
-                                  dict(beta=np.array(1.0), threshold=np.array(0.3)))])
-    x = np.array([0.35, 0.25, 1e-16]).reshape(3, 1, 1)
-    assert run(g, x).values["n"].ravel().tolist() == [1.0, 0.0, 0.0]
-    check(g, x)
-
-
-@pytest.mark.parametrize("params,decay_input", [
-    ({"threshold": 1.0}, False),                                  # IF, soft reset
-    ({"threshold": 1.0, "v_reset": -0.25}, False),                # IF, hard reset to -0.25
-    ({"threshold": 0.8, "tau": 2.0}, True),                       # LIF, decay_input, soft reset
-    ({"threshold": 0.8, "tau": 3.0, "v_reset": 0.0}, False),      # LIF, hard reset
-    ({"threshold": 0.8, "tau": 3.0, "v_reset": 0.125}, True),
-])
-def test_lif_sj(params, decay_input):
-    import spikec.frontend.spikingjelly  # noqa: F401  (defines the op)
-    r = rng(12)
-    g = build(TensorType((2, 3, 3)), [("n", "lif_sj", ("x",), {"decay_input": decay_input},
-                                       {k: np.array(v) for k, v in params.items()})])
-    for x in (r.normal(0.4, 0.6, (10, 3, 2, 3, 3)), dyadic(r, (10, 3, 2, 3, 3))):
-        check(g, x, bit_exact=True)
+# The frameworks' exact neurons (lif_snntorch ... li_norse) are tested in test_onnx_framework_neurons.py.
 
 
 # Ops the IR defines that have no ONNX emitter (yet): exporting a graph that holds one is refused with
@@ -403,7 +364,7 @@ PENDING = {"sdna_pairwise"}
 
 
 def test_every_ir_op_has_an_emitter_or_is_listed_pending():
-    """A new IR op must get an ONNX emitter (emitters.py) or be listed here, so no op goes unnoticed."""
+    """A new IR op must get an ONNX emitter (emitters.py, framework_emitters.py) or be listed here."""
     import spikec.frontend  # noqa: F401  (the converters' ops, defined outside spikec.ops, register on import)
     from spikec.targets.onnx.emitters import EMITTERS
     # lava_* ops are the Lava target's own integer reference, never part of a graph handed to ONNX

@@ -1,0 +1,283 @@
+"""ONNX emitters of the frameworks' exact neurons: snnTorch's ``lif_snntorch``, ``synaptic_snntorch``,
+``rleaky_snntorch``, ``alpha_snntorch`` (``spikec/frontend/snntorch_neurons.py``), SpikingJelly's ``lif_sj``
+(``spikec/frontend/spikingjelly.py``) and Norse's ``lif_norse``, ``li_norse`` (``spikec/frontend/norse.py``).
+
+Each unrolls its kernel over the fixed T, one ONNX node per torch operation in the kernel's order, so every
+value is bit-identical in float64 (the recurrent ``linear`` / ``conv2d`` layers excepted: a MatMul sums in its
+own order, exact when the sums are, e.g. dyadic weights on 0/1 spikes; a few ulp otherwise, as ``linear``).
+
+Every ``read`` of a run is emitted: the nodes of one neuron that differ only in ``read`` share one unrolled
+recurrence (the interpreter runs the same kernel for each), and each stacks its own sequence.
+
+Rounding that is not float64 in the kernels, repeated here: snnTorch's spikes and resets are float32 tensors, so
+a product with a 0-dim float64 parameter (``reset * threshold``, ``spk * V``) is computed in float32: the
+parameter rounded to float32 (a product with 0 or 1 is then exact in float64, which is how it is emitted). A
+per-channel parameter is a 1-dim tensor and stays float64. SpikingJelly's parameters are Python floats
+(float64); Norse's are float64 tensors.
+
+This module registers into ``emitters.EMITTERS``; ``spikec.targets.onnx`` imports it (no cycle: it imports
+``emitters``, never the reverse).
+"""
+import numpy as np
+from onnx import numpy_helper
+
+from spikec.compiler.ir import Node
+from spikec.targets.onnx.builder import Builder
+from spikec.targets.onnx.emitters import emitter, im2col_conv
+
+
+# -- shared ------------------------------------------------------------------------------------------
+def _read_key(node: Node) -> tuple:
+    """Nodes with equal keys run one recurrence and differ only in the sequence they read."""
+    attrs = repr(sorted((k, v) for k, v in node.attrs.items() if k != "read"))
+    params = tuple(sorted((k, v.dtype.str, v.shape, v.tobytes()) for k, v in node.params.items()))
+    return "framework-neuron", node.op, node.inputs, attrs, params
+
+
+def _sequences(b: Builder, node: Node, x: str, dynamics, default_read: str) -> str:
+    """Unroll ``dynamics(b, node, steps) -> {read: [per-step names]}`` once per run; stack this node's read."""
+    key = _read_key(node)
+    if key not in b.cache:
+        b.cache[key] = dynamics(b, node, b.split_steps(x, b.time_len(x), f"{node.name}/x"))
+    return b.stack_steps(b.cache[key][node.attrs.get("read", default_read)], out=node.name)
+
+
+def _param(b: Builder, node: Node, key: str) -> str:
+    """A parameter as a constant broadcast against ``[1, B, *shape]`` (scalar, or ``(C, 1, ..)``)."""
+    return b.per_channel(node.params[key], node.type.shape, f"{node.name}.{key}")
+
+
+def _times_float32_spikes(b: Builder, node: Node, key: str) -> str:
+    """A parameter as snnTorch multiplies float32 spikes by it: float32 when 0-dim, float64 per channel."""
+    p = np.asarray(node.params[key])
+    value = np.float64(np.float32(p)) if p.ndim == 0 else p
+    return b.per_channel(value, node.type.shape, f"{node.name}.{key}_f32" if p.ndim == 0 else f"{node.name}.{key}")
+
+
+def _greater(b: Builder, v: str, theta: str) -> str:
+    """``[v - theta > 0]`` as 0/1: snnTorch's and Norse's spike (strict)."""
+    return b.spike(b.op("Greater", [b.sub(v, theta), b.const(0.0, "zero")]))
+
+
+def _zeros_like(b: Builder, x: str, hint: str) -> str:
+    return b.op("ConstantOfShape", [b.op("Shape", [x], hint=f"{hint}/shape")], hint=hint,
+                value=numpy_helper.from_array(np.zeros(1, dtype=b.np_dtype)))
+
+
+# -- snnTorch ------------------------------------------------------------------------------------------
+def _reset_after(b: Builder, kind: str, base: str, reset: str, theta_r: str) -> str:
+    """The delayed reset of Synaptic/RLeaky: ``base - r θ`` (subtract), ``base - base r`` (zero), ``base``."""
+    if kind == "subtract":
+        return b.sub(base, b.mul(reset, theta_r))                                  # base - reset * theta
+    if kind == "zero":
+        return b.sub(base, b.mul(base, reset))                                     # base - base * reset
+    return base
+
+
+def _immediate_reset(b: Builder, kind: str, mem: str, spk: str, reset: str, theta_r: str) -> str:
+    """``reset_delay=False``: ``d = spk - reset``, then ``mem - d θ`` / ``mem - d mem`` / ``mem``."""
+    d = b.sub(spk, reset)
+    if kind == "subtract":
+        return b.sub(mem, b.mul(d, theta_r))                                       # mem - d * theta
+    if kind == "zero":
+        return b.sub(mem, b.mul(d, mem))                                           # mem - d * mem
+    return mem
+
+
+@emitter("lif_snntorch")
+def lif_snntorch(b: Builder, node: Node, x: str) -> str:
+    """snnTorch ``Leaky`` as ``lif_snntorch_kernel`` runs it; ``read`` spikes or the mem it returns."""
+    def dynamics(b, node, steps):
+        beta, theta = _param(b, node, "beta"), _param(b, node, "threshold")
+        theta_r = _times_float32_spikes(b, node, "threshold")
+        kind, delay = node.attrs["reset"], node.attrs["reset_delay"]
+        one, mem, out = b.const(1.0, "one"), b.const(0.0, "zero"), {"spikes": [], "mem": []}
+        for t, xt in enumerate(steps):
+            with b.scope(f"{node.name}/t{t}"):
+                reset = _greater(b, mem, theta)                                    # (mem - theta > 0)
+                if kind == "zero":
+                    mem = b.mul(b.sub(one, reset), mem)                            # (1 - reset) * mem
+                mem = b.add(b.mul(beta, mem), xt)                                  # beta * mem + x
+                if kind == "subtract":
+                    mem = b.sub(mem, b.mul(reset, theta_r))                        # mem - reset * theta
+                spk = _greater(b, mem, theta)
+                if not delay:
+                    mem = _immediate_reset(b, kind, mem, spk, reset, theta_r)
+            out["spikes"].append(spk)
+            out["mem"].append(mem)
+        return out
+    return _sequences(b, node, x, dynamics, "spikes")
+
+
+def _recurrence(b: Builder, node: Node):
+    """``rec(spk)`` of the op's ``recurrent`` layer on one step ``[1, B, *shape]``, or None."""
+    kind, p, shape = node.attrs["recurrent"], node.params, node.type.shape
+    if kind == "none":
+        return None
+    if kind == "one_to_one":
+        v = _times_float32_spikes(b, node, "V")
+        return lambda spk, hint: b.mul(spk, v)                                     # spk * V
+    w, bias = np.asarray(p["weight"]), p.get("bias")
+    if kind == "linear":
+        w_t = b.const(np.ascontiguousarray(w.T), f"{node.name}.rec_weight_t")
+        bias_c = b.const(bias, f"{node.name}.rec_bias") if bias is not None else None
+
+        def linear(spk, hint):                                                     # F.linear(spk, W, b)
+            y = b.op("MatMul", [spk, w_t], hint=f"{hint}/matmul")
+            return y if bias_c is None else b.add(y, bias_c)
+        return linear
+    c, h, wd = shape
+    return lambda spk, hint: im2col_conv(b, spk, 1, w, bias, (1, 1), tuple(node.attrs["padding"]), (1, 1), 1,
+                                         (h, wd), hint)                           # F.conv2d(spk, W, b, padding)
+
+
+def _recurrent_dynamics(b: Builder, node: Node, steps: list[str]) -> dict:
+    """``recurrent_kernel``: Synaptic / RSynaptic (``synaptic_snntorch``) and RLeaky (``rleaky_snntorch``)."""
+    synaptic = node.op == "synaptic_snntorch"
+    alpha = _param(b, node, "alpha") if synaptic else None
+    beta, theta = _param(b, node, "beta"), _param(b, node, "threshold")
+    theta_r = _times_float32_spikes(b, node, "threshold")
+    rec = _recurrence(b, node)
+    kind, delay = node.attrs["reset"], node.attrs["reset_delay"]
+    syn = mem = b.const(0.0, "zero")
+    spk = _zeros_like(b, steps[0], f"{node.name}/spk0") if rec is not None else None
+    out = {"spikes": [], "syn": [], "mem": []}
+    for t, xt in enumerate(steps):
+        with b.scope(f"{node.name}/t{t}"):
+            reset = _greater(b, mem, theta)                                        # (mem - theta > 0)
+            if synaptic:
+                syn = b.add(b.mul(alpha, syn), xt)                                 # alpha * syn + x
+                if rec is not None:
+                    syn = b.add(syn, rec(spk, f"{node.name}/t{t}/rec"))           # syn + rec(spk)
+                base = b.add(b.mul(beta, mem), syn)                                # beta * mem + syn
+            else:
+                base = b.add(b.add(b.mul(beta, mem), xt), rec(spk, f"{node.name}/t{t}/rec"))   # beta mem + x + rec(spk)
+            mem = _reset_after(b, kind, base, reset, theta_r)
+            spk = _greater(b, mem, theta)
+            if not delay:
+                mem = _immediate_reset(b, kind, mem, spk, reset, theta_r)
+        out["spikes"].append(spk)
+        out["syn"].append(syn)
+        out["mem"].append(mem)
+    return out
+
+
+@emitter("synaptic_snntorch")
+def synaptic_snntorch(b: Builder, node: Node, x: str) -> str:
+    """snnTorch ``Synaptic`` / ``RSynaptic``; ``read`` spikes, syn or mem."""
+    return _sequences(b, node, x, _recurrent_dynamics, "spikes")
+
+
+@emitter("rleaky_snntorch")
+def rleaky_snntorch(b: Builder, node: Node, x: str) -> str:
+    """snnTorch ``RLeaky``; ``read`` spikes or mem."""
+    return _sequences(b, node, x, _recurrent_dynamics, "spikes")
+
+
+@emitter("alpha_snntorch")
+def alpha_snntorch(b: Builder, node: Node, x: str) -> str:
+    """snnTorch ``Alpha`` as ``alpha_snntorch_kernel`` runs it; ``read`` spikes, syn_exc, syn_inh or mem."""
+    def dynamics(b, node, steps):
+        alpha, beta, theta, tau = (_param(b, node, k) for k in ("alpha", "beta", "threshold", "tau"))
+        theta_r = _times_float32_spikes(b, node, "threshold")
+        kind = node.attrs["reset"]
+        se = si = mem = b.const(0.0, "zero")
+        out = {"spikes": [], "syn_exc": [], "syn_inh": [], "mem": []}
+        for t, xt in enumerate(steps):
+            with b.scope(f"{node.name}/t{t}"):
+                reset = _greater(b, mem, theta)                                    # (mem - theta > 0)
+                se_b = b.add(b.mul(alpha, se), xt)                                 # alpha * se + x
+                si_b = b.sub(b.mul(beta, si), xt)                                  # beta * si - x
+                mem_b = b.mul(tau, b.add(se_b, si_b))                              # tau * (se' + si')
+                if kind == "subtract":                                             # si: the previous step's
+                    se, si, mem = (b.sub(se_b, b.mul(theta_r, reset)), b.sub(si_b, b.mul(si_b, reset)),
+                                   b.sub(mem_b, b.mul(b.op("Neg", [si]), reset)))
+                elif kind == "zero":
+                    se, si, mem = (b.sub(v, b.mul(v, reset)) for v in (se_b, si_b, mem_b))
+                else:
+                    se, si, mem = se_b, si_b, mem_b
+                spk = _greater(b, mem, theta)
+            for read, value in zip(("spikes", "syn_exc", "syn_inh", "mem"), (spk, se, si, mem)):
+                out[read].append(value)
+        return out
+    return _sequences(b, node, x, dynamics, "spikes")
+
+
+# -- SpikingJelly ----------------------------------------------------------------------------------------
+@emitter("lif_sj")
+def lif_sj(b: Builder, node: Node, x: str) -> str:
+    """SpikingJelly ``IFNode`` / ``LIFNode`` (``tau``) / ``ParametricLIFNode`` (``decay`` = sigmoid(w)) as
+    ``lif_sj_kernel`` runs it, with Python-float (float64) parameters."""
+    p = node.params
+    theta = b.const(float(p["threshold"]), f"{node.name}.threshold")
+    tau = b.const(float(p["tau"]), f"{node.name}.tau") if "tau" in p else None
+    k = b.const(float(p["decay"]), f"{node.name}.decay") if "decay" in p else None
+    v_reset = float(p["v_reset"]) if "v_reset" in p else None
+    rest = b.const(0.0 if v_reset is None else v_reset, f"{node.name}.rest")
+    one, decay_input = b.const(1.0, "one"), node.attrs["decay_input"]
+    v, spikes = rest, []
+    for t, xt in enumerate(b.split_steps(x, b.time_len(x), f"{node.name}/x")):
+        with b.scope(f"{node.name}/t{t}"):
+            if tau is not None and decay_input:
+                h = b.add(v, b.op("Div", [b.sub(xt, b.sub(v, rest)), tau]))      # v + (x - (v - rest)) / tau
+            elif tau is not None:
+                h = b.add(b.sub(v, b.op("Div", [b.sub(v, rest), tau])), xt)      # v - (v - rest) / tau + x
+            elif k is not None and decay_input:
+                h = b.add(v, b.mul(b.sub(xt, b.sub(v, rest)), k))                # v + (x - (v - rest)) * k
+            elif k is not None:
+                h = b.add(b.sub(v, b.mul(b.sub(v, rest), k)), xt)                # v - (v - rest) * k + x
+            else:
+                h = b.add(v, xt)                                                   # v + x
+            s = b.spike(b.op("GreaterOrEqual", [b.sub(h, theta), b.const(0.0, "zero")]))   # (h - theta >= 0)
+            if t + 1 < b.time_len(x):
+                if v_reset is None:
+                    v = b.sub(h, b.mul(s, theta))                                  # h - s * theta
+                else:                                                              # s * v_reset + (1 - s) * h
+                    v = b.add(b.mul(s, b.const(v_reset, f"{node.name}.v_reset")), b.mul(b.sub(one, s), h))
+        spikes.append(s)
+    return b.stack_steps(spikes, out=node.name)
+
+
+# -- Norse ---------------------------------------------------------------------------------------------
+def _norse_dynamics(b: Builder, node: Node, steps: list[str]) -> dict:
+    """``norse_kernel``: one Euler step of Norse's LIF / LIFBox / LI / LIBox, from rest (v = v_leak, i = 0)."""
+    spiking, current = node.op == "lif_norse", node.attrs["current"]
+    a_mem, v_leak = _param(b, node, "dt_tau_mem_inv"), _param(b, node, "v_leak")
+    neg_a_syn = b.per_channel(-np.asarray(node.params["dt_tau_syn_inv"]), node.type.shape,
+                              f"{node.name}.neg_dt_tau_syn_inv") if current else None
+    if spiking:
+        v_th, v_reset, one = _param(b, node, "threshold"), _param(b, node, "v_reset"), b.const(1.0, "one")
+    v, i = v_leak, b.const(0.0, "zero")
+    out = {"spikes": [], "v": [], "i": []}
+    for t, xt in enumerate(steps):
+        with b.scope(f"{node.name}/t{t}"):
+            if current:
+                i_jump = b.add(i, xt)                                              # i + x
+                v_new = b.add(v, b.mul(a_mem, b.add(b.sub(v_leak, v), i_jump)))  # v + a_mem ((v_leak - v) + i')
+                i = b.add(i_jump, b.mul(neg_a_syn, i_jump))                        # i' + (-a_syn) i'
+            elif spiking:
+                v_new = b.add(v, b.mul(a_mem, b.sub(b.add(xt, v_leak), v)))      # v + a_mem ((x + v_leak) - v)
+            else:
+                v_new = b.add(v, b.mul(a_mem, b.add(b.sub(v_leak, v), xt)))      # v + a_mem ((v_leak - v) + x)
+            if spiking:
+                z = _greater(b, v_new, v_th)                                       # (v~ - v_th > 0)
+                after = v_reset if node.attrs["reset"] == "value" else b.sub(v_new, v_th)
+                v_new = b.add(b.mul(b.sub(one, z), v_new), b.mul(z, after))      # (1 - z) v~ + z after
+                out["spikes"].append(z)
+            v = v_new
+        out["v"].append(v)
+        if current:
+            out["i"].append(i)
+    return out
+
+
+@emitter("lif_norse")
+def lif_norse(b: Builder, node: Node, x: str) -> str:
+    """Norse ``LIF`` / ``LIFCell`` (current) and ``LIFBoxCell``; ``read`` spikes, v or i."""
+    return _sequences(b, node, x, _norse_dynamics, "spikes")
+
+
+@emitter("li_norse")
+def li_norse(b: Builder, node: Node, x: str) -> str:
+    """Norse ``LI`` / ``LICell`` (current) and ``LIBoxCell``; ``read`` v or i."""
+    return _sequences(b, node, x, _norse_dynamics, "v")
