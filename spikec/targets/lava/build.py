@@ -109,7 +109,7 @@ def _build_population(p: dict, arrays: dict, batch: int, aux: list):
     if typ == "SpikecLIF":
         extra = {k: get(k) for k in PARAMS[typ] if f"{name}/{k}" in arrays}
         return SpikecLIF(shape=shape, bias_mant=get("bias_mant"), bias_exp=get("bias_exp"), reset=p["reset"],
-                         name=name, **sched, **extra)
+                         fire=p.get("fire", "gt"), name=name, **sched, **extra)
     if typ == "SpikecIntFire":
         return SpikecIntFire(shape=shape, **{k: get(k) for k in PARAMS[typ] + ("bias_mant", "bias_exp")},
                              max_spikes=p["max_spikes"], rounding=p["rounding"], unrolled=p["unrolled"],

@@ -38,7 +38,7 @@ MAX_AXON_DELAY = 62          # DelayDense on Loihi 2: delays 0..62
 POPULATION_TYPES = ("LIF", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout")
 STATE_VARS = {"LIF": ("v", "u"), "SpikecLIF": ("v", "u"), "SpikecIntFire": ("v", "u"), "SpikecSiLIF": ("v",),
               "SpikecCSiLIF": ("v", "w")}
-PARAMS = {"SpikecLIF": ("du", "dv", "vth", "v_reset"), "SpikecIntFire": ("du", "dv", "vth"),
+PARAMS = {"SpikecLIF": ("du", "dv", "vth", "v_reset", "bias_u"), "SpikecIntFire": ("du", "dv", "vth"),
           "SpikecSiLIF": ("decay", "vth", "kappa"), "SpikecCSiLIF": ("a_re", "a_im", "vth", "kappa")}
 
 
@@ -227,13 +227,15 @@ def _lif_process(n: Node, base: dict, arrays: dict) -> dict:
     kind = n.attrs.get("process", "SpikecLIF")
     if kind == "LIF" and base["period"] > 1:
         kind = "SpikecLIF"   # Lava's LIF updates every Lava step: a sub-step schedule needs the custom one
-    d = dict(base, type=kind, reset=n.attrs["reset"], bias_on_after_step=base["start"])
+    d = dict(base, type=kind, reset=n.attrs["reset"], fire=n.attrs.get("fire", "gt"),
+             bias_on_after_step=base["start"])
     for k in ("bias_mant", "bias_exp"):
         arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], shape)
     if kind == "LIF":
         if any(np.asarray(n.params[k]).ndim for k in ("du", "dv", "vth")) or "v_reset" in n.params \
-                or n.attrs["reset"] != "zero":
-            raise IRError("Lava's LIF needs scalar du, dv, vth and a hard reset to 0", where=f"node {n.name!r}")
+                or "bias_u" in n.params or n.attrs["reset"] != "zero" or n.attrs.get("fire", "gt") != "gt":
+            raise IRError("Lava's LIF needs scalar du, dv, vth, a hard reset to 0, no current bias and strict "
+                          "firing (v > vth << 6)", where=f"node {n.name!r}")
         d.update(du=int(n.params["du"]), dv=int(n.params["dv"]), vth=int(n.params["vth"]))
     else:
         for k in PARAMS["SpikecLIF"]:

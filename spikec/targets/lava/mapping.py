@@ -85,12 +85,19 @@ class Mapping:
     hosts: dict                # float host node name -> HostNode
 
 
+def _reads_spikes(n: Node) -> bool:
+    """A neuron node outputting its spikes (lif's ``output``, the framework neurons' ``read``)."""
+    return n.attrs.get("output", "spikes") == "spikes" and n.attrs.get("read", "spikes") == "spikes"
+
+
 def _is_neuron(n: Node) -> bool:
-    return role(n.op) == NEURON and n.attrs.get("output", "spikes") == "spikes"
+    return role(n.op) == NEURON and _reads_spikes(n)
 
 
 def _is_twin(n: Node) -> bool:
-    return role(n.op) == NEURON and n.attrs.get("output", "spikes") == "membrane"
+    """A state read-out of a neuron run: lif's ``output="membrane"``, a framework neuron's ``read`` of a state."""
+    return role(n.op) == NEURON and not _reads_spikes(n) and n.attrs.get("output", "spikes") in ("spikes",
+                                                                                                "membrane")
 
 
 def _is_host(n: Node) -> bool:

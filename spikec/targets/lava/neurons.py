@@ -41,6 +41,7 @@ class NeuronLowering:
     params: Callable[[Callable], dict]
     build: Callable
     check: Callable | None = None
+    with_node: bool = False          # params(get, node): the float node's attributes choose the form
 
 
 def lowering(node: Node) -> NeuronLowering:
@@ -54,7 +55,8 @@ def neuron_params(node: Node, c: int) -> dict:
     """Float parameters per channel of neuron ``node`` (``NeuronLowering.params``)."""
     get = lambda k, default=0.0: np.broadcast_to(np.array(node.params.get(k, default), dtype=np.float64),
                                                  (c,)).copy()
-    return lowering(node).params(get)
+    lower = lowering(node)
+    return lower.params(get, node) if lower.with_node else lower.params(get)
 
 
 def check_neuron(pop, p: dict) -> None:
@@ -82,7 +84,8 @@ def membrane_gain(pop) -> np.ndarray:
 
 def neuron_node(pop, p: dict, x: str, scale: np.ndarray, vth: np.ndarray) -> Node:
     """The integer neuron node of ``pop`` reading the synaptic sum ``x``; its parameters recorded in ``pop.info``."""
-    b = p["alpha"] * pop.bias + p["bias"]
+    # a current-based neuron's synaptic bias is a current (``bias_u``, see _lif_node); the rest biases v
+    b = p["bias"] if p.get("current") else p["alpha"] * pop.bias + p["bias"]
     bias_v = to_int(np.round(64 * scale * b / pop.bias_unit) * pop.bias_unit, node=pop.name,
                     what="neuron biases (64 s b)")
     mant, exp, sat = bias_mant_exp(bias_v)
@@ -95,23 +98,45 @@ def _lif_decay(beta: np.ndarray, node: str = "") -> np.ndarray:
     return to_int(np.clip(np.round(4096 * (1 - beta)), 0, DECAY_MAX), node=node, what="decays (4096 (1 - beta))")
 
 
+def _u_decay(factor: np.ndarray, node: str) -> np.ndarray:
+    """Lava's ``du`` for a current kept by ``factor`` per step: ``u <- (4096 - (du + 1)) u / 4096``."""
+    return to_int(np.clip(np.round(4095 - DECAY_ONE * factor), 0, DECAY_MAX), node=node,
+                  what="current decays (4095 - 4096 alpha)")
+
+
 def _lif_node(pop, p, x, scale, vth, mant, exp) -> Node:
+    """The ``lava_lif`` node: spikec's lif, or a framework neuron whose ``p`` names its integer form (``reset``
+    kind, ``fire`` comparison, current decay ``u_keep`` and ``current`` bias; framework_neurons.py)."""
     dv = _lif_decay(p["beta"], pop.name)
-    hard = pop.neuron.attrs["reset"] == "zero"
+    reset = p.get("reset", pop.neuron.attrs.get("reset"))
+    fire = p.get("fire", "gt")
+    du = _u_decay(p["u_keep"], pop.name) if "u_keep" in p else np.full(dv.shape, 4095, dtype=np.int64)
     v_reset = to_int(np.round(64 * scale * p["v_reset"]), node=pop.name, what="reset values (64 s v_reset)")
-    params = {"du": np.int64(4095), "dv": scalar_or_channels(dv), "vth": scalar_or_channels(vth),
+    params = {"du": scalar_or_channels(du), "dv": scalar_or_channels(dv), "vth": scalar_or_channels(vth),
               "bias_mant": mant, "bias_exp": exp}
-    if hard and (v_reset != 0).any():
+    if reset == "zero" and (v_reset != 0).any():
         params["v_reset"] = scalar_or_channels(v_reset)
-    lava_lif = hard and "v_reset" not in params and params["dv"].ndim == 0 and params["vth"].ndim == 0 \
-        and int(params["vth"]) <= VTH_MAX and not pop.membrane
+    if p.get("current"):
+        bias_u = to_int(np.round(scale * p["alpha"] * pop.bias), node=pop.name, what="current biases (s alpha b)")
+        if bias_u.any():
+            params["bias_u"] = scalar_or_channels(bias_u)
+    lava_lif = reset == "zero" and fire == "gt" and not {"v_reset", "bias_u"} & set(params) \
+        and all(params[k].ndim == 0 for k in ("du", "dv", "vth")) and int(params["vth"]) <= VTH_MAX \
+        and not pop.membrane
     process = "LIF" if lava_lif else "SpikecLIF"
     node = Node(pop.name, "lava_lif", (x,), TensorType(pop.out_shape, "binary"),
-                {"reset": pop.neuron.attrs["reset"], "output": "spikes", "process": process}, params, scope=pop.name)
-    pop.info.update(process=process, dv=params["dv"].tolist(), du=4095, reset=pop.neuron.attrs["reset"],
+                {"reset": reset, "output": "spikes", "process": process, **({"fire": fire} if fire != "gt" else {})},
+                params, scope=pop.name)
+    pop.info.update(process=process, dv=params["dv"].tolist(), du=params["du"].tolist(), reset=reset,
                     beta_effective=(1 - params["dv"] / 4096).tolist(), lowering="binary spikes")
+    if "u_keep" in p:
+        pop.info["current_decay_quantization"] = _approx("u_keep", p["u_keep"], (4095 - du) / DECAY_ONE)
+    if fire != "gt":
+        pop.info["fire"] = "v >= vth << 6 (the source fires on >=)"
     if (p["beta"] == 0).any():
         pop.info.setdefault("notes", []).append("beta = 0 maps to dv = 4095: 1/4096 of v survives a step")
+    if p.get("notes"):
+        pop.info.setdefault("notes", []).extend(p["notes"])
     return node
 
 
@@ -207,10 +232,17 @@ def _csilif_params(get) -> dict:
             "threshold": get("threshold") / 2}
 
 
+def _framework() -> dict:
+    from spikec.targets.lava.framework_neurons import FRAMEWORK
+    return {op: NeuronLowering("lif", params, _lif_node, check, with_node=True)
+            for op, (params, check) in FRAMEWORK.items()}
+
+
 NEURONS: dict[str, NeuronLowering] = {
     "lif": NeuronLowering("lif", _lif_params, _lif_node, _check_lif),
     "intfire": NeuronLowering("intfire", _intfire_params, _intfire_node, _check_beta),
     "intfire_unrolled": NeuronLowering("intfire", _intfire_params, partial(_intfire_node, unrolled=True), _check_beta),
     "silif": NeuronLowering("silif", _silif_params, _silif_node),
     "csilif": NeuronLowering("csilif", _csilif_params, _csilif_node),
+    **_framework(),   # snnTorch, SpikingJelly and Norse neurons on the LIF process (framework_neurons.py)
 }

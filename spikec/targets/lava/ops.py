@@ -18,14 +18,20 @@ code, so comparing the two checks both. A synapse's input may be binary spikes, 
                 attrs stride, padding, dilation, groups, num_message_bits. PyConvModelFixed:
                 binary input read as ``s != 0``; the sum wraps to signed 24 bits; weight_exp and
                 weight truncation do not apply.
-  lava_lif      du, dv, vth, bias_mant, bias_exp: () or (C,) int64; optional v_reset (hard reset);
-                attr reset "zero" | "subtract"; attr output "spikes" | "v" | "u" | "flags" | "membrane".
-                PyLifModelBitAcc, one step (input a = synaptic sum of this step):
-                  u = sgn(u*(4096-(du+1))) (|.| >> 12) + (a << 6)   wrapped once into (-2^23, 2^23]
+  lava_lif      du, dv, vth, bias_mant, bias_exp: () or (C,) int64; optional v_reset (hard reset) and
+                bias_u (a current bias: added to the synaptic sum a, before ``<< 6``);
+                attr reset (below); attr fire "gt" (default) | "ge"; attr output "spikes" | "v" | "u" |
+                "flags" | "membrane". PyLifModelBitAcc, one step (input a = synaptic sum of this step):
+                  r = v > theta                     (theta = vth << 6; the previous step's state: delayed resets)
+                  u = sgn(u*(4096-(du+1))) (|.| >> 12) + ((a + bias_u) << 6)   wrapped once into (-2^23, 2^23]
                   v = sgn(v*(4096-dv)) (|.| >> 12) + u + (bias_mant << bias_exp)  clipped to +-(2^23-1)
-                  s = v > (vth << 6)                                 (strict)
-                  v[s] = v_reset (zero)   |   v[s] -= vth << 6 (subtract: spikec's custom process)
-                "v"/"u" read out the state after the step, "membrane" the pre-reset v; "flags" is a
+                  delayed_subtract: v = max(v - r theta, -(2^23-1))   delayed_zero: v[r] = 0
+                  s = v > theta   (fire "ge": v >= theta);   snntorch_subtract: s = v - r theta > theta
+                  reset zero: v[s] = v_reset;  subtract: v[s] -= theta;  snntorch_subtract: v -= s theta;
+                  none, delayed_*: no reset after the spike
+                ("zero" is Lava's LIF; the rest spikec's SpikecLIF. The delayed kinds are snnTorch's reset_delay:
+                the reset of a spike acts after the next step's decay.) "v"/"u" read out the state after the
+                step, "membrane" v before the reset that follows the spike (after a delayed one); "flags" is a
                 per-step bit mask: 1 = u wrapped, 2 = v saturated, 4 = ``a << 6`` left 24 bits (so
                 overflow is reported, never silent).
   lava_intfire  the integer-firing neuron (semantics.md 1.2) on LIF's sub-threshold arithmetic (same
@@ -68,9 +74,10 @@ LIF_PARAMS = ("du", "dv", "vth", "bias_mant", "bias_exp")
 SILIF_PARAMS = ("decay", "vth", "kappa", "bias_mant", "bias_exp")
 CSILIF_PARAMS = ("a_re", "a_im", "vth", "kappa", "bias_mant", "bias_exp")
 READOUTS = ("spikes", "v", "u", "flags", "membrane")
+LIF_RESETS = ("zero", "subtract", "none", "delayed_subtract", "delayed_zero", "snntorch_subtract")
 LAVA_DOCS = {"du": "current decay (4096 = all)", "dv": "voltage decay (4096 = all)", "vth": "threshold mantissa "
              "(compared as vth << 6)", "bias_mant": "bias mantissa", "bias_exp": "bias exponent",
-             "v_reset": "voltage after a spike (hard reset)", "decay": "decay A (12-bit fraction, 4096 = 1)",
+             "v_reset": "voltage after a spike (hard reset)", "bias_u": "current bias (added to a, weight units)", "decay": "decay A (12-bit fraction, 4096 = 1)",
              "kappa": "reset K in v units", "a_re": "real decay (signed 12-bit fraction)",
              "a_im": "imaginary decay (signed 12-bit fraction)"}
 
@@ -168,8 +175,9 @@ def _infer_neuron(names, spikes):
 
 
 def _infer_lif(node, ins):
-    _need(node.attrs.get("reset") in ("zero", "subtract"), node, "reset must be 'zero' or 'subtract'")
-    return _infer_neuron(LIF_PARAMS + ("v_reset",), lambda n, t: TensorType(t.shape, "binary"))(node, ins)
+    _need(node.attrs.get("reset") in LIF_RESETS, node, f"reset must be one of {LIF_RESETS}")
+    _need(node.attrs.get("fire", "gt") in ("gt", "ge"), node, "fire must be 'gt' or 'ge'")
+    return _infer_neuron(LIF_PARAMS + ("v_reset", "bias_u"), lambda n, t: TensorType(t.shape, "binary"))(node, ins)
 
 
 def _intfire_spikes(node, t):
@@ -227,16 +235,29 @@ def _lif(node, p, x):
     xs = _np(x)
     nd = xs.ndim - 1
     fu, fv, eff_vth, bias = _lif_params(node, p, nd)
-    hard = node.attrs["reset"] == "zero"
+    kind = node.attrs["reset"]
+    level = eff_vth - 1 if node.attrs.get("fire", "gt") == "ge" else eff_vth   # s = v > level
     v_reset = _channel(_np(p["v_reset"]), nd) if "v_reset" in p else np.int64(0)
+    bias_u = _channel(_np(p["bias_u"]), nd) if "bias_u" in p else np.int64(0)
     out = _StateOut(xs.shape, ("v", "u"))
     u = np.zeros(xs.shape[1:], dtype=np.int64)
     v = np.zeros_like(u)
     for t in range(xs.shape[0]):
-        u, v, flags = _lif_subthreshold(u, v, xs[t], fu, fv, bias)
-        s = v > eff_vth
-        out.put(t, membrane=v, margin=np.abs(v - eff_vth))
-        v = np.where(s, v_reset if hard else v - eff_vth, v)
+        r = v > level
+        u, v, flags = _lif_subthreshold(u, v, xs[t] + bias_u, fu, fv, bias)
+        if kind == "delayed_subtract":
+            pre = np.where(r, v - eff_vth, v)
+            v = np.maximum(pre, -(M - 1))
+            flags |= np.where(v != pre, FLAG_V_SAT, 0)
+        elif kind == "delayed_zero":
+            v = np.where(r, 0, v)
+        fired = np.where(r, v - eff_vth, v) if kind == "snntorch_subtract" else v
+        s = fired > level
+        out.put(t, membrane=v, margin=np.abs(fired - eff_vth))
+        if kind == "zero":
+            v = np.where(s, v_reset, v)
+        elif kind in ("subtract", "snntorch_subtract"):
+            v = np.where(s, v - eff_vth, v)
         out.put(t, spikes=s, v=v, u=u, flags=flags)
     return out
 
@@ -375,8 +396,9 @@ def register() -> None:
            doc="Lava's Conv (PyConvModelFixed); attrs stride, padding, dilation, groups, num_message_bits")
     neuron_count = lambda *names: (lambda n: 0 if n.attrs.get("output", "spikes") != "spikes"
                                    else _sizes(n, *names))
-    define("lava_lif", 1, _infer_lif, stateful=True, count=neuron_count(*LIF_PARAMS, "v_reset"),
-           params=_schema(LIF_PARAMS) + (Param("v_reset", PER_CHANNEL, LAVA_DOCS["v_reset"], required=False),),
+    define("lava_lif", 1, _infer_lif, stateful=True, count=neuron_count(*LIF_PARAMS, "v_reset", "bias_u"),
+           params=_schema(LIF_PARAMS) + tuple(Param(k, PER_CHANNEL, LAVA_DOCS[k], required=False)
+                                              for k in ("v_reset", "bias_u")),
            doc="Lava's LIF (PyLifModelBitAcc) or spikec's SpikecLIF; attrs reset, output, process")
     # like intfire_unrolled, lava_intfire defines its output's time base (D sub-steps)
     define("lava_intfire", 1, _infer_neuron(LIF_PARAMS, _intfire_spikes), stateful=True,

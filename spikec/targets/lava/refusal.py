@@ -3,7 +3,8 @@ from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.ir import Node
 from spikec.targets.lava.host import HOST
 
-SUPPORTED = ("input (binary or integer spikes), lif, intfire (graded or unrolled), silif, csilif, conv2d, linear, "
+SUPPORTED = ("input (binary or integer spikes), lif, intfire (graded or unrolled), silif, csilif, lif_snntorch, "
+             "synaptic_snntorch (not recurrent), lif_sj, lif_norse, conv2d, linear, "
              "flatten, avgpool2d folded into an adjacent conv2d/linear, maxpool2d over binary spikes, delay, "
              "add of synaptic streams, and host ops (" + ", ".join(HOST) + ")")
 

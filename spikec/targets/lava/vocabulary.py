@@ -30,6 +30,13 @@ NO_MAPPING = {
     "windowsum": "a window sum outside an SDNA block is not mapped",
     "mul": "a product of two activations has no static synapse (not mapped)",
     "scale": "a scale node is not mapped (fold it into the adjacent synapse)",
+    "rleaky_snntorch": "a recurrent neuron needs a synapse from its population to itself, a cycle in the Lava "
+                       "process graph, which this target's schedule (processes lowered in topological order) does "
+                       "not build",
+    "alpha_snntorch": "snnTorch's Alpha neuron keeps two synaptic currents (excitatory and inhibitory) feeding the "
+                      "membrane through tau; Lava's LIF has one current u",
+    "li_norse": "a non-spiking leaky integrator read-out: Lava records spikes and synaptic-sum read-outs, not a "
+                "neuron's membrane as an output",
 }
 
 

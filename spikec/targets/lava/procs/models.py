@@ -140,16 +140,37 @@ class _LifBase(_Scheduled, AbstractPyLifModelFixed):
 @tag("fixed_pt")
 class PySpikecLIFModelFixed(_LifBase):
     """Lava's fixed-point LIF update (``subthr_dynamics`` of AbstractPyLifModelFixed, unchanged) with
-    per-neuron decays and thresholds, soft or hard reset, and the window schedule."""
+    per-neuron decays, thresholds and current bias, the reset kinds of ``SpikecLIF``, ``>`` or ``>=`` firing,
+    and the window schedule."""
     v_reset: np.ndarray = LavaPyType(np.ndarray, np.int32, precision=24)
+    bias_u: np.ndarray = LavaPyType(np.ndarray, np.int32, precision=24)
 
-    def fire(self):
-        s = self.v > self.effective_vth
-        if self.proc_params["reset"] == "subtract":
-            self.v[s] -= self.effective_vth[s]
-        else:
+    @guarded
+    def run_spk(self):
+        a = self.window(self.a_in.recv())
+        if a is None:
+            return self.after_idle()
+        self.scale_bias()
+        if not self.isthrscaled:
+            self.scale_threshold()
+        kind = self.proc_params["reset"]
+        theta = np.asarray(self.effective_vth, dtype=np.int64)
+        level = theta - 1 if self.proc_params["fire"] == "ge" else theta
+        r = np.asarray(self.v, dtype=np.int64) > level          # the previous step's spike (delayed resets)
+        self.subthr_dynamics(activation_in=(a + self.bias_u).astype(np.int32))
+        v = np.asarray(self.v, dtype=np.int64)
+        if kind == "delayed_subtract":
+            self.v[:] = np.maximum(np.where(r, v - theta, v), -LIMIT)
+        elif kind == "delayed_zero":
+            self.v[:] = np.where(r, 0, v)
+        v = np.asarray(self.v, dtype=np.int64)
+        self.m_out.send(self.v.copy())
+        s = (np.where(r, v - theta, v) if kind == "snntorch_subtract" else v) > level
+        if kind == "zero":
             self.v[s] = self.v_reset[s]
-        return s.astype(np.int32)
+        elif kind in ("subtract", "snntorch_subtract"):
+            self.v[s] -= self.effective_vth[s]
+        self.s_out.send(s.astype(np.int32))
 
 
 @implements(proc=SpikecIntFire, protocol=LoihiProtocol)

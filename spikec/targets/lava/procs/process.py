@@ -35,16 +35,19 @@ class _Population(AbstractProcess):
 
 
 class SpikecLIF(_Population):
-    """Lava's bit-accurate LIF with per-neuron ``du``, ``dv``, ``vth``, ``v_reset``, a reset mode and a schedule.
+    """Lava's bit-accurate LIF with per-neuron ``du``, ``dv``, ``vth``, ``v_reset``, a current bias ``bias_u``
+    (added to the synaptic input before Lava's ``<< 6``), a reset mode, a firing comparison and a schedule.
 
-    ``reset="subtract"`` (soft reset, ``v -= vth << 6`` on a spike) or ``"zero"`` (``v = v_reset``).
+    ``reset``: "subtract" (soft reset, ``v -= vth << 6`` on a spike), "zero" (``v = v_reset``), "none", or
+    snnTorch's: "delayed_subtract" / "delayed_zero" (the reset of a spike acts after the next step's decay) and
+    "snntorch_subtract" (its ``reset_delay=False``). ``fire``: "gt" (``v > vth << 6``, Lava's) or "ge" (``>=``).
     Sub-threshold arithmetic is inherited unchanged from ``lava.proc.lif.models.AbstractPyLifModelFixed``.
     """
 
-    def __init__(self, *, shape, du, dv, vth, bias_mant, bias_exp, v_reset=0, reset="subtract", start=0, period=1,
-                 name=None):
-        super().__init__(shape=shape, start=start, period=period, name=name, reset=reset)
-        self._vars(shape, ("u", "v"), du=du, dv=dv, vth=vth, v_reset=v_reset, bias_mant=bias_mant,
+    def __init__(self, *, shape, du, dv, vth, bias_mant, bias_exp, v_reset=0, bias_u=0, reset="subtract", fire="gt",
+                 start=0, period=1, name=None):
+        super().__init__(shape=shape, start=start, period=period, name=name, reset=reset, fire=fire)
+        self._vars(shape, ("u", "v"), du=du, dv=dv, vth=vth, v_reset=v_reset, bias_u=bias_u, bias_mant=bias_mant,
                    bias_exp=bias_exp)
 
 

@@ -1,0 +1,114 @@
+"""The framework-exact neurons (snnTorch, SpikingJelly, Norse) as Lava LIF populations, in real arithmetic.
+
+Each entry maps a float op onto the ``lava_lif`` form ``U = beta H + alpha X (+ a current) `` with a threshold, a
+reset kind and a firing comparison (``neurons._lif_node`` builds the integer node; ``ops.py`` documents it):
+
+- ``lif_sj`` (IF / LIF / PLIF, ``k = 1/tau`` or the PLIF decay): the state shifted by ``r`` (``v_reset``, 0 for a
+  soft reset) so that it starts at 0: ``W = V - r``, ``W_H = (1 - k) W + k X`` (decay_input) or ``+ X``;
+  IF: ``W_H = W + X``. Fires ``W_H >= theta - r`` (``fire="ge"``); soft reset subtracts theta (= the threshold,
+  r = 0), hard reset returns W to 0. Lava's own LIF cannot compare ``>=``: it runs in SpikecLIF.
+- ``lif_snntorch`` (Leaky): beta, alpha = 1, fires ``mem > theta``. Resets: subtract with ``reset_delay``
+  (snnTorch's default, ``U_t = beta U_{t-1} + X_t - theta S_{t-1}``) is ``delayed_subtract``: the reset of a
+  spike acts after the next step's decay, a state of SpikecLIF (exact; an inhibitory self-synapse would need a
+  reset-free Lava LIF, which Lava does not have, and a cycle in the process graph). Zero reset (either delay)
+  is Lava's hard reset (``(1 - r) mem`` before the decay: the same spikes); ``reset_delay=False`` subtract is
+  ``snntorch_subtract`` (``s = [pre - theta r > theta]``, ``v = pre - theta s``, r the stored state's
+  spike); none never resets.
+- ``synaptic_snntorch`` (Synaptic, no recurrence): the synaptic current is Lava's ``u`` kept ``alpha`` per step
+  (``du = 4095 - round(4096 alpha)``), ``mem = beta mem + syn``: the synapse's bias is a current
+  (``bias_u``). Zero reset with ``reset_delay`` zeroes the step after a spike (``mem = b (1 - r)``):
+  ``delayed_zero``; other resets as Leaky's.
+- ``lif_norse`` (LIF / LIFBox): the state shifted by ``v_leak`` (it starts at rest, W = 0): with a current,
+  ``u ~ a_mem i'`` kept ``1 - a_syn`` per step, input gain ``a_mem`` (its bias a current too), ``W~ = (1 - a_mem)
+  W + u``; without, ``W~ = (1 - a_mem) W + a_mem X``. Fires ``W~ > v_th - v_leak``; reset to ``v_reset - v_leak``,
+  or (LIFBox) subtract ``v_th`` (refused unless ``v_leak = 0``: Lava's subtract removes the threshold).
+
+Refused by name (``NO_MAPPING`` in vocabulary.py or the checks here): recurrent snnTorch neurons, Alpha, Norse's
+LI; a decay outside [0, 1].
+"""
+import numpy as np
+
+from spikec.targets.lava.refusal import refuse
+
+SJ_NOTE = "SpikingJelly fires on H >= theta: the integer comparison is v >= vth << 6 (SpikecLIF)"
+
+
+def _base(get, beta, threshold, **kw) -> dict:
+    c = beta.shape
+    p = {"beta": beta, "alpha": np.ones(c), "bias": np.zeros(c), "threshold": threshold, "v_reset": np.zeros(c)}
+    p.update(kw)
+    return p
+
+
+def _sj_params(get, node) -> dict:
+    theta = get("threshold")
+    r = get("v_reset") if "v_reset" in node.params else np.zeros_like(theta)
+    k = 1.0 / get("tau") if "tau" in node.params else get("decay") if "decay" in node.params else None
+    if k is None:   # IF: H = V + X
+        beta, alpha = np.ones_like(theta), np.ones_like(theta)
+    else:
+        beta, alpha = 1.0 - k, (k if node.attrs["decay_input"] else np.ones_like(theta))
+    return _base(get, beta, theta - r, alpha=alpha, reset="subtract" if "v_reset" not in node.params else "zero",
+                 fire="ge", notes=[SJ_NOTE])
+
+
+def _snntorch_reset(node, synaptic: bool) -> str:
+    kind, delay = node.attrs["reset"], node.attrs["reset_delay"]
+    if kind == "none":
+        return "none"
+    if kind == "zero":
+        return "delayed_zero" if synaptic and delay else "zero"
+    return "delayed_subtract" if delay else "snntorch_subtract"
+
+
+def _leaky_params(get, node) -> dict:
+    return _base(get, get("beta"), get("threshold"), reset=_snntorch_reset(node, False))
+
+
+def _synaptic_params(get, node) -> dict:
+    return _base(get, get("beta"), get("threshold"), reset=_snntorch_reset(node, True), u_keep=get("alpha"),
+                 current=True)
+
+
+def _norse_params(get, node) -> dict:
+    a_mem, v_leak = get("dt_tau_mem_inv"), get("v_leak")
+    p = _base(get, 1.0 - a_mem, get("threshold") - v_leak, alpha=a_mem,
+              reset="zero" if node.attrs["reset"] == "value" else "subtract", v_reset=get("v_reset") - v_leak,
+              v_leak=v_leak)
+    if node.attrs["current"]:
+        p.update(u_keep=1.0 - get("dt_tau_syn_inv"), current=True)
+    return p
+
+
+def _check(pop, p: dict) -> None:
+    if (p["threshold"] < 0).any():
+        raise refuse(pop.neuron, "a threshold below the reset/rest level has no Loihi form (it would fire at rest)")
+    for k in ("beta", "u_keep"):
+        if k in p and ((p[k] < 0) | (p[k] > 1)).any():
+            raise refuse(pop.neuron, f"a decay ({'1 - ' if k == 'beta' else ''}{k}) outside [0, 1] is not a "
+                                     "12-bit Lava decay")
+
+
+def _check_synaptic(pop, p: dict) -> None:
+    if pop.neuron.attrs.get("recurrent", "none") != "none":
+        raise refuse(pop.neuron, RECURRENT_REASON)
+    _check(pop, p)
+
+
+def _check_norse(pop, p: dict) -> None:
+    if pop.neuron.attrs["reset"] == "subtract" and (p["v_leak"] != 0).any():
+        raise refuse(pop.neuron, "a subtract reset with v_leak != 0: the state is shifted by v_leak, so the "
+                                 "subtracted v_th is not the shifted threshold, and Lava's subtract removes the "
+                                 "threshold")
+    _check(pop, p)
+
+
+RECURRENT_REASON = ("a recurrent neuron needs a synapse from its population to itself, a cycle in the Lava process "
+                    "graph, which this target's schedule (processes lowered in topological order) does not build")
+
+FRAMEWORK = {
+    "lif_sj": (_sj_params, _check),
+    "lif_snntorch": (_leaky_params, _check),
+    "synaptic_snntorch": (_synaptic_params, _check_synaptic),
+    "lif_norse": (_norse_params, _check_norse),
+}
