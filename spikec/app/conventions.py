@@ -96,8 +96,9 @@ def choose(model, stepping: str, x: np.ndarray, kind: str, ceiling, as_given=Fal
 def _none_fits(model, errors: dict) -> SpikecError:
     """The error of the first convention that failed for a reason of its own (not because the model is
     written for another convention), with its remedy, and what the other conventions said."""
-    def about_stepping(e):
-        return "--stepping" in f"{e.what} {e.remedy or ''}" or "traced as" in e.what
+    def about_stepping(e):  # the model is written for another convention
+        return any(k in e.what for k in ("traced as", "(--stepping", "applied to a [T, B, ...] tensor",
+                                         "not a record stacked", "reads no x[step]"))
     first = next((s for s, e in errors.items() if not about_stepping(e)), next(iter(errors)))
     e = errors[first]
     others = "; ".join(f"{s}: {o.what}" for s, o in errors.items() if s != first)
