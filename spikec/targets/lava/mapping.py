@@ -26,6 +26,9 @@ from spikec.targets.lava.neurons import NEURONS as NEURON_LOWERINGS
 from spikec.targets.lava.vocabulary import HOST_OP, NEURON, NO_MAPPING, SYNAPSE, refuse, role
 
 READOUTS = ("conv2d", "linear", "avgpool2d", "add", "substep_sum")   # synaptic expressions a read-out can sum
+STATE_READ = ("a neuron's state read-out (its 'read' of mem, syn, v or i) is neither recorded by the Lava network nor "
+              "sent to a host (a host reads lif's pre-reset membrane only); deploy its spikes, or read the state "
+              "with --target none")
 
 
 @dataclass
@@ -298,6 +301,8 @@ class _Mapper:
     def _read_neuron(self, src: Node) -> str:
         if _is_neuron(src):
             return "spikes"
+        if "read" in src.attrs:
+            raise refuse(src, STATE_READ)
         _membrane_owner(self.g, src, self.pops).membrane = src.name   # a membrane twin
         self.used.add(src.name)
         return "membrane"
@@ -348,7 +353,8 @@ def _check_coverage(g: Graph, m: _Mapper) -> None:
         if _is_twin(n) and not g.consumers(n.name) and n.name not in outputs:
             continue   # an unread membrane twin
         if _is_twin(n):
-            raise refuse(n, "a membrane read-out is deployable only into a host partition")
+            raise refuse(n, STATE_READ if "read" in n.attrs else
+                         "a membrane read-out is deployable only into a host partition")
         if n.op == "flatten" and n.name in outputs and g.node(n.inputs[0]).name in m.pops:
             continue   # a flattened spike output: the population's spikes, reshaped
         if n.op == "substep_sum" and n.name in outputs and "bias" not in n.params \

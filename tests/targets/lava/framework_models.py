@@ -121,3 +121,12 @@ def norse_box():
     net = norse.SequentialState(nn.Linear(N_IN, HIDDEN), norse.LIFBoxCell(p), nn.Linear(HIDDEN, N_OUT),
                                 norse.LIFBoxCell(p))
     return _init(net, 10, gain=4.0)
+
+
+def leaky_mem_out():
+    """The last Leaky returns (spk, mem): mem is a state read-out output."""
+    import snntorch as snn
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(N_IN, HIDDEN), snn.Leaky(beta=0.8, init_hidden=True), nn.Linear(HIDDEN, N_OUT),
+                        snn.Leaky(beta=0.8, init_hidden=True, output=True))
+    return _init(net, 1)

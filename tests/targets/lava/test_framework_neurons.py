@@ -125,3 +125,11 @@ def test_integer_reset_kinds():
     assert s == [1, 1] and v == [128, 128]
     assert _lava_lif("zero", [1, 0], fire="ge")[0] == [1, 0]        # v = theta fires on >=
     assert _lava_lif("zero", [1, 0], fire="gt")[0] == [0, 0]
+
+
+def test_state_read_outs_and_norse_li_are_refused_by_name(tmp_path):
+    with pytest.raises(UnsupportedOp, match=r"lif_snntorch\): a neuron's state read-out"):
+        compile_lava(f"{MODELS}:leaky_mem_out", "step", spikes_in(), tmp_path)
+    x = (np.random.default_rng(0).random((6, 2, 32)) < 0.4).astype(np.float64)
+    with pytest.raises(UnsupportedOp, match=r"li_norse\): a non-spiking leaky integrator"):
+        compile_lava(f"{EXAMPLES / 'norse_step.py'}:net", "step", x, tmp_path)
