@@ -160,19 +160,84 @@ def _traced(make_model, shape):
     return build
 
 
+# -- the frameworks' exact neurons (spikec/frontend): each example reads every sequence the op can output (the
+# spikes and each state read-out are graph outputs), so a target that gets one read-out wrong fails its cell
+def _reads(b, name, op, x, attrs, params, reads) -> list[str]:
+    """The op's node ``name`` (its first read) and one ``name.<read>`` node per further read, all of one run."""
+    import spikec.frontend  # noqa: F401  (the converters define these ops)
+    names = [name] + [f"{name}.{r}" for r in reads[1:]]
+    for node, read in zip(names, reads):
+        b.add(node, op, [x], {**attrs, "read": read}, params)
+    return names
+
+
 def _snntorch_leaky():
-    import snntorch
-    from torch import nn
-    from spikec.frontend.snntorch import SnnTorchMultiStep
-    from spikec.nn import TimeDistributed
-    return nn.Sequential(TimeDistributed(nn.Linear(8, 6)), SnnTorchMultiStep(snntorch.Leaky(beta=0.5, threshold=0.4)))
+    """Leaky, snnTorch's default subtract reset with reset_delay, its spikes and mem (a 0-dim threshold: the
+    reset subtracts it rounded to float32)."""
+    b = _Builder(19, (8,))
+    outs = _reads(b, "out", "lif_snntorch", b.linear("fc", "x", 6), {"reset": "subtract", "reset_delay": True},
+                  {"beta": np.array(0.875), "threshold": np.array(1.1)}, ("spikes", "mem"))
+    return b.graph(*outs), _spikes(20, (8,))
+
+
+def _snntorch_synaptic():
+    """RSynaptic (a linear recurrence), its spikes, syn and mem."""
+    b = _Builder(21, (8,))
+    params = {"alpha": np.array(0.75), "beta": np.array(0.875), "threshold": np.array(2.2),
+              "weight": b.weights(6, 6), "bias": b.weights(6)}
+    outs = _reads(b, "out", "synaptic_snntorch", b.linear("fc", "x", 6),
+                  {"reset": "subtract", "reset_delay": True, "recurrent": "linear"}, params, ("spikes", "syn", "mem"))
+    return b.graph(*outs), _spikes(22, (8,))
+
+
+def _snntorch_rleaky():
+    """RLeaky with a conv2d recurrence, zero reset without delay, per-channel beta and threshold; spikes, mem."""
+    b = _Builder(23, (2, 6, 6))
+    params = {"beta": np.array([0.5, 0.75, 0.875]), "threshold": np.array([0.75, 1.0, 1.25]),
+              "weight": b.weights(3, 3, 3, 3), "bias": b.weights(3)}
+    outs = _reads(b, "out", "rleaky_snntorch", b.conv("conv", "x", 3),
+                  {"reset": "zero", "reset_delay": False, "recurrent": "conv2d", "padding": [1, 1]}, params,
+                  ("spikes", "mem"))
+    return b.graph(*outs), _spikes(24, (2, 6, 6))
+
+
+def _snntorch_alpha():
+    """Alpha, its spikes, excitatory and inhibitory currents and mem."""
+    b = _Builder(25, (8,))
+    a, bb = np.array(0.875), np.array(0.75)
+    params = {"alpha": a, "beta": bb, "threshold": np.array(0.25), "tau": np.log(a) / (np.log(bb) - np.log(a)) + 1}
+    outs = _reads(b, "out", "alpha_snntorch", b.linear("fc", "x", 6), {"reset": "subtract"}, params,
+                  ("spikes", "syn_exc", "syn_inh", "mem"))
+    return b.graph(*outs), _spikes(26, (8,))
 
 
 def _spikingjelly_lif():
-    from spikingjelly.activation_based import neuron
-    from torch import nn
-    from spikec.nn import TimeDistributed
-    return nn.Sequential(TimeDistributed(nn.Linear(8, 6)), neuron.LIFNode(tau=2.0, step_mode="m"))
+    """ParametricLIFNode (decay = sigmoid(w), soft reset) then LIFNode (tau = 3, decay_input=False, hard reset)."""
+    import spikec.frontend  # noqa: F401  (the converters define these ops)
+    b = _Builder(27, (8,))
+    plif = b.add("plif", "lif_sj", [b.linear("fc", "x", 6)], {"decay_input": True},
+                 {"threshold": np.array(0.5), "decay": np.array(1 / (1 + np.exp(0.5)))})
+    out = b.add("out", "lif_sj", [b.linear("head", plif, 4)], {"decay_input": False},
+                {"threshold": np.array(0.25), "tau": np.array(3.0), "v_reset": np.array(0.0)})
+    return b.graph(out, plif), _spikes(28, (8,))
+
+
+def _norse_lif():
+    """LIFCell (a current, reset to a value), its spikes, v and i."""
+    b = _Builder(29, (8,))
+    params = {"dt_tau_mem_inv": np.array(0.25), "dt_tau_syn_inv": np.array(0.5), "v_leak": np.array(0.0),
+              "threshold": np.array(0.375), "v_reset": np.array(0.0)}
+    outs = _reads(b, "out", "lif_norse", b.linear("fc", "x", 6), {"current": True, "reset": "value"}, params,
+                  ("spikes", "v", "i"))
+    return b.graph(*outs), _spikes(30, (8,))
+
+
+def _norse_li():
+    """LICell (a current), its v and i."""
+    b = _Builder(31, (8,))
+    params = {"dt_tau_mem_inv": np.array(0.25), "dt_tau_syn_inv": np.array(0.5), "v_leak": np.array(0.125)}
+    outs = _reads(b, "out", "li_norse", b.linear("fc", "x", 6), {"current": True}, params, ("v", "i"))
+    return b.graph(*outs), _spikes(32, (8,))
 
 
 def _sdna_pairwise():
@@ -223,8 +288,13 @@ EXAMPLES = {
     "csilif": _neuron("csilif", {"a_re": 0.5, "a_im": 0.25, "b": 1.0, "threshold": 0.375}, {"kappa": 0.5}),
     "intfire_unrolled": _unrolled,
     "substep_sum": _unrolled,
-    "lif_snntorch": _traced(_snntorch_leaky, (8,)),
-    "lif_sj": _traced(_spikingjelly_lif, (8,)),
+    "lif_snntorch": _snntorch_leaky,
+    "synaptic_snntorch": _snntorch_synaptic,
+    "rleaky_snntorch": _snntorch_rleaky,
+    "alpha_snntorch": _snntorch_alpha,
+    "lif_sj": _spikingjelly_lif,
+    "lif_norse": _norse_lif,
+    "li_norse": _norse_li,
     "sdna_pairwise": _traced(_sdna_pairwise, (2, 5, 5)),
 }
 

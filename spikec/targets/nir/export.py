@@ -33,7 +33,9 @@ tdm -> depthwise convs of ``x`` and ``Delay(x)``; maxpool2d over *binary* spikes
 ``Conv2d`` + ``LIF`` (``beta = 0``, fires on a window sum ``> 0.5``: the OR).
 
 Refused (``UnsupportedOp`` naming the node): integer spikes, sub-step graphs, per-step BNTT and bias
-schedules, dynamic products, hard-reset membrane read-outs, relu, dense host ops, and every other op.
+schedules, dynamic products, hard-reset membrane read-outs, relu, dense host ops, the frameworks' exact
+neurons (``lif_snntorch`` ... ``li_norse``: why in ``REASONS``, and in ``REMEDIES`` what compiles instead: ONNX,
+or the framework module settings spikec converts to its own ``lif``), and every other op.
 """
 from dataclasses import dataclass, field
 
@@ -65,10 +67,55 @@ REASONS = {
     "dsmpa": "dense attention (DS-MPA) runs on a host and has no NIR node",
     "silif": "SiLIF is not exported (no NIR neuron with its reset-before-decay form is implemented here)",
     "csilif": "CSiLIF has a complex state; NIR has no resonate-and-fire neuron",
-    "lif_snntorch": "snnTorch's delayed-reset Leaky is not exported; use reset_delay=False or a spikec.nn.LIF",
-    "lif_sj": "SpikingJelly's LIF form is not exported; use a spikec.nn.LIF",
+    # the frameworks' exact neurons (spikec/frontend): the variants their converters cannot make spikec's lif
+    "lif_snntorch": "snnTorch's Leaky with a subtract or no reset (or a zero reset with reset_delay=False and a "
+                    "negative threshold), or read as mem, is not lowered to NIR: NIR's LIF resets to v_reset on the "
+                    "step it fires, while snnTorch subtracts the float32 threshold on the step after a spike (and "
+                    "again on the spiking step with reset_delay=False), and NIR's LIF outputs no membrane",
+    "synaptic_snntorch": "snnTorch's Synaptic/RSynaptic as this op (a subtract or no reset, a delayed reset, a "
+                         "negative threshold, a recurrence, or read as mem) is not lowered to NIR: NIR's CubaLIF "
+                         "resets to v_reset on the step it fires, while snnTorch resets the membrane from the "
+                         "previous step's spike (subtracting the float32 threshold, or zeroing), and CubaLIF outputs "
+                         "no membrane",
+    "rleaky_snntorch": "snnTorch's RLeaky is not lowered to NIR: it resets from the previous step's spike (NIR's LIF "
+                       "resets on the step it fires) and adds its recurrence after beta * mem + x, where a NIR neuron "
+                       "sums its inputs first (another rounding)",
+    "alpha_snntorch": "snnTorch's Alpha has two synaptic currents (syn_exc, syn_inh) with their own decays and "
+                      "mem = tau * (syn_exc + syn_inh); NIR has no neuron with two currents (CubaLIF has one)",
+    "lif_sj": "SpikingJelly's charge H = V + (X - (V - v_reset)) / tau (ParametricLIFNode: * decay; decay_input="
+              "False: V - (V - v_reset) / tau + X), firing on H >= threshold, is not lowered to NIR: it rounds "
+              "differently from the step spikec's NIR export writes (beta * v + I); only IFNode and LIFNode(tau=2, "
+              "decay_input=False) compute spikec's lif exactly",
+    "lif_norse": "Norse's LIF adds the input to its current as a jump before the membrane step and decays the current "
+                 "after it, which NIR's CubaLIF (the current integrated by an Euler step) does not; Norse's LIFBox "
+                 "form (its rest state v_leak, its float32 dt * tau_mem_inv) is not lowered to NIR here",
+    "li_norse": "Norse's LI adds the input to its current as a jump before the membrane step, which NIR's CubaLI "
+                "(the current integrated by an Euler step) does not; Norse's LIBox form (its rest state v_leak, its "
+                "float32 dt * tau_mem_inv) is not lowered to NIR here",
 }
 REMEDY = "keep this model on another target (--target none/onnx), or replace the node with an exportable op"
+# what a user can do instead, per op refused by name (else REMEDY): each alternative named here is one that
+# compiles (tests/targets/nir/test_nir_framework_refusals.py compiles each)
+REMEDIES = {
+    "lif_snntorch": "compile with --target onnx, which lowers lif_snntorch exactly (spikes and mem); for NIR, "
+                    "build the Leaky with reset_mechanism='zero' (with reset_delay=False only if every threshold is "
+                    ">= 0) and return only its spikes: spikec converts that to its own lif, which NIR exports as LIF",
+    "synaptic_snntorch": "compile with --target onnx, which lowers synaptic_snntorch exactly (spikes, syn, mem, any "
+                         "recurrence); for NIR, use a Synaptic (not RSynaptic) with reset_mechanism='zero', "
+                         "reset_delay=False and every threshold >= 0, returning its spikes and syn (not mem): spikec "
+                         "converts that to its own lif nodes, which NIR exports",
+    "rleaky_snntorch": "compile with --target onnx, which lowers rleaky_snntorch exactly (spikes and mem, any "
+                       "recurrence); spikec has no NIR form for a recurrent snnTorch neuron",
+    "alpha_snntorch": "compile with --target onnx, which lowers alpha_snntorch exactly (spikes, syn_exc, syn_inh, "
+                      "mem)",
+    "lif_sj": "compile with --target onnx, which lowers lif_sj exactly (LIFNode, ParametricLIFNode, IFNode with "
+              "another hard reset); for NIR, use IFNode or LIFNode(tau=2.0, decay_input=False), with v_reset 0.0 or "
+              "None: spikec converts those to its own lif, which NIR exports",
+    "lif_norse": "compile with --target onnx, which lowers lif_norse exactly (spikes, v and i); spikec converts no "
+                 "Norse neuron to a NIR-exportable op",
+    "li_norse": "compile with --target onnx, which lowers li_norse exactly (v and i); spikec converts no Norse "
+                "neuron to a NIR-exportable op",
+}
 # the lowering table: op -> fn(exporter, node) writing the node's NIR form (``@lowering(op)``); an op with no
 # entry is refused with its reason in ``REASONS`` (or as having no NIR mapping)
 LOWERINGS: dict = {}
@@ -222,7 +269,8 @@ class _Exporter:
             if node.type.substeps != 1:
                 _refuse(node, REASONS["substep_sum"])
             if node.op not in LOWERINGS:
-                _refuse(node, REASONS.get(node.op, f"op {node.op!r} has no NIR mapping"))
+                _refuse(node, REASONS.get(node.op, f"op {node.op!r} has no NIR mapping"),
+                        REMEDIES.get(node.op, REMEDY))
             LOWERINGS[node.op](self, node)
         outputs = {}
         for name, o in zip(out_names, g.outputs):
