@@ -1,4 +1,29 @@
-"""spikec: a neuromorphic deployment compiler that proves every rewrite and backend equivalent."""
+"""spikec: a neuromorphic deployment compiler that proves every rewrite and backend equivalent.
+
+The Python API (``spikec/app/api.py``), imported on first use so that ``import spikec.nn`` stays light::
+
+    c = spikec.compile(model, x, targets=("lava", "nir", "onnx"))
+    c.equivalent, c.targets["lava"]["bit_exact"]
+    spikec.verify(c.save("build/out"))
+"""
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spikec.app.api import Compilation, UnexpectedError, compile, verify
+
+_API = ("compile", "verify", "Compilation", "UnexpectedError")
+__all__ = [*_API, "load"]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from spikec.app import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'spikec' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *_API})
 
 
 def load(outdir):

@@ -162,7 +162,9 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
 @click.option("--batch", type=click.IntRange(min=1), help="samples of the random verification inputs [default: 4].")
 @click.option("--inputs", type=SafePath(dir_okay=False), help=".npz with key 'input' shaped [T, B, ...].")
 @click.option("--passes", default="default", show_default=True, help="default | none | a,b,c")
-@click.option("--target", default="none", show_default=True, help="none | lava | nir | onnx")
+@click.option("--target", default="none", show_default=True,
+              help="none | all | lava | nir | onnx | a list such as lava,nir,onnx (all: every target that can map "
+                   "the graph; a refusal is reported, not a failure).")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the random verification inputs.")
 @click.option("--coding", type=click.Choice(["native", "ttfs"]), default="native", show_default=True,
               help="native: the model's own coding; ttfs: map a ReLU ANN onto time-to-first-spike neurons.")
@@ -178,18 +180,21 @@ def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
                 strict):
     """Compile MODEL into OUTDIR: IR, report.json, io.npz, source copy, target artifacts."""
     from spikec.app import outdir as owned
-    from spikec.app.driver import CompileOptions, compile_model, write_outdir
+    from spikec.app.api import compile_options, compile_with
+    from spikec.app.driver import write_outdir
+    from spikec.app.multitarget import plan
     from spikec.app.provenance import model_file
     from spikec.app.summary import summary_text
     from spikec.app.vacuity import format_warning
-    opts = CompileOptions(model, weights=weights, input_shape=input_shape, steps=steps, batch=batch, inputs=inputs,
-                          passes=passes, target=target, seed=seed, trust_pickle=trust_pickle, nir_dt=nir_dt,
-                          nir_scheme=nir_scheme, coding=coding, ttfs_dt=ttfs_dt, allow_unstable=allow_unstable,
-                          max_input_bytes=max_input_bytes, probes=probes, stepping=stepping)
-    reads = [model_file(model), weights, inputs]
-    owned.check_outdir(outdir, reads)  # before minutes of work, not after
-    compiled = compile_model(opts)
-    out = write_outdir(outdir, compiled, reads)
+    opts, _, _ = compile_options(model, weights=weights, input_shape=input_shape, steps=steps, batch=batch,
+                                 inputs=inputs, passes=passes, target=target, seed=seed, trust_pickle=trust_pickle,
+                                 nir_dt=nir_dt, nir_scheme=nir_scheme, coding=coding, ttfs_dt=ttfs_dt,
+                                 allow_unstable=allow_unstable, max_input_bytes=max_input_bytes, probes=probes,
+                                 stepping=stepping, report_refusals=True)
+    owned.check_outdir(outdir, [model_file(model), weights, inputs])  # before minutes of work, not after
+    plan(target)  # an unknown target too
+    c = compile_with(opts)
+    compiled, out = c.compiled, write_outdir(outdir, c.compiled, c.reads)
     say(summary_text(compiled.report))
     say(f"  wrote      {out}/" + ", ".join(["report.json", "graph.json", "weights.npz", "io.npz", *compiled.files]))
     for w in compiled.report["warnings"]:

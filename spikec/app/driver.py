@@ -4,6 +4,7 @@ An OUTDIR is written into a fresh sibling, re-read and checked against what was 
 into place atomically (``outdir.publish``); a compile that is not equivalent never replaces an OUTDIR
 holding an equivalent one (it goes beside it, ``NAME.not-equivalent``).
 """
+import copy
 import json
 import math
 import shutil
@@ -33,7 +34,7 @@ from spikec.compiler.passes import run_passes
 from spikec.compiler.report import layers_report, params_report
 from spikec.compiler.serialize import graph_to_json, load_graph, save_graph
 from spikec.passes import select
-from spikec.targets import get_target
+from spikec.app.multitarget import not_emitted, plan, run_targets
 from spikec.ttfs import TTFS_CODING  # also registers the TTFS ops, so TTFS graphs load and run
 
 # --coding NAME -> its pass and verifier (spikec.ttfs.compile.Coding); "native" keeps the model's own coding
@@ -50,7 +51,7 @@ class CompileOptions:
     batch: int | None = None        # random inputs: 4 samples unless given
     inputs: str | None = None
     passes: str = "default"
-    target: str = "none"
+    target: str = "none"            # none | all | a name | a,b,c (spikec.app.multitarget)
     seed: int = 0
     trust_pickle: bool = False
     nir_dt: float = 1e-4
@@ -61,6 +62,7 @@ class CompileOptions:
     max_input_bytes: int | None = None  # None: an eighth of the available memory
     probes: bool = False            # append the seeded probe samples (spikec.app.probes); the CLI does by default
     stepping: str = "auto"          # model convention: multistep | step | loop | auto (spikec.app.conventions)
+    report_refusals: bool = False   # a named target that cannot map the graph: recorded (not equivalent), not raised
 
 
 @dataclass
@@ -83,12 +85,14 @@ def check_options(opts: CompileOptions) -> None:
             raise BadInput(f"{flag} {value!r} is not a finite positive time step", remedy=f"give {flag} e.g. 1e-3")
 
 
-def load_source(opts: CompileOptions) -> torch.nn.Module:
+def load_source(opts: CompileOptions, instance: torch.nn.Module | None = None) -> torch.nn.Module:
+    """The source model of ``opts.model`` (or a private copy of the module ``instance``: the user's own object is
+    left as it was), with ``opts.weights`` loaded, checked finite, in eval mode."""
     check_options(opts)
     if opts.model.endswith(".nir") and opts.weights:
         raise BadInput("a .nir MODEL carries its own weights", remedy="drop --weights")
     model = loader.build_model(opts.model, nir_dt=opts.nir_dt, nir_scheme=opts.nir_scheme,
-                               allow_unstable=opts.allow_unstable)
+                               allow_unstable=opts.allow_unstable) if instance is None else _private_copy(instance)
     if opts.weights:
         search = str(Path(opts.model.rpartition(":")[0]).parent) if opts.model.rpartition(":")[0].endswith(".py") \
             else None  # a pickled module may import the model file's siblings, as its training script did
@@ -96,6 +100,16 @@ def load_source(opts: CompileOptions) -> torch.nn.Module:
     loader.check_params_finite(model)
     cast_inputs_to_params(model)  # snnTorch's float32 spikes into float64 layers in the reference run
     return model.eval()
+
+
+def _private_copy(instance) -> torch.nn.Module:
+    if not isinstance(instance, torch.nn.Module):
+        raise BadInput(f"the model is a {type(instance).__name__}, not an nn.Module",
+                       remedy="give an nn.Module instance, a 'file.py:factory' string or a .nir path")
+    try:
+        return copy.deepcopy(instance)
+    except Exception:  # a module holding something deepcopy cannot copy (a lock, a generator): use it as it is
+        return instance
 
 
 def _declared(model, name: str):
@@ -120,26 +134,36 @@ def _per_step_shape(model, opts: CompileOptions):
     return opts.input_shape or declared
 
 
-def make_inputs(model, opts: CompileOptions) -> tuple[np.ndarray, tuple, str]:
+def _given_inputs(opts: CompileOptions, array, static: bool) -> tuple[np.ndarray, str, str]:
+    """The inputs the user gave (a file, or an array through the Python API), checked; what to call them."""
+    if array is None:
+        x = loader.load_inputs(opts.inputs, opts.max_input_bytes, min_ndim=2 if static else 3)
+        return x, f"inputs in {opts.inputs!r}", f"file {Path(opts.inputs).absolute()}"
+    x = np.asarray(array)
+    loader.check_input_size(x.shape, "the inputs array", opts.max_input_bytes)
+    return loader.check_spike_input(x, "the inputs array", 2 if static else 3), "the inputs array", "the given array"
+
+
+def make_inputs(model, opts: CompileOptions, array=None) -> tuple[np.ndarray, tuple, str]:
     """The verification inputs ``[T, B, ...]`` (before probes), the per-step shape, and where they came from.
 
+    ``array``: inputs given in memory (the Python API), checked like an ``--inputs`` file.
     A loop model may take a static ``[B, ...]`` file: it is returned as read (``spikec.app.conventions``).
     """
     shape = _per_step_shape(model, opts)
-    if opts.inputs:
-        static = opts.stepping in ("loop", "auto")
-        x = loader.load_inputs(opts.inputs, opts.max_input_bytes, min_ndim=2 if static else 3)
+    if opts.inputs or array is not None:
+        x, what, source = _given_inputs(opts, array, opts.stepping in ("loop", "auto"))
         if x.ndim == 2 or (opts.stepping == "loop" and shape is not None and tuple(x.shape[1:]) == tuple(shape)):
-            return x, tuple(x.shape[1:]), f"file {Path(opts.inputs).absolute()} (one input per sample)"
+            return x, tuple(x.shape[1:]), f"{source} (one input per sample)"
         for flag, value, axis in (("--steps", opts.steps, 0), ("--batch", opts.batch, 1)):
             if value is not None and value != x.shape[axis]:
-                raise BadInput(f"{flag} {value} contradicts the inputs in {opts.inputs!r}, which hold "
+                raise BadInput(f"{flag} {value} contradicts the {what}, which hold "
                                f"{x.shape[axis]} {'steps' if axis == 0 else 'samples'}",
-                               remedy=f"drop {flag} (the inputs file decides), or give a file of that size")
+                               remedy=f"drop {flag} (the inputs decide), or give inputs of that size")
         if shape is not None and tuple(x.shape[2:]) != tuple(shape):
-            raise BadInput(f"inputs in {opts.inputs!r} have per-step shape {tuple(x.shape[2:])}, "
-                           f"the model expects {tuple(shape)}", remedy="lay the file out as [T, B, *input_shape]")
-        return x, tuple(x.shape[2:]), f"file {Path(opts.inputs).absolute()}"
+            raise BadInput(f"{what} have per-step shape {tuple(x.shape[2:])}, "
+                           f"the model expects {tuple(shape)}", remedy="lay the inputs out as [T, B, *input_shape]")
+        return x, tuple(x.shape[2:]), source
     if shape is None:
         raise BadInput("the per-step input shape is unknown",
                        remedy="pass --input-shape C,H,W (or give the model an `input_shape` attribute)")
@@ -151,22 +175,24 @@ def make_inputs(model, opts: CompileOptions) -> tuple[np.ndarray, tuple, str]:
     return x, tuple(shape), f"random binary spikes, p=0.3, seed {opts.seed}"
 
 
-def _verification_inputs(model, opts: CompileOptions, inputs):
+def _verification_inputs(model, opts: CompileOptions, inputs, array=None):
     """The model convention, the inputs every check runs on (with probes), and their account for the report."""
     if inputs is not None:  # a replay (verify): exactly the recorded inputs, probes included
         x = np.asarray(inputs, dtype=np.float64)
         kind, ceiling = loader.value_kind(x)
         conv = choose(model, opts.stepping, x, kind, ceiling)
         return conv, {"source": "the recorded inputs (io.npz)", "kind": kind, "ceiling": ceiling, "probes": 0}
-    x, shape, source = make_inputs(model, opts)
+    x, shape, source = make_inputs(model, opts, array)
     kind, ceiling = loader.value_kind(x)
-    as_given = opts.inputs is not None and (x.ndim == 2 or tuple(x.shape[1:]) == tuple(shape))
+    given = opts.inputs is not None or array is not None
+    as_given = given and (x.ndim == 2 or tuple(x.shape[1:]) == tuple(shape))
     try:
-        conv = choose(model, opts.stepping, x, kind, ceiling, as_given=as_given, random=opts.inputs is None)
+        conv = choose(model, opts.stepping, x, kind, ceiling, as_given=as_given, random=not given)
     except SpikecError as e:
         if x.ndim != 2 or opts.stepping != "auto":
             raise
-        raise BadInput(f"array 'input' of {opts.inputs!r} has shape {x.shape}; expected [T, B, ...] (at least 3 "
+        raise BadInput(f"{'the inputs array' if array is not None else f'array input of {opts.inputs!r}'} "
+                       f"has shape {x.shape}; expected [T, B, ...] (at least 3 "
                        f"dimensions), or [B, ...] for a model that runs its own time loop, which this one does not "
                        f"({e.what})", remedy="save it with np.savez(path, input=x): x laid out [T, B, *input_shape]")
     samples, added = int(conv.x.shape[1]), 0
@@ -179,16 +205,21 @@ def _verification_inputs(model, opts: CompileOptions, inputs):
     return conv, {"source": source, "kind": kind, "ceiling": ceiling, "probes": added, "samples": samples}
 
 
-def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None, inputs=None) -> Compiled:
-    """Compile ``opts.model`` (or the given ``model``) on its verification inputs (or the given ``inputs``)."""
-    target = get_target(opts.target)
-    coding = _coding(opts)
+def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None, inputs=None,
+                  array=None) -> Compiled:
+    """Compile ``opts.model`` (or the given ``model``) on its verification inputs.
+
+    ``inputs``: a replay (verify) on exactly these recorded inputs: no probes, no provenance, no files.
+    ``array``: the user's inputs in memory (the Python API), used like an ``--inputs`` file.
+    """
+    targets = plan(opts.target)
+    coding, no_lowering = _coding(opts, targets)
     passes, explicit = select(opts.passes)
     start = time.perf_counter()
     if opts.model.endswith(".nir") and opts.stepping == "auto":
         opts = replace(opts, stepping="multistep")  # a NIR graph is a multi-step network by construction
     user_model = load_source(opts) if model is None else model
-    conv, given = _verification_inputs(user_model, opts, inputs)
+    conv, given = _verification_inputs(user_model, opts, inputs, array)
     model, x, shape = conv.model, conv.x, tuple(conv.x.shape[2:])
     opts = replace(opts, stepping=conv.stepping)  # recorded resolved: verify replays this convention
     graph = trace(model, shape, input_kind=given["kind"], ceiling=given["ceiling"])
@@ -210,8 +241,9 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     final_ok = final.equivalent or approximate
     cost = cost_report(deployed, trace_final)
     # a graph that failed its own proof is not emitted: a target's verdict on it would mean nothing
-    emitted = target(deployed, x, trace_final, {"seed": opts.seed}) if target and front.equivalent and final_ok \
-        else None
+    emitted = run_targets(targets, deployed, x, trace_final, {"seed": opts.seed}, not opts.report_refusals,
+                          no_lowering) if targets.names and front.equivalent and final_ok \
+        else not_emitted(targets, front.equivalent)
     ties = near_threshold(trace_final.margins)
     warnings = warnings_for(deployed, trace_final, x)
     precision = flip_margins(source_precision(model, x, reference[0]), deployed, trace_final) \
@@ -219,7 +251,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     del trace_final
     report = {
         "model": opts.model, "weights": opts.weights,
-        "provenance": provenance(opts, opts.inputs if inputs is None else None),
+        "provenance": provenance(opts, opts.inputs if inputs is None else None, user_model),
         "input": {"steps": int(x.shape[0]), "batch": int(x.shape[1]), "shape": list(shape), **given,
                   "seed": opts.seed},
         "frontend": {**front.summary(), "converters": dict(graph.meta.get("converters", ())),
@@ -230,7 +262,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         "warnings": warnings,
         "source_precision": precision,
         "equivalent": front.equivalent and final_ok and all(r.spike_mismatches == 0 for r in records)
-        and (target is None or (emitted is not None and emitted.ok)) and (coded is None or coded.ok),
+        and emitted.ok and (coded is None or coded.ok),
         **{name: None for name in CODINGS}, **({opts.coding: coded.report} if coded else {}),
         "layers": layers_report(deployed),
         "ac_share": cost["ac_share"],
@@ -239,7 +271,8 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         "schedule": thaw(deployed.meta.get("schedule")),
         "attention": thaw(deployed.meta.get("attention")),
         "sdna": sdna_report(deployed, cost, thaw(deployed.meta.get("schedule"))),
-        "target": emitted.report if emitted else _not_emitted(opts.target, front.equivalent, final_ok),
+        "target": emitted.reports.get(targets.single),  # one named target: its report, as before several
+        "targets": emitted.reports,
         "checks": ["ir_verifies", "io_outputs", "source_vs_deployed", "passes_replayed"],
         "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.__dict__.items()},
         "seconds": round(time.perf_counter() - start, 3),
@@ -247,21 +280,23 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     io = {"input": x, **{f"output{'' if i == 0 else i}": o for i, o in enumerate(reference[0])}}
     if approximate:  # no source output matches it: verify compares the deployed graph with its own recorded run
         io["deployed_output"] = run(deployed, x, record="outputs").values[deployed.outputs[0]]
-    files = {**source_files(opts, user_model), **(emitted.files if emitted else {})} if inputs is None else {}
+    files = {**source_files(opts, user_model, report["provenance"]), **emitted.files} if inputs is None else {}
     return Compiled(report, deployed, io, files)
 
 
-def _coding(opts: CompileOptions):
-    """The hook of ``--coding`` (None for ``native``); BadInput for an unknown coding or a target it cannot use."""
+def _coding(opts: CompileOptions, targets):
+    """The hook of ``--coding`` (None for ``native``) and the targets it has no lowering for (name -> why: refused
+    under ``--target all``); BadInput for an unknown coding or a named target it cannot use (before any work)."""
     if opts.coding == "native":
-        return None
+        return None, {}
     if opts.coding not in CODINGS:
         raise BadInput(f"--coding {opts.coding!r} is not known", remedy=f"use native or one of: {', '.join(CODINGS)}")
     coding = CODINGS[opts.coding]
-    if opts.target not in coding.targets:
-        raise BadInput(f"--target {opts.target} has no lowering for a {opts.coding.upper()} graph",
+    without = [t for t in targets.names if t not in coding.targets]
+    if without and targets.named:
+        raise BadInput(f"--target {without[0]} has no lowering for a {opts.coding.upper()} graph",
                        remedy=f"use --target {' or '.join(coding.targets)}")
-    return coding
+    return coding, {t: f"{t} has no lowering for a {opts.coding.upper()} graph" for t in without}
 
 
 def _recode(coding, opts: CompileOptions, model, graph: Graph, x, records: list):
@@ -270,14 +305,6 @@ def _recode(coding, opts: CompileOptions, model, graph: Graph, x, records: list)
     coded, more, trace_coded = coding.lower(model, graph, x, options)
     verdict = coding.verify(model, graph, coded, x, options, reference=trace_coded)
     return coded, trace_coded, records + more, verdict
-
-
-def _not_emitted(name: str, front_ok: bool, final_ok: bool) -> dict | None:
-    if name == "none":
-        return None
-    why = "the traced graph is not equivalent to the source" if not front_ok else \
-        "the deployed graph is not equivalent to the source"
-    return {"name": name, "emitted": False, "summary": f"{name}: not emitted ({why})"}
 
 
 def write_outdir(outdir, compiled: Compiled, reads=()) -> Path:

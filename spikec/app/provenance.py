@@ -5,11 +5,20 @@
 was, so verify never unpickles). The report's ``provenance`` records absolute paths and SHA-256 hashes of
 the originals, for people; verify reads code and weights only from ``OUTDIR/source`` or from paths given
 on its own command line.
+
+A model given as a module *instance* (the Python API) has no MODEL spec. Its OUTDIR records the class
+(``provenance.instance``) and ``weights.pt``; when the class is defined at the top level of a ``.py`` file and
+``cls()`` rebuilds the same module (same ``repr``, same state_dict keys and shapes), that file is copied as
+``model.py`` with the class as the factory, so ``verify`` runs as for a ``FILE.py:factory``. Otherwise the
+OUTDIR holds no code and ``verify`` refuses by name, asking for ``--model`` (``source_spec``).
 """
 import ast
+import contextlib
 import hashlib
 import importlib.util
+import inspect
 import shutil
+import sys
 from pathlib import Path
 
 import torch
@@ -18,6 +27,54 @@ from spikec.compiler.errors import BadInput
 
 SOURCE_DIR = "source"
 MODEL_COPY, NIR_COPY, WEIGHTS_COPY = "model.py", "model.nir", "weights.pt"
+INSTANCE = "<instance of "  # the MODEL recorded for a module instance: "<instance of pkg.module.Class>"
+
+
+def instance_spec(model) -> str:
+    cls = type(model)
+    return f"{INSTANCE}{cls.__module__}.{cls.__qualname__}>"
+
+
+def is_instance(spec: str) -> bool:
+    return isinstance(spec, str) and spec.startswith(INSTANCE)
+
+
+def _class_file(cls) -> Path | None:
+    """The ``.py`` file defining ``cls`` (also for a module loaded by path, which is not in ``sys.modules``)."""
+    try:
+        found = inspect.getsourcefile(cls)
+    except (TypeError, OSError):
+        found = None
+    if found is None:
+        codes = [f.__code__ for f in vars(cls).values() if hasattr(f, "__code__")]
+        found = codes[0].co_filename if codes else None
+    return Path(found).absolute() if found and found.endswith(".py") and Path(found).is_file() else None
+
+
+def _rebuilds(model, cls) -> str | None:
+    """Why ``cls()`` does not rebuild ``model`` (None when it does); the global RNG is left as it was."""
+    try:
+        with contextlib.redirect_stdout(sys.stderr), torch.random.fork_rng(devices=[]):
+            fresh = cls()
+        theirs, ours = model.state_dict(), fresh.state_dict()
+        if repr(fresh) != repr(model) or list(theirs) != list(ours) \
+                or any(tuple(theirs[k].shape) != tuple(ours[k].shape) for k in theirs):
+            return f"{cls.__qualname__}() builds a different module (its layers or their sizes differ)"
+    except Exception as e:  # a constructor that needs arguments, or fails: no code verify could run
+        return f"{cls.__qualname__}() raised {type(e).__name__}: {e}"
+    return None
+
+
+def instance_record(model) -> dict:
+    """The class of a module instance, its file, and whether the OUTDIR can rebuild it from that file."""
+    cls = type(model)
+    src = _class_file(cls)
+    if src is None or "." in cls.__qualname__ or not cls.__qualname__.isidentifier():
+        why = "its class is not defined at the top level of a .py file"
+    else:
+        why = _rebuilds(model, cls)
+    return {"class": f"{cls.__module__}.{cls.__qualname__}", "file": _file_record(src),
+            "factory": cls.__qualname__ if why is None else None, "not_rebuildable": why}
 
 
 def sha256(path) -> str:
@@ -49,8 +106,12 @@ def _file_record(path) -> dict | None:
     return {"path": str(p), "sha256": sha256(p) if p.is_file() else None}
 
 
-def provenance(opts, inputs_file: str | None) -> dict:
+def provenance(opts, inputs_file: str | None, model=None) -> dict:
     """Absolute paths and hashes of everything the compile read (information, never authority)."""
+    if is_instance(opts.model):
+        instance = instance_record(model)
+        return {"model": opts.model, "factory": instance["factory"], "model_file": instance["file"],
+                "instance": instance, "weights": _file_record(opts.weights), "inputs": _file_record(inputs_file)}
     factory = None if opts.model.endswith(".nir") else opts.model.rpartition(":")[2]
     return {"model": opts.model, "factory": factory, "model_file": _file_record(model_file(opts.model)),
             "weights": _file_record(opts.weights), "inputs": _file_record(inputs_file)}
@@ -91,9 +152,13 @@ def sibling_modules(src: Path) -> dict[str, Path]:
     return found
 
 
-def source_files(opts, model: torch.nn.Module) -> dict:
-    """``OUTDIR`` file name -> writer, for the copies verify runs from."""
-    src = model_file(opts.model)
+def source_files(opts, model: torch.nn.Module, record: dict | None = None) -> dict:
+    """``OUTDIR`` file name -> writer, for the copies verify runs from (``record``: the report's provenance)."""
+    instance = (record or {}).get("instance")
+    if is_instance(opts.model):  # the class's file only when its class rebuilds the module
+        src = Path(instance["file"]["path"]) if instance and instance.get("factory") else None
+    else:
+        src = model_file(opts.model)
     if opts.model.endswith(".nir"):
         return {f"{SOURCE_DIR}/{NIR_COPY}": lambda p: shutil.copyfile(src, p)}
     files = {f"{SOURCE_DIR}/{WEIGHTS_COPY}": lambda p: torch.save(model.state_dict(), p)}
@@ -111,6 +176,13 @@ def source_spec(outdir: Path, report: dict) -> tuple[str, str | None]:
     if (src / NIR_COPY).is_file():
         return str(src / NIR_COPY), None
     factory = (report.get("provenance") or {}).get("factory")
+    instance = (report.get("provenance") or {}).get("instance")
+    if is_instance(report.get("model")) and not (src / MODEL_COPY).is_file():
+        why = instance.get("not_rebuildable") if isinstance(instance, dict) else None
+        raise BadInput(f"{str(outdir)!r} was compiled from a module instance ({report['model'][len(INSTANCE):-1]}) "
+                       f"and holds no code to rebuild it" + (f": {why}" if isinstance(why, str) else ""),
+                       remedy=f"verify against the model: --model FILE.py:factory --weights "
+                              f"{src / WEIGHTS_COPY} (or spikec.verify(outdir, model=your_module))")
     if not isinstance(factory, str) or not factory.isidentifier():
         raise BadInput(f"{str(outdir)!r}: report.json names no valid factory ({factory!r})",
                        remedy="pass --model FILE.py:factory to verify against the original model")

@@ -53,7 +53,7 @@ def summary_text(report: dict) -> str:
         lines.append(f"  margins    {ties['count']:,} neuron values within {ties['tolerance']:g} of their threshold "
                      f"({ties['exact_ties']:,} exact ties)" + (f"; {probes} probe samples appended to the inputs"
                                                               if probes else ""))
-    lines.append(f"  target     {target_text(report['target'])}")
+    lines += targets_lines(report)
     lines.append(f"  equivalent {str(report['equivalent']).lower()}")
     return "\n".join(lines)
 
@@ -62,6 +62,15 @@ def _verdict(c: dict) -> str:
     return (f"{'equivalent' if c['equivalent'] else 'NOT equivalent'} to the PyTorch source: "
             f"{c['spikes_compared']:,} spikes and {c['values_compared']:,} values compared, "
             f"{c['spike_mismatches']} spike mismatches, max rel diff {c['max_rel_diff']:.2g}")
+
+
+def targets_lines(report: dict) -> list[str]:
+    """``target     ...`` for none or one target (as before several); ``targets`` and one line each for several."""
+    targets = report.get("targets")
+    if not isinstance(targets, dict) or len(targets) <= 1:
+        one = next(iter(targets.values())) if isinstance(targets, dict) and targets else report.get("target")
+        return [f"  target     {target_text(one)}"]
+    return [f"  {'targets' if i == 0 else '':<10} {target_text(t)}" for i, t in enumerate(targets.values())]
 
 
 def target_text(target: dict | None) -> str:

@@ -15,7 +15,8 @@ from spikec.app import outdir as owned
 from spikec.app.conventions import choose
 from spikec.frontend.stepping import STEPPINGS
 from spikec.app.driver import CODINGS, CompileOptions, check_options, compile_model, load_source
-from spikec.app.provenance import SOURCE_DIR, WEIGHTS_COPY, source_spec
+from spikec.app.multitarget import plan
+from spikec.app.provenance import SOURCE_DIR, WEIGHTS_COPY, instance_spec, source_spec
 from spikec.app import loader
 from spikec.compiler.checker import Comparison, compare_graphs, compare_with_torch
 from spikec.compiler.errors import BadInput, IRError, SpikecError
@@ -70,7 +71,7 @@ def _replay_options(report: dict, model: str, weights: str | None, trust_pickle:
         check_options(dataclasses.replace(opts, weights=None))  # seed >= 0, finite positive time steps
     except BadInput as e:
         raise BadInput(f"report.json options: {e.what}", remedy="recompile") from e
-    get_target(opts.target)
+    plan(opts.target)  # none | all | names: each a known, loadable target
     return opts
 
 
@@ -121,9 +122,12 @@ def compare_io(graph: Graph, x, recorded: dict, approximate: bool) -> dict:
     return {**result.summary(), "outputs_compared": keys}
 
 
-def verify_outdir(outdir, inputs: str | None = None, *, model: str | None = None, weights: str | None = None,
+def verify_outdir(outdir, inputs: str | None = None, *, model=None, weights: str | None = None,
                   trust_pickle: bool = False, max_input_bytes: int | None = None) -> dict:
-    """Every check that applies to ``outdir``; returns ``{check: summary}`` (each with ``equivalent``)."""
+    """Every check that applies to ``outdir``; returns ``{check: summary}`` (each with ``equivalent``).
+
+    ``model``: a MODEL spec (``FILE.py:factory``, ``.nir``) or an ``nn.Module`` instance (the Python API) to verify
+    against instead of ``OUTDIR/source``."""
     out = Path(outdir)
     report = _read_report(out)
     graph = load_graph(out)
@@ -150,11 +154,11 @@ def _target_checks(out: Path, graph: Graph, x, report: dict) -> dict:
     """Each target whose artifacts OUTDIR holds, re-run from those files; a claimed target with none fails."""
     results, reference = {}, None
     present = [name for name, path in ARTIFACTS.items() if (out / path).exists()]
-    claimed = (report.get("target") or {}).get("name") if isinstance(report.get("target"), dict) else None
-    if claimed and claimed in ARTIFACTS and claimed not in present and (report["target"].get("emitted") is not False):
-        results[f"target_{claimed}"] = {"equivalent": False,
-                                        "error": f"report.json records target {claimed!r} but {ARTIFACTS[claimed]} "
-                                                 "is missing"}
+    for claimed in _claimed_targets(report):
+        if claimed not in present:
+            results[f"target_{claimed}"] = {"equivalent": False,
+                                            "error": f"report.json records target {claimed!r} but "
+                                                     f"{ARTIFACTS[claimed]} is missing"}
     for name in present:
         get_target(name)
         reference = reference or run(graph, x, progress="verifying")
@@ -166,8 +170,20 @@ def _target_checks(out: Path, graph: Graph, x, report: dict) -> dict:
     return results
 
 
+def _claimed_targets(report: dict) -> list[str]:
+    """The targets report.json says were emitted (``targets``, and the single ``target`` of older reports)."""
+    claims = list(report["targets"].values()) if isinstance(report.get("targets"), dict) else []
+    claims.append(report.get("target"))
+    names = [c.get("name") for c in claims if isinstance(c, dict) and c.get("emitted") is not False
+             and not c.get("refused")]
+    return sorted({n for n in names if isinstance(n, str) and n in ARTIFACTS})
+
+
 def _source_checks(out, report, graph, x, given_inputs, model, weights, trust_pickle) -> dict:
     """The source model (OUTDIR's copy, or verify's --model) against the deployed graph, and the replayed passes."""
+    instance = None
+    if model is not None and not isinstance(model, str):  # a module instance (spikec.verify(outdir, model=net))
+        instance, model = model, instance_spec(model)
     if model is None:
         copy = out / SOURCE_DIR / WEIGHTS_COPY
         if copy.exists() and not copy.is_file():
@@ -177,7 +193,7 @@ def _source_checks(out, report, graph, x, given_inputs, model, weights, trust_pi
         if weights == copied:
             trust_pickle = False  # spikec wrote it as a plain state_dict: never unpickle it
     opts = _replay_options(report, model, weights, trust_pickle)
-    source = load_source(opts)
+    source = load_source(opts, instance)
     kind, ceiling = loader.value_kind(np.asarray(x))
     adapted = choose(source, opts.stepping, np.asarray(x, dtype=np.float64), kind, ceiling).model
     results = {"source_vs_deployed": compare_with_torch(adapted, graph, x, progress="verifying").summary()}

@@ -1,0 +1,203 @@
+"""The Python API: ``spikec.compile``, ``spikec.verify`` (re-exported lazily by ``spikec/__init__.py``).
+
+The same pipeline as ``spikec compile`` / ``spikec verify`` (``spikec.app.driver``, ``spikec.app.verify``), with
+the same named errors: whatever goes wrong reaches the caller as a ``SpikecError`` subclass with ``what``,
+``where`` and ``remedy`` (an unforeseen exception as ``UnexpectedError``, the original chained as ``__cause__``),
+never a bare traceback from deep inside. The CLI is a layer over ``compile_options`` and ``compile_with``.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from spikec.app import loader
+from spikec.app import outdir as owned
+from spikec.app.driver import CompileOptions, Compiled, compile_model, load_source, write_outdir
+from spikec.app.provenance import instance_spec, is_instance, model_file
+from spikec.compiler.errors import BadInput, Interrupted, SpikecError
+from spikec.compiler.interpreter import run as run_graph
+from spikec.compiler.ir import Graph
+
+DEFAULT_TARGETS = ("lava", "nir", "onnx")
+
+
+class UnexpectedError(SpikecError):
+    """An exception spikec did not foresee (a bug, or an input nothing checks yet): the original is ``__cause__``."""
+
+
+def guarded(fn):
+    """Every way ``fn`` can fail becomes a named ``SpikecError`` (as ``cli._run_guarded`` makes it an exit code);
+    KeyboardInterrupt and ``Interrupted`` (SIGTERM) pass through, so a caller can still stop a compile."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (SpikecError, KeyboardInterrupt, Interrupted):
+            raise
+        except SystemExit as e:  # spikec never exits: this came from the model's code
+            raise BadInput(f"the model's code called sys.exit({e.code!r})",
+                           remedy="the factory and forward must return, not exit") from e
+        except MemoryError as e:
+            raise BadInput("out of memory", remedy="use fewer samples or steps (batch, steps, smaller inputs)") from e
+        except Exception as e:
+            raise UnexpectedError(f"unexpected {type(e).__name__}: {e}",
+                                  remedy="please report it with the model (the original exception is chained)") from e
+    return wrapper
+
+
+@dataclass(frozen=True)
+class Compilation:
+    """One compile: its verdicts, report and deployed graph; ``save`` writes it as ``spikec compile -o`` does."""
+    compiled: Compiled
+    options: CompileOptions
+    reads: tuple = ()          # files the compile read (an OUTDIR may not contain them)
+
+    @property
+    def equivalent(self) -> bool:
+        """Every proof held: the trace, each pass, the deployed graph, and every target asked for by name."""
+        return bool(self.compiled.report["equivalent"])
+
+    @property
+    def report(self) -> dict:
+        """The report, the same object ``report.json`` holds."""
+        return self.compiled.report
+
+    @property
+    def targets(self) -> dict:
+        """``{target name: its report}`` (``bit_exact`` for lava, ``exact`` for nir, ``spike_exact`` for onnx; a
+        refused target: ``refused`` and ``reason``)."""
+        return self.compiled.report["targets"]
+
+    @property
+    def graph(self) -> Graph:
+        """The deployed IR (after the passes and the coding)."""
+        return self.compiled.graph
+
+    def run(self, x) -> np.ndarray | tuple[np.ndarray, ...]:
+        """The deployed graph on ``x`` (``[T, B, *input_shape]``, an array or tensor) in the reference interpreter
+        (float64): one array, or a tuple when the source returns several outputs, in its order."""
+        return _run(self.compiled.graph, x)
+
+    def save(self, outdir) -> Path:
+        """Write the OUTDIR ``spikec compile -o`` writes (atomically; same rules); returns where it went:
+        ``outdir``, or ``outdir.not-equivalent`` beside an equivalent OUTDIR a failed compile must not replace."""
+        return _save(self, outdir)
+
+
+@guarded
+def _run(graph: Graph, x):
+    x = loader.check_spike_input(_as_array(x), "the inputs array")
+    shape = tuple(graph.inputs[0].type.shape)
+    if tuple(x.shape[2:]) != shape:
+        raise BadInput(f"the inputs array has per-step shape {tuple(x.shape[2:])}, the graph's input takes {shape}",
+                       remedy="lay the inputs out as [T, B, *input_shape]")
+    values = run_graph(graph, x, record="outputs").values
+    outs = tuple(np.asarray(values[name]) for name in graph.outputs)
+    return outs[0] if len(outs) == 1 else outs
+
+
+@guarded
+def _save(c: Compilation, outdir) -> Path:
+    owned.check_outdir(outdir, c.reads)
+    return write_outdir(outdir, c.compiled, c.reads)
+
+
+def _as_array(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    if isinstance(x, np.ndarray):
+        return x
+    raise BadInput(f"inputs of type {type(x).__name__} are not an array",
+                   remedy="give a numpy array or a torch tensor laid out [T, B, *input_shape], or an .npz path "
+                          "(key 'input')")
+
+
+def compile_options(model, inputs=None, **options) -> tuple[CompileOptions, np.ndarray | None, torch.nn.Module | None]:
+    """``CompileOptions`` for a MODEL (a spec, a ``.nir`` path or a module instance) and inputs (an ``.npz`` path, an
+    array or tensor, or None), with the array and the instance the compile takes in memory."""
+    instance = None
+    if isinstance(model, torch.nn.Module):
+        instance, spec = model, instance_spec(model)
+    elif isinstance(model, (str, Path)):
+        spec = str(model)
+    else:
+        raise BadInput(f"the model is a {type(model).__name__}",
+                       remedy="give an nn.Module instance, a 'file.py:factory' string or a .nir path")
+    array = None
+    if isinstance(inputs, (str, Path)):  # an .npz file (key 'input'), read and checked by the loader
+        options["inputs"] = str(inputs)
+    elif inputs is not None:
+        array = _as_array(inputs)
+    return CompileOptions(spec, **options), array, instance
+
+
+def compile_with(opts: CompileOptions, array=None, instance=None) -> Compilation:
+    """Compile as ``opts`` says (the CLI's path: no guard of its own, the CLI's maps failures to exit codes)."""
+    source = load_source(opts, instance) if instance is not None else None
+    compiled = compile_model(opts, model=source, array=array)
+    record = compiled.report["provenance"].get("instance") or {}
+    origin = (record.get("file") or {}).get("path") if is_instance(opts.model) else model_file(opts.model)
+    reads = tuple(str(r) for r in (origin, opts.weights, opts.inputs) if r)
+    return Compilation(compiled, opts, reads)
+
+
+@guarded
+def compile(model: torch.nn.Module | str | Path, inputs: np.ndarray | torch.Tensor | str | Path | None = None, *,
+            weights: str | Path | None = None, stepping: str = "auto", input_shape: Sequence[int] | None = None,
+            steps: int | None = None, batch: int | None = None, passes: str = "default",
+            targets: str | Sequence[str] = DEFAULT_TARGETS, coding: str = "native", seed: int = 0, probes: bool = True,
+            trust_pickle: bool = False, nir_dt: float = 1e-4, nir_scheme: str = "snntorch",
+            allow_unstable: bool = False, ttfs_dt: float | None = None,
+            max_input_bytes: int | None = None) -> Compilation:
+    """Compile ``model`` and prove it, as ``spikec compile`` does; returns a ``Compilation`` (nothing is written
+    until ``save``).
+
+    model: an ``nn.Module`` (a private copy is compiled; ``weights`` loaded into that copy), a
+        ``"file.py:factory"`` / ``"package.module:factory"`` string, or a ``.nir`` path.
+    inputs: ``[T, B, *input_shape]`` spikes as a numpy array or tensor, an ``.npz`` path (key ``input``), or None
+        for seeded random spikes (shape from ``input_shape``/``steps``/``batch`` or the model's attributes;
+        ``batch`` defaults to 4).
+    targets: names (``("lava", "nir", "onnx")``, ``"lava,nir"``), ``"all"`` or ``"none"``. A named target that
+        cannot map the graph is recorded as refused and makes the compile not equivalent; under ``"all"`` a
+        refusal is recorded only.
+    The rest as the CLI's options of the same names (``--dt`` is ``nir_dt``). Raises a ``SpikecError`` subclass
+    (``BadInput``, ``ModelLoadError``, ``UnsupportedOp``, ...) naming what is wrong and the remedy.
+    """
+    opts, array, instance = compile_options(
+        model, inputs, weights=None if weights is None else str(weights), stepping=stepping,
+        input_shape=None if input_shape is None else tuple(input_shape), steps=steps, batch=batch, passes=passes,
+        target=_target_spec(targets), coding=coding, seed=seed, probes=probes, trust_pickle=trust_pickle,
+        nir_dt=nir_dt, nir_scheme=nir_scheme, allow_unstable=allow_unstable, ttfs_dt=ttfs_dt,
+        max_input_bytes=max_input_bytes, report_refusals=True)
+    return compile_with(opts, array, instance)
+
+
+def _target_spec(targets) -> str:
+    if isinstance(targets, str):
+        return targets
+    if isinstance(targets, (tuple, list)) and all(isinstance(t, str) for t in targets):
+        return ",".join(targets) if targets else "none"
+    raise BadInput(f"targets {targets!r} are not target names", remedy="e.g. targets=('lava', 'nir', 'onnx'), "
+                   "'all' or 'none'")
+
+
+@guarded
+def verify(outdir: str | Path, inputs: str | Path | None = None, *, model: torch.nn.Module | str | None = None,
+           weights: str | Path | None = None, trust_pickle: bool = False,
+           max_input_bytes: int | None = None) -> dict[str, dict]:
+    """The checks ``spikec verify OUTDIR`` runs: ``{check name: summary}``, each summary with ``equivalent``.
+
+    inputs: an ``.npz`` (key ``input``) to re-check on instead of the recorded ``io.npz``.
+    model: verify against this model (a spec, or an ``nn.Module``) instead of ``OUTDIR/source`` (needed for an
+        OUTDIR compiled from a module instance whose class cannot be rebuilt with ``cls()``).
+    All checks passed when ``all(r["equivalent"] for r in result.values())``.
+    """
+    from spikec.app.verify import verify_outdir
+    return verify_outdir(str(outdir), None if inputs is None else str(inputs), model=model,
+                         weights=None if weights is None else str(weights), trust_pickle=trust_pickle,
+                         max_input_bytes=max_input_bytes)
