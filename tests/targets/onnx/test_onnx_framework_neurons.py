@@ -232,3 +232,22 @@ def test_li_norse_every_read(current, per_channel):
     for x in inputs(14, (3, 2, 2), T=8):
         exercised(g, x, names, spiking=False)
         check(g, x, bit_exact=True)
+
+
+def test_float32_variant_runs():
+    """``export(..., dtype="float32")`` (fast, not claimed exact) builds every framework neuron, the recurrent
+    conv's im2col included, and runs in float32."""
+    r = rng(15)
+    attrs, params = _recurrence("conv2d", (3, 4, 5), r)
+    params.update(beta=np.array(0.9), threshold=np.array(0.5))
+    g = build(TensorType((3, 4, 5)), [
+        ("r", "rleaky_snntorch", ("x",), {"reset": "subtract", "reset_delay": True, **attrs}, params),
+        ("a", "alpha_snntorch", ("r",), {"reset": "zero", "read": "mem"},
+         dict(alpha=np.array(0.9), beta=np.array(0.7), threshold=np.array(0.3),
+              tau=np.log(0.9) / (np.log(0.7) - np.log(0.9)) + 1)),
+        ("n", "lif_norse", ("a",), {"current": False, "reset": "subtract"}, NORSE),
+        ("s", "lif_sj", ("n",), {"decay_input": True}, {"threshold": np.array(0.5), "decay": np.array(0.25)}),
+    ])
+    x = inputs(16, (3, 4, 5))[0]
+    got = run_model(export(g, x.shape[0], dtype="float32"), {"x": x.astype(np.float32)})["s"]
+    assert got.dtype == np.float32 and got.shape == x.shape
