@@ -1,4 +1,4 @@
-"""Reference PyTorch modules with the exact semantics of ``shared/spec/semantics.md``.
+"""Reference PyTorch modules with the exact semantics of ``docs/neurons.md`` and ``docs/ops.md``.
 
 Every module maps ``[T, B, ...]`` to ``[T, B, ...]``; neurons return spikes only.
 Per-channel parameters act on dim 2 (the channel of ``[T, B, C, ...]``, or the

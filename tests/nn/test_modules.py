@@ -1,4 +1,4 @@
-"""The spikec.nn reference modules compute exactly the formulas of shared/spec/semantics.md.
+"""The spikec.nn reference modules compute exactly the formulas of docs/neurons.md.
 
 Hand-computed cases use dyadic values (exact in binary floating point), so equality is exact.
 """

@@ -5,7 +5,7 @@ import numpy as np
 
 # Per-core figures: the public chip-level maxima divided evenly over the 128 neurocores
 # (Intel, "Loihi 2" product brief, 2021: 128 neurocores, up to 1M neurons and 120M synapses per
-# chip; recorded in shared/spec/targets.md, "Loihi 2 facts"). Real per-core limits depend on the
+# chip; recorded in docs/targets.md, "Loihi 2 facts"). Real per-core limits depend on the
 # neuron model's state size and the synapse encoding; Lava's open source does not publish them, so
 # these are upper bounds per core and the core count below is an optimistic (low) estimate.
 CORES_PER_CHIP = 128
@@ -183,7 +183,7 @@ def resources(net: dict, arrays: dict) -> dict:
             "rule": "each population on its own cores: max(ceil(neurons / neurons_per_core), "
                     "ceil(fan-in synapses / synapses_per_core)), at least 1; host partitions use no neurocore",
             "source": "Intel Loihi 2 product brief (2021): 128 neurocores, up to 1M neurons and 120M synapses "
-                      "per chip, divided evenly per core (shared/spec/targets.md 'Loihi 2 facts'); real per-core "
+                      "per chip, divided evenly per core (docs/targets.md 'Loihi 2 facts'); real per-core "
                       "limits are not public in Lava's open source, so this is a lower bound on cores",
         },
     }
