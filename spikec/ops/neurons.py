@@ -6,8 +6,8 @@ Parameters are a scalar or one value per channel, ``()`` or ``(C,)`` (``shape[0]
              H_t = U_t - threshold S_t (subtract) or U_t (1 - S_t) + v_reset S_t (zero)
   intfire    beta, alpha, threshold, optional bias; attrs max_spikes D, rounding "round" | "floor"
              q_t = clamp(floor(U_t / threshold + 1/2 or 0), 0, D); H_t = U_t - threshold q_t
-  silif      decay, b, threshold (C,); attr kappa   u_t = decay (u_{t-1} - kappa s_{t-1}) + b x_t
-  csilif     a_re, a_im, b, threshold (C,); kappa   complex m_t = a (m_{t-1} - kappa s_{t-1}) + b x_t, u = 2 Re m
+  silif      decay, b, threshold, (C,) as trained; attr kappa u_t = decay (u_{t-1} - kappa s_{t-1}) + b x_t
+  csilif     a_re, a_im, b, threshold (C,) as trained; kappa  complex m_t = a (m_{t-1} - kappa s_{t-1}) + b x_t, u = 2 Re m
   intfire_unrolled  as intfire, its count replayed as D binary sub-step spikes (a new time base)
   substep_sum       sums the D sub-steps of each physical step, plus an optional per-channel bias once
 Neurons take attr ``output``: "spikes" (default) or "membrane" (the pre-reset ``U``, real).
