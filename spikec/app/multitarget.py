@@ -35,7 +35,7 @@ def plan(spec) -> TargetPlan:
         if not spec:
             return TargetPlan((), True)
         if any(not isinstance(s, str) for s in spec):
-            raise BadInput(f"targets {spec!r} must be names (strings)", remedy=f"e.g. targets=('lava', 'nir', 'onnx')")
+            raise BadInput(f"targets {spec!r} must be names (strings)", remedy="e.g. targets=('lava', 'nir', 'onnx')")
         spec = ",".join(spec)
     if not isinstance(spec, str):
         raise BadInput(f"target {spec!r} is not a name", remedy="give none, all, or names like lava,nir,onnx")
@@ -50,7 +50,12 @@ def plan(spec) -> TargetPlan:
         if name in ("none", ALL):
             raise BadInput(f"target {name!r} cannot be combined with other targets (in {spec!r})",
                            remedy=f"give {name} alone, or a list of targets such as lava,nir,onnx")
-        get_target(name)  # BadInput naming an unknown or unavailable target (including '' from 'lava,,nir')
+        try:
+            get_target(name)  # BadInput naming an unknown or unavailable target (including '' from 'lava,,nir')
+        except BadInput as e:
+            if len(names) == 1:
+                raise
+            raise BadInput(f"{e.what} (in --target {spec!r})", where=e.where, remedy=e.remedy) from e
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise BadInput(f"target {twice[0]!r} is named twice in {spec!r}", remedy="name each target once")
