@@ -84,3 +84,11 @@ class Scaled(nn.Module):
 
 def scaled():
     return Scaled()
+
+
+def relu_mlp():
+    """A ReLU ANN for --coding ttfs (which only the ONNX target lowers)."""
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Linear(12, 12), nn.ReLU(), nn.Linear(12, 3))
+    model.input_shape, model.steps = (12,), 1
+    return model
