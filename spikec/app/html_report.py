@@ -6,6 +6,7 @@
 metric names, each target's verdict, and the warnings. ``inspect_html(graph, path)`` draws a model without
 compiling it (``spikec inspect MODEL --html OUT.html``). Every string from the report or the graph is escaped.
 """
+import json
 from pathlib import Path
 
 from spikec.app.html_graph import cap, esc, graph_svg
@@ -14,6 +15,7 @@ from spikec.compiler.cost import partition_report
 from spikec.compiler.ir import Graph
 from spikec.compiler.metrics import neurobench_from_report
 from spikec.compiler.report import layers_report
+from spikec.compiler.serialize import load_graph
 
 VERDICT_KEYS = ("exact", "bit_exact", "spike_exact")
 CODINGS = ("ttfs",)
@@ -373,4 +375,12 @@ def inspect_html(graph: Graph, path, title: str | None = None) -> Path:
     return path
 
 
-__all__ = ["write_html", "inspect_html", "render_report", "render_inspect", "bar_chart", "table"]
+def write_outdir_html(outdir, path=None) -> Path:
+    """``report.html`` for an existing OUTDIR from its ``report.json`` and ``graph.json`` (the graph before the
+    passes is not stored there: only the deployed graph is drawn). Written to ``path`` or ``OUTDIR/report.html``."""
+    outdir = Path(outdir)
+    report = json.loads((outdir / "report.json").read_text())
+    return write_html(report, None, load_graph(outdir), path or outdir / "report.html")
+
+
+__all__ = ["write_html", "inspect_html", "write_outdir_html", "render_report", "render_inspect", "bar_chart", "table"]

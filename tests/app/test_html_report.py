@@ -15,7 +15,7 @@ import pytest
 
 from spikec.app import html_graph
 from spikec.app.html_graph import NODE_H, NODE_W, dot_source, layered_layout, layout, parse_plain
-from spikec.app.html_report import inspect_html, render_report, write_html
+from spikec.app.html_report import inspect_html, render_report, write_html, write_outdir_html
 from spikec.compiler.builder import GraphBuilder
 from spikec.compiler.cost import cost_report, partition_report
 from spikec.compiler.interpreter import run
@@ -326,3 +326,31 @@ def _png_is_not_blank(data: bytes) -> bool:
         pos += 12 + length
     raw = zlib.decompress(idat)
     return width is not None and len(set(raw[: 4096 * 50])) > 16
+
+
+def test_host_partitions_are_boxed_and_every_target_gets_a_verdict(tmp_path):
+    g = _graph()
+    x = (np.random.default_rng(1).random((3, 2, 2, 4, 4)) < 0.5).astype(np.float64)
+    report = _report(g, x)
+    report["partitions"] = {"host": ["fc", "mem"], "crossing": [], "values_per_step": 48}
+    report["targets"] = {"lava": report["target"],
+                         "nir": {"name": "nir", "emitted": False, "refused": True, "reason": EVIL,
+                                 "summary": f"nir: refused: {EVIL}"},
+                         "onnx": {"name": "onnx", "spike_exact": False, "summary": "onnx: spike_exact false"}}
+    p = Page(write_html(report, None, g, tmp_path / "report.html").read_text())
+    boxes = [a for tag, a, up in p.elements if tag == "g" and a.get("class") == "host-partition"
+             and "graph-after-svg" in up]
+    assert len(boxes) == 1                                  # fc -> mem: one connected host group
+    cells = [t.strip() for tag, cls, t in p.texts if tag == "td" and cls in ("ok", "bad")]
+    assert cells.count("pass") >= 1 and "refused" in cells and "FAIL" in cells
+    assert p.nodes_in("graph-before-svg") == [] and p.nodes_in("graph-after-svg") == [n.name for n in g.nodes]
+
+
+def test_an_outdir_report_html_from_its_files(tmp_path):
+    from spikec.compiler.serialize import save_graph
+    g = _graph()
+    x = (np.random.default_rng(1).random((3, 2, 2, 4, 4)) < 0.5).astype(np.float64)
+    save_graph(g, tmp_path)
+    (tmp_path / "report.json").write_text(json.dumps(_report(g, x)))
+    p = Page(write_outdir_html(tmp_path).read_text())
+    assert p.nodes_in("graph-after-svg") == [n.name for n in g.nodes] and set(TABLES) <= p.ids()
