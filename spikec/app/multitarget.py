@@ -4,7 +4,9 @@ Each target is emitted from the same deployed graph and checked against the same
 goes into ``report["targets"][name]``. A target that cannot map the graph raises ``UnsupportedOp``: that is a
 *refusal*, recorded with its reason. Whether a refusal fails the compile depends on how the target was asked for:
 by name (``lava``, ``lava,nir``) it does (the compile is not equivalent, exit 1); under ``all`` it is reported
-and does not (``all`` means "every target that can take this graph"). Artifacts of several targets live side by
+and does not (``all`` means "every target that can take this graph"). Inputs a target cannot take (another
+``BadInput``, e.g. values beyond Lava's bit widths) are bad input when the target was named (exit 2), and a
+refusal under ``all``. Artifacts of several targets live side by
 side in OUTDIR; two targets writing the same file name is a compiler bug and is refused.
 """
 from dataclasses import dataclass, field
@@ -87,10 +89,10 @@ def run_targets(targets: TargetPlan, deployed, x, reference, options: dict, rais
             continue
         try:
             emitted = get_target(name)(deployed, x, reference, dict(options))
-        except UnsupportedOp as e:
-            if targets.named and raise_refusals:
+        except BadInput as e:  # UnsupportedOp: the graph; other BadInput: inputs this target cannot take
+            if targets.named and (raise_refusals or not isinstance(e, UnsupportedOp)):
                 raise
-            result.reports[name] = refused(name, e.message())
+            result.reports[name] = refused(name, e.message(), type(e).__name__)
             result.ok = result.ok and not targets.named
             continue
         result.reports[name] = emitted.report

@@ -98,3 +98,13 @@ def test_target_values():
         with pytest.raises(BadInput) as e:
             plan(value)
         assert phrase in e.value.message() and e.value.remedy
+
+
+def test_inputs_a_target_cannot_take_are_a_refusal_under_all_and_bad_input_by_name():
+    import spikec
+    x = (np.random.default_rng(0).random((4, 2, 1, 6, 6)) < 0.4) * 1e300   # beyond Lava's 24-bit graded spikes
+    c = spikec.compile(NET, x, targets="all", probes=False)
+    assert c.equivalent and c.targets["lava"]["refused"] and c.targets["lava"]["error"] == "BadInput"
+    assert "need 998 bits" in c.targets["lava"]["reason"] and c.targets["onnx"]["spike_exact"]
+    with pytest.raises(BadInput, match="need 998 bits"):
+        spikec.compile(NET, x, targets=("lava", "onnx"), probes=False)
