@@ -127,9 +127,11 @@ def _with(options):
 @main.command("inspect")
 @_with(model_options)
 @click.option("--json", "as_json", is_flag=True, help="print the IR as JSON.")
+@click.option("--html", "html_path", type=SafePath(dir_okay=False),
+              help="also draw the IR into this self-contained HTML page (a new file, or one spikec wrote).")
 @_guard
 def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_scheme, allow_unstable,
-                max_input_bytes, stepping, as_json):
+                max_input_bytes, stepping, as_json, html_path):
     """Trace MODEL (path/file.py:factory or pkg.module:factory) and print its IR."""
     from spikec.app.driver import CompileOptions, load_source, make_inputs
     from spikec.frontend import trace
@@ -144,6 +146,9 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
     x, _, _ = make_inputs(source, opts)
     conv = choose(source, stepping, x, *loader.value_kind(x), random=True)
     graph = trace(conv.model, conv.x.shape[2:])
+    if html_path:
+        from spikec.app.html_report import inspect_html
+        say(f"wrote {inspect_html(graph, html_path, title=model)}")
     if as_json:
         say(json.dumps(graph_to_json(graph), indent=1))
         return 0
@@ -196,7 +201,7 @@ def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
     c = compile_with(opts)
     compiled, out = c.compiled, write_outdir(outdir, c.compiled, c.reads)
     say(summary_text(compiled.report))
-    say(f"  wrote      {out}/" + ", ".join(["report.json", "graph.json", "weights.npz", "io.npz", *compiled.files]))
+    say(f"  wrote      {out}/" + ", ".join(["report.json", "report.html", "graph.json", "weights.npz", "io.npz", *compiled.files]))
     for w in compiled.report["warnings"]:
         say(format_warning(w))
     if strict and compiled.report["warnings"] and compiled.report["equivalent"]:

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from spikec.app import outdir as owned
+from spikec.app.html_report import write_html
 from spikec.app.precision import flip_margins, source_precision
 from spikec.app.probes import near_threshold, with_probes
 from spikec.app.vacuity import warnings_for
@@ -23,6 +24,7 @@ from spikec.app.provenance import provenance, source_files
 from spikec.app import loader
 from spikec.app.conventions import choose, loop_convention
 from spikec.compiler.checker import compare_with_torch, run_torch
+from spikec.compiler.metrics import firing_rates, neurobench_metrics
 from spikec.compiler.cost import cost_report, partition_report, sdna_report
 from spikec.compiler.errors import BadInput, IRError, SpikecError
 from spikec.frontend import trace
@@ -71,6 +73,7 @@ class Compiled:
     graph: Graph
     io: dict
     files: dict = field(default_factory=dict)  # artifacts: file name (may contain one '/') -> writer(path)
+    before: Graph | None = None                # the traced graph, before the passes (drawn in report.html)
 
 
 def check_options(opts: CompileOptions) -> None:
@@ -248,6 +251,8 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     warnings = warnings_for(deployed, trace_final, x)
     precision = flip_margins(source_precision(model, x, reference[0]), deployed, trace_final) \
         if inputs is None else None
+    activity = {"firing_rates": firing_rates(deployed, trace_final),
+                "neurobench": neurobench_metrics(deployed, trace_final)}
     del trace_final
     report = {
         "model": opts.model, "weights": opts.weights,
@@ -261,6 +266,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         "final": {**final.summary(), "near_threshold": ties, "approximate": approximate},
         "warnings": warnings,
         "source_precision": precision,
+        **activity,
         "equivalent": front.equivalent and final_ok and all(r.spike_mismatches == 0 for r in records)
         and emitted.ok and (coded is None or coded.ok),
         **{name: None for name in CODINGS}, **({opts.coding: coded.report} if coded else {}),
@@ -281,7 +287,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     if approximate:  # no source output matches it: verify compares the deployed graph with its own recorded run
         io["deployed_output"] = run(deployed, x, record="outputs").values[deployed.outputs[0]]
     files = {**source_files(opts, user_model, report["provenance"]), **emitted.files} if inputs is None else {}
-    return Compiled(report, deployed, io, files)
+    return Compiled(report, deployed, io, files, before=graph)
 
 
 def _coding(opts: CompileOptions, targets):
@@ -324,6 +330,7 @@ def write_outdir(outdir, compiled: Compiled, reads=()) -> Path:
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             write(tmp / name)
         (tmp / "report.json").write_text(json.dumps(compiled.report, indent=1, default=_json_default))
+        write_html(compiled.report, compiled.before, compiled.graph, tmp / "report.html")
         check_written(tmp, compiled)
         owned.publish(tmp, out)
     except BaseException:

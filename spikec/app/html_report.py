@@ -12,6 +12,7 @@ from pathlib import Path
 from spikec.app.html_graph import cap, esc, graph_svg
 from spikec.app.summary import target_text
 from spikec.compiler.cost import partition_report
+from spikec.compiler.errors import BadInput
 from spikec.compiler.ir import Graph
 from spikec.compiler.metrics import neurobench_from_report
 from spikec.compiler.report import layers_report
@@ -335,7 +336,7 @@ def page(title: str, verdict: bool | None, sections) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
             "img-src data:\">"
-            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{esc(title)}</title>"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">{GENERATOR}<title>{esc(title)}</title>"
             f"<style>{CSS}</style></head><body><header><h1>{esc(title)} {badge}</h1></header>"
             f"<main>{''.join(sections)}</main></body></html>\n")
 
@@ -368,9 +369,17 @@ def render_inspect(graph: Graph, title: str | None = None) -> str:
     return page(f"spikec inspect: {title or graph.meta.get('source') or 'model'}", None, sections)
 
 
+GENERATOR = '<meta name="generator" content="spikec">'  # marks a page spikec wrote, which it may overwrite
+
+
 def inspect_html(graph: Graph, path, title: str | None = None) -> Path:
-    """Write the inspect page of ``graph`` (a model drawn without compiling) to ``path``; returns it."""
+    """Write the inspect page of ``graph`` (a model drawn without compiling) to ``path``; returns it.
+
+    An existing file is replaced only if spikec wrote it (it carries ``GENERATOR``): never a user's file."""
     path = Path(path)
+    if path.is_symlink() or path.is_dir() or (path.exists() and GENERATOR not in path.read_text(errors="replace")):
+        raise BadInput(f"{str(path)!r} exists and is not a page spikec wrote", where="--html",
+                       remedy="give --html a new file name (spikec replaces only its own pages)")
     path.write_text(render_inspect(graph, title), encoding="utf-8")
     return path
 

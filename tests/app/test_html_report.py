@@ -354,3 +354,28 @@ def test_an_outdir_report_html_from_its_files(tmp_path):
     (tmp_path / "report.json").write_text(json.dumps(_report(g, x)))
     p = Page(write_outdir_html(tmp_path).read_text())
     assert p.nodes_in("graph-after-svg") == [n.name for n in g.nodes] and set(TABLES) <= p.ids()
+
+
+# -- wired into the CLI ---------------------------------------------------------------------------------
+def test_every_outdir_has_its_report_page_and_the_report_its_activity(tmp_path):
+    from app_helpers import DIGITS, cli
+    res = cli("compile", f"{DIGITS / 'model.py'}:small", "--weights", DIGITS / "checkpoint.pt", "--inputs",
+              DIGITS / "inputs.npz", "-o", tmp_path / "out", "--no-probes")
+    assert res.exit_code == 0, res.output
+    page = (tmp_path / "out" / "report.html").read_text()
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert page.count("<svg") >= 2 and 'name="generator" content="spikec"' in page  # before and after the passes
+    assert report["firing_rates"] and "Effective_ACs" in report["neurobench"]
+    assert "report.html" in res.output
+
+
+def test_inspect_draws_a_page_and_never_overwrites_a_users_file(tmp_path):
+    from app_helpers import DIGITS, cli
+    spec = f"{DIGITS / 'model.py'}:small"
+    res = cli("inspect", spec, "--html", tmp_path / "m.html")
+    assert res.exit_code == 0 and "<svg" in (tmp_path / "m.html").read_text()
+    assert cli("inspect", spec, "--html", tmp_path / "m.html").exit_code == 0  # its own page: replaced
+    (tmp_path / "mine.html").write_text("my notes")
+    res = cli("inspect", spec, "--html", tmp_path / "mine.html")
+    assert res.exit_code == 2 and "not a page spikec wrote" in res.output
+    assert (tmp_path / "mine.html").read_text() == "my notes"
