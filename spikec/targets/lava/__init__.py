@@ -112,7 +112,8 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
         "simulator": "Lava 0.10.0 Loihi2SimCfg(select_tag='fixed_pt')",
         "claim": net["claim"],
         **{k: result[k] for k in ("steps_compared", "spikes_compared", "graded_payloads_compared", "values_compared",
-                                  "host_values_compared", "states_compared", "pre_latency_values_checked",
+                                  "host_values_compared", "states_compared", "state_reads_compared",
+                                  "pre_latency_values_checked",
                                   "mismatch_counts", "first_divergent_layer", "first_mismatches")},
         "sim_seconds": lava["sim_seconds"], "build_seconds": lava["build_seconds"],
         "reference_seconds": round(ref_s, 3), "lava_steps": lava["steps"],
@@ -166,6 +167,8 @@ def _summary(r: dict) -> str:
             agree.append(f"{name} {100 * a['spike_agreement']:.1f}%")
         elif "class_agreement" in a:
             agree.append(f"{name} classes {100 * a['class_agreement']:.1f}%")
+        if "state_max_rel_error" in a:
+            agree.append(f"{name} state within {100 * a['state_max_rel_error']:.1f}% of its peak")
     nx = r["netx"]
     blocking = sorted({b["node"] for b in nx["blocking_nodes"]})
     netx_text = ("model.net written, netx load " + ("bit-exact" if nx["verification"].get("bit_exact") else
@@ -181,6 +184,8 @@ def _summary(r: dict) -> str:
                      f"({len(r['partitions']['host'])} host partition(s))")
     if r["schedule"]["lava_steps_per_physical_step"] > 1:
         extra.append(f"{r['schedule']['lava_steps_per_physical_step']} Lava steps per physical step")
+    if r["state_reads_compared"]:
+        extra.append(f"{r['state_reads_compared']:,} state values recorded as outputs (v, membranes)")
     return (f"lava: bit_exact {str(r['bit_exact']).lower()} vs the integer reference: {r['spikes_compared']:,} spikes, "
             f"{r['values_compared']:,} read-out values, {r['states_compared']:,} final states over "
             f"{r['steps_compared']} steps (Lava fixed_pt sim {r['sim_seconds']:.2f} s)"

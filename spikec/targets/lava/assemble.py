@@ -5,7 +5,9 @@ sums), their sum, and its integer node (a neuron, ``lava_or``, or ``lava_readout
 the whole layer, ``y ~ s * y_float``). Host partitions become ``lava_host`` nodes computing in float64: they
 read spikes, membranes (pre-reset ``v / 64 s_c``) or synaptic sums (read-outs) from the chip and send back
 integers (``lava_quant``): a current into a neuron's input port (``round(s_c alpha_c x)``) or a graded payload
-into a synapse (``round(g x)``, 8-bit, ``g`` from calibration).
+into a synapse (``round(g x)``, 8-bit, ``g`` from calibration). A real-valued graph input is sent the same way: as
+8-bit graded spikes ``round(g x)`` (``g`` in ``meta["input_gains"]``), the synapses reading it weighted ``W / g``.
+A population's state read as a graph output is a twin of its integer node (``ops.twin``) with its integer output.
 """
 import numpy as np
 
@@ -14,7 +16,6 @@ from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.targets.lava import ops as lops
 from spikec.targets.lava.fixed_point import (PAYLOAD_BITS, channel_axis, dense_weights, full_range, payload_bits,
                                              round_weights, scalar_or_channels)
-from spikec.targets.lava.host import HOST
 from spikec.targets.lava.limits import check_scale, to_int
 from spikec.targets.lava.mapping import HostNode, Population, Stream
 from spikec.targets.lava.neurons import check_neuron, membrane_gain, neuron_node, neuron_params
@@ -40,7 +41,9 @@ class _Assembly:
     def source(self, name: str) -> tuple[str, TensorType, float]:
         """``(integer node, its type, gain)`` for a stream's float source (the gain: payload units per float unit)."""
         n = self.g.node(name)
-        if n.op in HOST:
+        if n.op == "input" and name in self.host_gains:   # a real input, sent as graded spikes round(g x)
+            return name, self.types[name], float(self.host_gains[name])
+        if name in self.host_gains:
             payload = f"{name}.payload"
             if payload not in self.types:
                 gain = self.host_gains[name]
@@ -65,7 +68,7 @@ def stream_weights(pop: Population, p: dict | None, graph: Graph, host_gains: di
         if s.op is None:
             out.append((s, None, None))
             continue
-        gain = float(host_gains[s.source]) if graph.node(s.source).op in HOST else 1.0
+        gain = float(host_gains.get(s.source, 1.0))   # a host value's or a real input's payload gain
         w = s.op.weight if p is None else s.op.weight * p["alpha"].reshape(channel_axis(s.op.weight))
         out.append((s, w / gain, gain))
     return out
@@ -93,7 +96,8 @@ def assemble(graph: Graph, layers: list, hosts: dict, host_gains: dict) -> Graph
             outputs.append(o)
     scales = {l.name: (float(l.scale[0]) if np.ptp(l.scale) == 0 else [float(v) for v in l.scale]) for l in layers}
     # scales: integer units per float unit (read-out y_float ~ y_int / scale; membranes v ~ 64 scale U)
-    meta = {"quantized_for": "lava", "source_outputs": list(graph.outputs), "scales": scales}
+    meta = {"quantized_for": "lava", "source_outputs": list(graph.outputs), "scales": scales,
+            "input_gains": {i.name: float(host_gains[i.name]) for i in graph.inputs if i.name in host_gains}}
     if "schedule" in graph.meta:
         meta["schedule"] = graph.meta["schedule"]
     return Graph(tuple(asm.nodes), tuple(outputs), meta)
@@ -125,6 +129,11 @@ def _assemble_population(pop: Population, asm: _Assembly) -> None:
         asm.emit(main.with_(name=pop.membrane, attrs=dict(main.attrs, output="membrane"),
                             type=TensorType(pop.out_shape)))
         info["membrane_read_by_host"] = pop.membrane
+    for name, output in pop.reads.items():   # state reads recorded as graph outputs
+        asm.emit(lops.twin(main, name, output))
+    if pop.reads:
+        info["state_reads"] = {k: f"integer {v} (v ~ 64 s U){', + v_leak' if 'v_leak' in p else ''}"
+                               for k, v in pop.reads.items()}
 
 
 def _population_scale(pop: Population, p: dict | None, weights: list) -> tuple[np.ndarray, np.ndarray | None]:
@@ -186,7 +195,7 @@ def _weighted_stream(pop: Population, s: Stream, w, scale, asm: _Assembly) -> tu
         mode = "excitatory"
     else:
         wq, mode, info = round_weights(w, scale, gain, node=pop.name, what=f"weights of synapse {s.name!r}")
-    nmb = payload_bits(st) if asm.g.node(s.source).op not in HOST else PAYLOAD_BITS
+    nmb = payload_bits(st) if s.source not in asm.host_gains else PAYLOAD_BITS
     info.update(source=s.source, delay=s.delay, num_message_bits=nmb,
                 source_substeps=st.substeps, payload_gain=gain if gain != 1.0 else None)
     name = s.name

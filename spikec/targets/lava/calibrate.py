@@ -13,6 +13,7 @@ from spikec.compiler.ir import Graph, Node
 from spikec.targets.lava import ops as lops
 from spikec.targets.lava.assemble import assemble, stream_weights
 from spikec.targets.lava.fixed_point import PAYLOAD_BITS, max_vth
+from spikec.targets.lava.limits import int_inputs
 from spikec.targets.lava.mapping import Population
 from spikec.targets.lava.neurons import neuron_params
 
@@ -50,7 +51,7 @@ def calibrate(graph: Graph, layers: list, hosts: dict, gains: dict, x: dict, *, 
     rounds = 0
     while True:
         q = assemble(graph, layers, hosts, gains)
-        peaks, _ = measure(q, x)
+        peaks, _ = measure(q, int_inputs(q, x))   # real inputs quantized as the deployment sends them
         rounds += 1
         changed = False
         for layer in layers:
@@ -92,7 +93,7 @@ def measure(q: Graph, x) -> tuple[dict, "Trace"]:
     trace = run(full, x, integer=True)
     peaks = {}
     for n in q.nodes:
-        if n.op in lops.STATES and n.attrs.get("output", "spikes") == "spikes":
+        if n.op in lops.STATES and lops.primary(n):
             vals = [trace.values[f"{n.name}.{s}"] for s in lops.STATES[n.op]] + [trace.values[_membrane_name(full, n)]]
             flags = trace.values[n.name + ".flags"]
         elif n.op == "lava_readout":

@@ -1,6 +1,6 @@
 """Compare a Lava run with the integer reference, bit for bit.
 
-Spikes (and graded payloads, read-outs, host values) are compared at their Lava steps (the schedule of
+Spikes (and graded payloads, read-outs, host values, state reads recorded as outputs) are compared at their Lava steps (the schedule of
 ``lower.py``) and required silent at every other recorded step; final states are read after the last update.
 """
 import numpy as np
@@ -21,7 +21,7 @@ def compare(net: dict, trace, lava: dict, steps: int) -> dict:
     other Lava step up to the last compared one, and the final states of every neuron population."""
     mismatches, per_node = [], {}
     counts = {"spikes_compared": 0, "graded_payloads_compared": 0, "values_compared": 0, "host_values_compared": 0,
-              "states_compared": 0, "pre_latency_values_checked": 0}
+              "states_compared": 0, "state_reads_compared": 0, "pre_latency_values_checked": 0}
     period = net["period"]
 
     def note(node, what, exp, got, lava_steps=None, state=False):
@@ -46,10 +46,11 @@ def compare(net: dict, trace, lava: dict, steps: int) -> dict:
         exp = trace.values[r["ir_node"]].astype(np.int64)
         idx = schedule_index(r["start"], period, r["substeps"], exp.shape[0])
         got = rec[idx]
-        what = {"spikes": "spikes", "payload": "payload", "output": "output", "host": "host_value"}[r["what"]]
+        what = {"spikes": "spikes", "payload": "payload", "output": "output", "host": "host_value",
+                "state": "state"}[r["what"]]
         note(name, what, exp, got, idx)
         key = {"spikes": "spikes_compared", "payload": "spikes_compared", "output": "values_compared",
-               "host": "values_compared"}[r["what"]]
+               "host": "values_compared", "state": "state_reads_compared"}[r["what"]]
         counts[key] += exp.size
         if r["what"] == "payload":
             counts["graded_payloads_compared"] += exp.size

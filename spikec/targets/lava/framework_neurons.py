@@ -23,8 +23,19 @@ reset kind and a firing comparison (``neurons._lif_node`` builds the integer nod
   W + u``; without, ``W~ = (1 - a_mem) W + a_mem X``. Fires ``W~ > v_th - v_leak``; reset to ``v_reset - v_leak``,
   or (LIFBox) subtract ``v_th`` (refused unless ``v_leak = 0``: Lava's subtract removes the threshold).
 
-Refused by name (``NO_MAPPING`` in vocabulary.py or the checks here): recurrent snnTorch neurons, Alpha, Norse's
-LI; a decay outside [0, 1].
+- ``li_norse`` (LI / LICell, the usual read-out layer): ``lif_norse``'s current-based form (``u ~ a_mem i'`` kept
+  ``1 - a_syn``, input gain ``a_mem``; LIBox: ``W~ = (1 - a_mem) W + a_mem X``) on a SpikecLIF that never fires
+  (``fire="never"``, no reset); its state ``W = v - v_leak`` is recorded every step as the population's output
+  (``v`` of SpikecLIF, mapped back as ``v / (64 s) + v_leak``). A weight-range scale (no threshold).
+
+State reads as graph outputs (``STATE_READS``): the integer value a framework neuron's ``read`` of its state is, bit
+for bit in the integer reference: snnTorch's ``mem`` (every reset kind: the delayed kinds and ``none`` have no reset
+after the spike, so ``mem`` is the post-step ``v``; ``reset_delay=False`` subtract returns ``base - s theta`` and zero
+``(1 - s) base``, the post-reset ``v`` too), Norse's ``v`` (post-reset, shifted by ``v_leak``). Currents (snnTorch's
+``syn``, Norse's ``i``) are Lava's ``u``, not recorded: refused as outputs.
+
+Refused by name (``NO_MAPPING`` in vocabulary.py or the checks here): recurrent snnTorch neurons, Alpha; a decay
+outside [0, 1].
 """
 import numpy as np
 
@@ -103,6 +114,25 @@ def _check_norse(pop, p: dict) -> None:
     _check(pop, p)
 
 
+def _li_params(get, node) -> dict:
+    a_mem, v_leak = get("dt_tau_mem_inv"), get("v_leak")
+    p = _base(get, 1.0 - a_mem, np.zeros_like(a_mem), alpha=a_mem, reset="none", fire="never", v_leak=v_leak)
+    if node.attrs["current"]:
+        p.update(u_keep=1.0 - get("dt_tau_syn_inv"), current=True)
+    return p
+
+
+# a state read (the ``read`` attr) recorded as a graph output: the integer output it is, and the float offset of
+# the float state over the integer state's dequantized value (``v / (64 s) + offset``)
+STATE_READS = {("lif_snntorch", "mem"): "v", ("synaptic_snntorch", "mem"): "v", ("lif_norse", "v"): "v",
+               ("li_norse", "v"): "v"}
+
+
+def read_offset(node, p: dict) -> np.ndarray:
+    """What the float state adds to the dequantized integer state (Norse's states are shifted by ``v_leak``)."""
+    return p.get("v_leak", np.zeros_like(p["beta"]))
+
+
 RECURRENT_REASON = ("a recurrent neuron needs a synapse from its population to itself, a cycle in the Lava process "
                     "graph, which this target's schedule (processes lowered in topological order) does not build")
 
@@ -111,4 +141,5 @@ FRAMEWORK = {
     "lif_snntorch": (_leaky_params, _check),
     "synaptic_snntorch": (_synaptic_params, _check_synaptic),
     "lif_norse": (_norse_params, _check_norse),
+    "li_norse": (_li_params, _check),
 }

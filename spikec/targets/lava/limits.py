@@ -18,6 +18,7 @@ from spikec.targets.lava import ops as lops
 
 EXACT_BITS = 53                    # float64 holds every integer of magnitude below 2**53
 STATE_BITS = lops.STATE_BITS       # Lava's synaptic sums and neuron states: signed 24 bits
+PAYLOAD_BITS = 8                   # real inputs as signed 8-bit graded spikes (fixed_point.PAYLOAD_BITS)
 HOLDS = f"the integer reference holds {EXACT_BITS}-bit exact integers, Lava's state {STATE_BITS} bits"
 
 
@@ -60,9 +61,17 @@ def int_inputs(graph, inputs) -> dict:
     names = [n.name for n in graph.inputs]
     x = as_inputs(graph, inputs)
     out = {}
+    gains = graph.meta.get("input_gains", {}) if graph.meta else {}
     for k, v in x.items():
         v = np.asarray(v)
         reader = _reader(graph, k)
+        if k in names and graph.node(k).type.kind == "real":
+            if not fits(v, EXACT_BITS):
+                raise BadInput(f"input {k!r}: {describe(v)}", where=f"node {reader!r}",
+                               remedy="feed finite real values")
+            # sent as 8-bit graded spikes round(g x) (the integer graph's meta); the float graph's stay real
+            out[k] = lops.quantize_values(v, gains[k], PAYLOAD_BITS) if k in gains else v
+            continue
         ceiling = graph.node(k).type.ceiling if k in names else None
         if not fits(v, STATE_BITS - 1) or (ceiling is not None and not fits(ceiling, STATE_BITS - 1)):
             shown = v if not fits(v, STATE_BITS - 1) else ceiling

@@ -31,6 +31,7 @@ import numpy as np
 from spikec.compiler.errors import BadInput, IRError, UnsupportedOp
 from spikec.compiler.ir import Graph, Node, thaw
 from spikec.targets.lava import ops as lops
+from spikec.targets.lava.fixed_point import PAYLOAD_BITS
 from spikec.targets.lava.layout import conv_weight_to_lava, flatten_perm, lava_shape, per_neuron
 
 FORMAT, VERSION = "spikec-lava-network", 2
@@ -119,7 +120,8 @@ def _lower_node(lo: _Lowered, n: Node) -> None:
 
 
 def _lower_input(lo: _Lowered, n: Node) -> None:
-    nmb = 0 if n.type.kind == "binary" else max(1, int(n.type.ceiling).bit_length())
+    nmb = 0 if n.type.kind == "binary" else PAYLOAD_BITS if n.type.kind == "real" else \
+        max(1, int(n.type.ceiling).bit_length())   # real: graded spikes round(g x) (assemble.py)
     lo.inputs.append({"name": n.name, "ir_shape": list(n.type.shape), "lava_shape": lava_shape(n.type.shape),
                       "num_message_bits": nmb})
     lo.origin[n.name] = _origin(n.name, "s_out", 0, 1, n.type.shape, nmb=nmb)
@@ -147,12 +149,22 @@ def _lower_term(lo: _Lowered, n: Node) -> None:
 
 def _lower_population_node(lo: _Lowered, n: Node) -> None:
     output = n.attrs.get("output", "spikes")
-    if output == "spikes":
+    if lops.primary(n):
         _lower_population(lo, n)
-    elif output == "membrane":
+        pop = lo.procs[-1]
+    else:
         pop = next(p for p in lo.procs if p["name"] == _owner(lo.q, n))
+    if output == "membrane":
         lo.origin[n.name] = _origin(pop["name"], "m_out", pop["start"], 1, n.type.shape)
+    if output in STATE_PORTS and n.name in lo.q.outputs:   # a state read as a graph output: recorded every step
+        if pop["type"] != "SpikecLIF":
+            raise IRError(f"the state of a {pop['type']} process is not recorded", where=f"node {n.name!r}")
+        lo.recorded.append({"name": n.name, "proc": pop["name"], "port": STATE_PORTS[output], "ir_node": n.name,
+                            "start": pop["start"], "substeps": 1, "ir_shape": list(n.type.shape), "what": "state"})
     # else: a state read-out twin (v, u, flags), recorded by the reference only
+
+
+STATE_PORTS = {"membrane": "m_out", "v": "v_out"}   # SpikecLIF's per-step state ports (pre-reset v, post-step v)
 
 
 def _lower_host(lo: _Lowered, n: Node) -> None:
@@ -165,8 +177,7 @@ def _lower_quant(lo: _Lowered, n: Node) -> None:
 
 
 def _owner(q: Graph, twin: Node) -> str:
-    return next(m.name for m in q.nodes if m.op == twin.op and m.inputs == twin.inputs
-                and m.attrs.get("output", "spikes") == "spikes")
+    return next(m.name for m in q.nodes if m.op == twin.op and m.inputs == twin.inputs and lops.primary(m))
 
 
 def _terms(lo: _Lowered, name: str) -> list:
@@ -216,6 +227,8 @@ def _lower_population(lo: _Lowered, n: Node) -> None:
     for src, port in names:
         lo.conns.append({"src": src, "port": port, "dst": n.name, "dst_port": "a_in"})
     lo.origin[n.name] = _origin(n.name, "s_out", phi, emit, shape)
+    if n.attrs.get("output", "spikes") != "spikes":
+        return   # a read-out integrator: its state is its output (recorded by _lower_population_node)
     lo.recorded.append({"name": n.name, "proc": n.name, "port": "s_out", "ir_node": n.name, "start": phi,
                         "substeps": n.type.substeps, "ir_shape": list(shape),
                         "what": "output" if spec.readout else "payload" if n.type.kind == "integer" else "spikes"})

@@ -12,23 +12,27 @@ DelayDense, or a delay relay before a Conv). A source is the graph input (binary
 spikes), a neuron's spikes (binary, or the integer-firing neuron's graded payload), the unrolled
 integer neuron's binary sub-step spikes, an OR layer, or a host value.
 
-Dense float ops (``host.HOST``) go to *host partitions*: a host reads spikes, membranes, sub-step counts or
+Dense float ops (``host.HOST``), and max pooling of real values, go to *host partitions*: a host reads spikes, membranes, sub-step counts or
 synaptic sums (read-outs) from the chip; connected host nodes share one region (one host process).
-Graph outputs that are synaptic expressions become read-outs. Anything else is refused with the node named.
+Graph outputs that are synaptic expressions become read-outs; a LIF population's state read as a graph output (lif's
+membrane, snnTorch's ``mem``, Norse's ``v``: ``framework_neurons.STATE_READS``) is recorded from the population
+every step (``Population.reads``). Real-valued graph inputs are sent as 8-bit graded spikes into the synapses that
+read them (their gain from calibration). Anything else is refused with the node named.
 """
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from spikec.compiler.ir import Graph, Node
+from spikec.targets.lava.framework_neurons import STATE_READS
 from spikec.targets.lava.pooling import Operator, check_or_shape, operator_of, or_operator
 from spikec.targets.lava.neurons import NEURONS as NEURON_LOWERINGS
 from spikec.targets.lava.vocabulary import HOST_OP, NEURON, NO_MAPPING, SYNAPSE, refuse, role
 
 READOUTS = ("conv2d", "linear", "avgpool2d", "add", "substep_sum")   # synaptic expressions a read-out can sum
-STATE_READ = ("a neuron's state read-out (its 'read' of mem, syn, v or i) is neither recorded by the Lava network nor "
-              "sent to a host (a host reads lif's pre-reset membrane only); deploy its spikes, or read the state "
-              "with --target none")
+STATE_READ = ("a neuron's current (snnTorch's syn, Norse's i) is Lava's u, which the network does not record, and a "
+              "host reads lif's pre-reset membrane only; output the membrane (snnTorch's mem, Norse's v) or the "
+              "spikes, or read the current with --target none")
 
 
 @dataclass
@@ -68,6 +72,7 @@ class Population:
     bias_unit: int = 1         # biases rounded to multiples of this (64 = whole weight LSBs, as netx needs)
     scale: np.ndarray = None   # s_c: integer weight units per float unit, per output channel
     membrane: str | None = None  # the float membrane twin a host reads, if any
+    reads: dict = field(default_factory=dict)   # float state-read twin that is a graph output -> integer output
     info: dict = field(default_factory=dict)
 
     @property
@@ -103,8 +108,20 @@ def _is_twin(n: Node) -> bool:
                                                                                                 "membrane")
 
 
-def _is_host(n: Node) -> bool:
-    return role(n.op) == HOST_OP
+def _is_host(n: Node, g: Graph | None = None) -> bool:
+    """A host partition node: a dense float op, or (given the graph) a max pool of real values."""
+    return role(n.op) == HOST_OP or (g is not None and _real_pool(g, n))
+
+
+def _real_pool(g: Graph, n: Node) -> bool:
+    return n.op == "maxpool2d" and g.node(n.inputs[0]).type.kind == "real"
+
+
+def _key(g: Graph, n: Node) -> str:
+    """How the walk reads node ``n``: its role for neurons and host nodes, else its op."""
+    if _is_host(n, g):
+        return HOST_OP
+    return NEURON if role(n.op) == NEURON else n.op
 
 
 def _neuron_kind(n: Node) -> str:
@@ -122,8 +139,6 @@ def map_graph(graph: Graph) -> Mapping:
         if role(n.op) is None:
             raise refuse(n, NO_MAPPING.get(n.op, "no Loihi mapping in this target"))
     for inp in graph.inputs:
-        if inp.type.kind == "real":
-            raise refuse(inp, "real-valued inputs are not mapped; feed spikes (binary or integer)")
         if inp.type.substeps != 1:
             raise refuse(inp, "sub-step time bases are not mapped on inputs")
     m = _Mapper(graph)
@@ -132,13 +147,16 @@ def map_graph(graph: Graph) -> Mapping:
         if _is_neuron(n):
             streams, bias, nodes, notes = m.parse_sum(n.inputs[0])
             m.add(Population(n.name, _neuron_kind(n), n, streams, bias, n.type.shape, nodes, notes))
-        elif _is_host(n):
+        elif _is_host(n, graph):
             m.host(n)
         elif n.name in outputs and n.op in READOUTS \
                 and n.name not in m.pops and not _is_count(graph, n):
             m.readout(n)
         elif n.name in outputs and n.op == "maxpool2d":
             m.or_pool(n)
+    for n in graph.nodes:
+        if n.name in outputs and _is_twin(n):
+            m.state_read(n)
     _check_coverage(graph, m)
     first = {}
     for h in m.hosts.values():   # regions numbered 0, 1, ... in order of their first node
@@ -173,7 +191,7 @@ class _Mapper:
     def parse_sum(self, name: str):
         """``(streams, float bias (C,), float nodes, notes)`` of the synaptic expression ``name`` (``SUMS``)."""
         n = self.g.node(name)
-        parse = SUMS.get(HOST_OP if _is_host(n) else n.op)
+        parse = SUMS.get(HOST_OP if _is_host(n, self.g) else n.op)
         found = parse(self, n) if parse is not None else None
         if found is None:
             raise refuse(n, "a population's input must be a sum of synaptic streams (conv2d/linear, optionally "
@@ -208,7 +226,7 @@ class _Mapper:
 
     def _sum_direct(self, n: Node):
         sources = self.parse_source(n.name)
-        if any(not _is_host(self.g.node(s)) for s, _ in sources):
+        if any(not _is_host(self.g.node(s), self.g) for s, _ in sources):
             raise refuse(n, "a population's input must come through a synapse (conv2d/linear) or from a host "
                             "partition")
         return [Stream(None, s, d) for s, d in sources], np.zeros(n.type.shape[0]), [], []
@@ -216,7 +234,7 @@ class _Mapper:
     def parse_source(self, name: str) -> list:
         """``[(source, delay)]``: the spike sources (or host values) a synapse reads, summed (``SOURCES``)."""
         n = self.g.node(name)
-        parse = SOURCES.get(role(n.op) if role(n.op) in (NEURON, HOST_OP) else n.op)
+        parse = SOURCES.get(_key(self.g, n))
         found = parse(self, n) if parse is not None else None
         if found is None:
             raise refuse(n, "a synapse's input must be spikes (the graph input, a neuron, a max pool over spikes), "
@@ -281,7 +299,7 @@ class _Mapper:
             k += int(src.attrs["steps"])
             self.used.add(src.name)
             src = g.node(src.inputs[0])
-        read = HOST_READS.get(role(src.op) if role(src.op) in (NEURON, HOST_OP) else src.op)
+        read = HOST_READS.get(_key(g, src))
         kind = read(self, src) if read is not None else None
         if kind is None:
             raise refuse(src, f"host node {n.name!r} cannot read it from the chip (spikes, a membrane, a "
@@ -292,6 +310,9 @@ class _Mapper:
         return "host"
 
     def _read_spikes(self, src: Node) -> str:
+        if src.type.kind == "real":
+            raise refuse(src, "a host partition reads chip values; a real-valued input goes to the chip only as graded "
+                              "spikes into a synapse (conv2d/linear)")
         return "spikes"
 
     def _read_or(self, src: Node) -> str:
@@ -306,6 +327,31 @@ class _Mapper:
         _membrane_owner(self.g, src, self.pops).membrane = src.name   # a membrane twin
         self.used.add(src.name)
         return "membrane"
+
+    def state_read(self, n: Node) -> None:
+        """Record twin ``n`` (a graph output) from its population: ``pop.reads[n] = integer output``."""
+        if "read" in n.attrs:
+            what = STATE_READS.get((n.op, n.attrs["read"]))
+            if what is None:
+                raise refuse(n, STATE_READ)
+            owner = next((m for m in self.g.nodes if _is_neuron(m) and m.op == n.op and m.inputs == n.inputs
+                          and dict(m.attrs, read=n.attrs["read"]) == dict(n.attrs) and m.name in self.pops), None)
+            if owner is None and n.op == "lif_snntorch" and n.attrs["reset"] == "zero":
+                # the frontend's zero-reset Leaky spikes are spikec's lif (hard reset): its post-reset v is this mem
+                owner = next((m for m in self.g.nodes if _is_neuron(m) and m.op == "lif" and m.inputs == n.inputs
+                              and m.attrs.get("reset") == "zero" and m.name in self.pops
+                              and np.array_equal(m.params["beta"], n.params["beta"])), None)
+            if owner is None:
+                raise refuse(n, "a state read is recorded from its spiking neuron's population, which is not in the "
+                                "graph: output the neuron's spikes too")
+            pop = self.pops[owner.name]
+        else:
+            pop, what = _membrane_owner(self.g, n, self.pops, host=False), "membrane"
+        if pop.kind != "lif":
+            raise refuse(n, f"the state of a {pop.kind} population is not recorded (only LIF populations record "
+                            "theirs); output its spikes")
+        pop.reads[n.name] = what
+        self.used.add(n.name)
 
     def _read_count(self, src: Node) -> str:
         if _is_count(self.g, src) and _is_neuron(self.g.node(src.inputs[0])):
@@ -331,7 +377,7 @@ HOST_READS = {HOST_OP: _Mapper._read_host, "input": _Mapper._read_spikes, NEURON
               **{op: _Mapper._read_sum for op in READOUTS if op != "substep_sum"}}
 
 
-def _membrane_owner(g: Graph, twin: Node, pops: dict) -> Population:
+def _membrane_owner(g: Graph, twin: Node, pops: dict, host: bool = True) -> Population:
     """The population whose membrane ``twin`` reads; refuses a twin of no on-chip neuron, or a second one."""
     neuron = next((m for m in g.nodes if _is_neuron(m) and _neuron_kind(m) == _neuron_kind(twin)
                    and m.inputs == twin.inputs and dict(m.attrs, output="membrane") == dict(twin.attrs)),
@@ -339,7 +385,7 @@ def _membrane_owner(g: Graph, twin: Node, pops: dict) -> Population:
     if neuron is None or neuron.name not in pops:
         raise refuse(twin, "a membrane read-out needs its neuron on the chip")
     pop = pops[neuron.name]
-    if pop.membrane not in (None, twin.name):
+    if host and pop.membrane not in (None, twin.name):
         raise refuse(twin, "a second membrane read-out of one population")
     return pop
 
@@ -348,7 +394,7 @@ def _check_coverage(g: Graph, m: _Mapper) -> None:
     """Every float node belongs to a population, a host or a spike output; folded synapses have one reader."""
     outputs = set(g.outputs)
     for n in g.nodes:
-        if n.op == "input" or n.name in m.used:
+        if n.op == "input" or n.name in m.used or n.name in m.hosts:
             continue
         if _is_twin(n) and not g.consumers(n.name) and n.name not in outputs:
             continue   # an unread membrane twin

@@ -122,16 +122,21 @@ def _lif_node(pop, p, x, scale, vth, mant, exp) -> Node:
             params["bias_u"] = scalar_or_channels(bias_u)
     lava_lif = reset == "zero" and fire == "gt" and not {"v_reset", "bias_u"} & set(params) \
         and all(params[k].ndim == 0 for k in ("du", "dv", "vth")) and int(params["vth"]) <= VTH_MAX \
-        and not pop.membrane
+        and not pop.membrane and not pop.reads
     process = "LIF" if lava_lif else "SpikecLIF"
-    node = Node(pop.name, "lava_lif", (x,), TensorType(pop.out_shape, "binary"),
-                {"reset": reset, "output": "spikes", "process": process, **({"fire": fire} if fire != "gt" else {})},
+    never = fire == "never"   # a read-out integrator (Norse's LI): its output is its state v, recorded every step
+    node = Node(pop.name, "lava_lif", (x,), TensorType(pop.out_shape, "real" if never else "binary"),
+                {"reset": reset, "output": "v" if never else "spikes", "process": process,
+                 **({"fire": fire} if fire != "gt" else {}), **({"primary": True} if never else {})},
                 params, scope=pop.name)
     pop.info.update(process=process, dv=params["dv"].tolist(), du=params["du"].tolist(), reset=reset,
                     beta_effective=(1 - params["dv"] / 4096).tolist(), lowering="binary spikes")
     if "u_keep" in p:
         pop.info["current_decay_quantization"] = _approx("u_keep", p["u_keep"], (4095 - du) / DECAY_ONE)
-    if fire != "gt":
+    if never:
+        pop.info.update(fire="never (a leaky integrator read-out: its state v is the output)",
+                        lowering="state read-out: v recorded every step (SpikecLIF v_out)")
+    elif fire != "gt":
         pop.info["fire"] = "v >= vth << 6 (the source fires on >=)"
     if (p["beta"] == 0).any():
         pop.info.setdefault("notes", []).append("beta = 0 maps to dv = 4095: 1/4096 of v survives a step")

@@ -20,7 +20,8 @@ code, so comparing the two checks both. A synapse's input may be binary spikes, 
                 weight truncation do not apply.
   lava_lif      du, dv, vth, bias_mant, bias_exp: () or (C,) int64; optional v_reset (hard reset) and
                 bias_u (a current bias: added to the synaptic sum a, before ``<< 6``);
-                attr reset (below); attr fire "gt" (default) | "ge"; attr output "spikes" | "v" | "u" |
+                attr reset (below); attr fire "gt" (default) | "ge" | "never" (a read-out integrator: its
+                population node has attr primary and output "v"); attr output "spikes" | "v" | "u" |
                 "flags" | "membrane". PyLifModelBitAcc, one step (input a = synaptic sum of this step):
                   r = v > theta                     (theta = vth << 6; the previous step's state: delayed resets)
                   u = sgn(u*(4096-(du+1))) (|.| >> 12) + ((a + bias_u) << 6)   wrapped once into (-2^23, 2^23]
@@ -176,7 +177,7 @@ def _infer_neuron(names, spikes):
 
 def _infer_lif(node, ins):
     _need(node.attrs.get("reset") in LIF_RESETS, node, f"reset must be one of {LIF_RESETS}")
-    _need(node.attrs.get("fire", "gt") in ("gt", "ge"), node, "fire must be 'gt' or 'ge'")
+    _need(node.attrs.get("fire", "gt") in ("gt", "ge", "never"), node, "fire must be 'gt', 'ge' or 'never'")
     return _infer_neuron(LIF_PARAMS + ("v_reset", "bias_u"), lambda n, t: TensorType(t.shape, "binary"))(node, ins)
 
 
@@ -236,7 +237,8 @@ def _lif(node, p, x):
     nd = xs.ndim - 1
     fu, fv, eff_vth, bias = _lif_params(node, p, nd)
     kind = node.attrs["reset"]
-    level = eff_vth - 1 if node.attrs.get("fire", "gt") == "ge" else eff_vth   # s = v > level
+    fire = node.attrs.get("fire", "gt")
+    level = eff_vth - 1 if fire == "ge" else np.int64(2 ** 62) if fire == "never" else eff_vth   # s = v > level
     v_reset = _channel(_np(p["v_reset"]), nd) if "v_reset" in p else np.int64(0)
     bias_u = _channel(_np(p["bias_u"]), nd) if "bias_u" in p else np.int64(0)
     out = _StateOut(xs.shape, ("v", "u"))
@@ -394,7 +396,7 @@ def register() -> None:
     define("lava_conv", 1, _infer_conv, count=lambda n: _sizes(n, "weight"), synaptic=True,
            params=(Param("weight", "(C_out, C_in/groups, kH, kW)", "int64, PyTorch layout and orientation"),),
            doc="Lava's Conv (PyConvModelFixed); attrs stride, padding, dilation, groups, num_message_bits")
-    neuron_count = lambda *names: (lambda n: 0 if n.attrs.get("output", "spikes") != "spikes"
+    neuron_count = lambda *names: (lambda n: 0 if not primary(n)
                                    else _sizes(n, *names))
     define("lava_lif", 1, _infer_lif, stateful=True, count=neuron_count(*LIF_PARAMS, "v_reset", "bias_u"),
            params=_schema(LIF_PARAMS) + tuple(Param(k, PER_CHANNEL, LAVA_DOCS[k], required=False)
@@ -442,18 +444,28 @@ def host_op(arity: int) -> str:
     return "lava_host" if arity == 1 else f"lava_host{arity}"
 
 
+def primary(n) -> bool:
+    """The node that is a population (not a state read-out twin of one): its spikes, or a read-out integrator."""
+    return n.attrs.get("output", "spikes") == "spikes" or bool(n.attrs.get("primary"))
+
+
+def twin(n, name: str, output: str):
+    """The state read-out twin ``name`` of population node ``n``: the same run, output ``output``."""
+    attrs = {k: v for k, v in n.attrs.items() if k != "primary"}
+    return n.with_(name=name, attrs=dict(attrs, output=output), type=TensorType(n.type.shape))
+
+
 def with_readouts(qgraph: Graph, what=None) -> Graph:
     """``qgraph`` plus state read-out twins ``<population>.<state>`` (states of ``STATES``, ``flags``,
     ``membrane``) of every neuron population (the same dynamics run once)."""
     nodes, names = [], {n.name for n in qgraph.nodes}
     for n in qgraph.nodes:
         nodes.append(n)
-        if n.op in STATES and n.attrs.get("output", "spikes") == "spikes":
+        if n.op in STATES and primary(n):
             for w in (what or STATES[n.op] + ("flags", "membrane")):
                 if w not in STATES[n.op] + ("flags", "membrane") or f"{n.name}.{w}" in names:
                     continue
-                nodes.append(n.with_(name=f"{n.name}.{w}", attrs=dict(n.attrs, output=w),
-                                     type=TensorType(n.type.shape)))
+                nodes.append(twin(n, f"{n.name}.{w}", w))
     return Graph(tuple(nodes), qgraph.outputs, qgraph.meta)
 
 

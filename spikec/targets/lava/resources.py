@@ -24,6 +24,13 @@ def agreement(graph, reference, q, trace) -> dict:
     for layer in q.layers:
         f = np.asarray(reference.values[layer.name])
         x = np.asarray(trace.values[layer.name])
+        reads = dict(layer.reads)
+        if layer.neuron is not None and layer.neuron.attrs.get("fire", layer.info.get("fire", "")).startswith("never"):
+            reads = {layer.name: "v", **reads}   # a read-out integrator: its output is its state
+        for name, _ in reads.items():
+            layers[name] = state_agreement(layer, reference.values[name], trace.values[name])
+        if layer.name in reads:
+            continue
         if layer.kind != "readout":
             layers[layer.name] = {"spike_agreement": round(float((f == x).mean()), 6),
                                   "float_rate": round(float(f.mean()), 6), "fixed_rate": round(float(x.mean()), 6)}
@@ -48,6 +55,27 @@ def agreement(graph, reference, q, trace) -> dict:
             "meaning": "float source (deployed float graph, float64) vs quantized integer reference on the "
                        "verification inputs; agreement, not equivalence",
             "per_layer": layers, "outputs": outputs}
+
+
+def state_agreement(layer, f, x) -> dict:
+    """A state recorded as an output (integer ``v ~ 64 s U``) dequantized, vs the float source's state."""
+    from spikec.targets.lava.framework_neurons import read_offset
+    from spikec.targets.lava.neurons import membrane_gain, neuron_params
+    f, x = np.asarray(f, dtype=np.float64), np.asarray(x, dtype=np.float64)
+    c = layer.out_shape[0]
+    shape = (1, 1, c) + (1,) * (f.ndim - 3)
+    gain = np.broadcast_to(membrane_gain(layer), (c,)).reshape(shape)
+    offset = np.broadcast_to(read_offset(layer.neuron, neuron_params(layer.neuron, c)), (c,)).reshape(shape)
+    y = x / gain + offset
+    err = np.abs(y - f)
+    peak = max(float(np.abs(f).max(initial=0)), 1e-300)
+    d = {"state_gain": float(gain.flat[0]) if np.ptp(gain) == 0 else gain.reshape(-1).tolist(),
+         "dequantized_as": "v_int / (64 s)" + (" + v_leak" if np.any(offset) else ""),
+         "state_max_abs_error": float(err.max(initial=0)), "state_max_rel_error": float(err.max(initial=0) / peak),
+         "state_rms_error": float(np.sqrt(np.mean(err ** 2)))}
+    if f.ndim == 3:   # [T, B, classes]: class = argmax of the sum over steps
+        d["class_agreement"] = round(float((f.sum(0).argmax(-1) == y.sum(0).argmax(-1)).mean()), 6)
+    return d
 
 
 def _conv_synapses(p, w) -> int:

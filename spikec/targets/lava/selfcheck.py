@@ -57,6 +57,7 @@ def _layers(graph, qgraph) -> tuple[list, dict]:
         layer.scale = np.broadcast_to(np.asarray(s, dtype=np.float64), (layer.out_shape[0],)).copy()
     gains = {n.inputs[0]: float(n.params["gain"]) for n in qgraph.nodes
              if n.op == "lava_quant" and n.attrs.get("bits", 0)}
+    gains.update(qgraph.meta.get("input_gains", {}))   # real inputs sent as graded spikes
     weights = {}
     for layer in layers:
         p = neuron_params(layer.neuron, layer.out_shape[0]) if layer.neuron is not None else None
@@ -326,7 +327,7 @@ def check_schedule(qgraph, net: dict) -> dict:
     recorded = {r["name"]: int(r["start"]) for r in net["recorded"]}
     checked, late, failures = 0, [], []
     ir_pops = {n.name: n for n in qgraph.nodes
-               if n.op in POPULATION_OPS and n.attrs.get("output", "spikes") == "spikes"}
+               if n.op in POPULATION_OPS and lops.primary(n)}
     for name in sorted(set(ir_pops) - set(starts)):
         failures.append(f"population {name!r} of the integer reference has no process in the network")
     for p in procs:

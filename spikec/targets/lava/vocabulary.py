@@ -15,7 +15,7 @@ LOWERINGS: dict[str, str] = {
     "conv2d": SYNAPSE,         # Conv (kernel flipped and transposed for Lava's true convolution)
     "linear": SYNAPSE,         # Dense, or DelayDense after a delay
     "avgpool2d": POOL,         # folded into the adjacent conv2d / linear
-    "maxpool2d": POOL,         # over binary spikes: an OR population
+    "maxpool2d": POOL,         # over binary spikes: an OR population; over real values: a host partition
     "flatten": TERM,           # a Dense reading a flattened population (column order permuted)
     "delay": TERM,             # DelayDense axon delays, or a Relay
     "add": TERM,               # synaptic streams summed in a population's input port
@@ -35,8 +35,6 @@ NO_MAPPING = {
                        "not build",
     "alpha_snntorch": "snnTorch's Alpha neuron keeps two synaptic currents (excitatory and inhibitory) feeding the "
                       "membrane through tau; Lava's LIF has one current u",
-    "li_norse": "a non-spiking leaky integrator read-out: Lava records spikes and synaptic-sum read-outs, not a "
-                "neuron's membrane as an output",
 }
 
 

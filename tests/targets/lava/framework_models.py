@@ -123,10 +123,49 @@ def norse_box():
     return _init(net, 10, gain=4.0)
 
 
-def leaky_mem_out():
+def leaky_mem_out(reset="subtract", delay=True):
     """The last Leaky returns (spk, mem): mem is a state read-out output."""
     import snntorch as snn
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(N_IN, HIDDEN), snn.Leaky(beta=0.8, init_hidden=True), nn.Linear(HIDDEN, N_OUT),
-                        snn.Leaky(beta=0.8, init_hidden=True, output=True))
+                        snn.Leaky(beta=0.8, init_hidden=True, output=True, reset_mechanism=reset, reset_delay=delay))
     return _init(net, 1)
+
+
+def leaky_mem_immediate():
+    return leaky_mem_out(delay=False)
+
+
+def leaky_mem_zero():
+    return leaky_mem_out(reset="zero")
+
+
+def leaky_mem_zero_immediate():
+    return leaky_mem_out(reset="zero", delay=False)
+
+
+def synaptic_out(reset="subtract"):
+    """The last Synaptic returns (spk, syn, mem): mem is recorded, syn (Lava's u) is not."""
+    import snntorch as snn
+    torch.manual_seed(0)
+    mk = lambda **kw: snn.Synaptic(alpha=0.6, beta=0.8, init_hidden=True, reset_mechanism=reset, **kw)
+    net = nn.Sequential(nn.Linear(N_IN, HIDDEN), mk(), nn.Linear(HIDDEN, N_OUT), mk(output=True))
+    return _init(net, 2, gain=1.0)
+
+
+def norse_li(leak=0.0, current=True):
+    """LIF -> LI read-out (LICell, or LIBoxCell without a current), v_leak ``leak``."""
+    import norse.torch as norse
+    torch.manual_seed(0)
+    li = norse.LICell(norse.LIParameters(tau_mem_inv=torch.tensor(50.0), v_leak=torch.tensor(leak))) if current \
+        else norse.LIBoxCell(norse.LIBoxParameters(tau_mem_inv=torch.tensor(50.0), v_leak=torch.tensor(leak)))
+    net = norse.SequentialState(nn.Linear(N_IN, HIDDEN), norse.LIFCell(), nn.Linear(HIDDEN, N_OUT), li)
+    return _init(net, 9, gain=12.0, bias=1.0)
+
+
+def norse_li_leak():
+    return norse_li(leak=0.2)
+
+
+def norse_libox():
+    return norse_li(current=False)

@@ -1,8 +1,8 @@
 """snnTorch, SpikingJelly and Norse neurons on the Lava target: traced from the frameworks' own modules
 (``framework_models.py``), quantized, run in Lava's fixed-point simulator and compared bit for bit with the
 integer reference; every population must both fire and rest. Also: the integer reference's reset kinds
-against hand-computed sequences, the example SpikingJelly network, and the refusals by name (recurrent
-snnTorch neurons, Alpha, Norse's LI).
+against hand-computed sequences, the example SpikingJelly network, state reads (snnTorch's mem, Norse's LI read-out)
+recorded as outputs bit-exactly, and the refusals by name (recurrent snnTorch neurons, currents as outputs).
 """
 from pathlib import Path
 
@@ -127,9 +127,32 @@ def test_integer_reset_kinds():
     assert _lava_lif("zero", [1, 0], fire="gt")[0] == [0, 0]
 
 
-def test_state_read_outs_and_norse_li_are_refused_by_name(tmp_path):
-    with pytest.raises(UnsupportedOp, match=r"lif_snntorch\): a neuron's state read-out"):
-        compile_lava(f"{MODELS}:leaky_mem_out", "step", spikes_in(), tmp_path)
-    x = (np.random.default_rng(0).random((6, 2, 32)) < 0.4).astype(np.float64)
-    with pytest.raises(UnsupportedOp, match=r"li_norse\): a non-spiking leaky integrator"):
-        compile_lava(f"{EXAMPLES / 'norse_step.py'}:net", "step", x, tmp_path)
+STATE_OUTS = {  # factory: (stepping, the recorded output, its integer output)
+    "leaky_mem_out": ("step", "3.mem", "v"),
+    "leaky_mem_immediate": ("step", "3.mem", "v"),
+    "leaky_mem_zero": ("step", "3.mem", "membrane"),
+    "leaky_mem_zero_immediate": ("step", "3.mem", "v"),
+    "norse_li": ("step", "model.3", "v"),
+    "norse_li_leak": ("step", "model.3", "v"),
+    "norse_libox": ("step", "model.3", "v"),
+}
+
+
+@pytest.mark.parametrize("factory", list(STATE_OUTS))
+def test_state_reads_and_norse_li_are_recorded_bit_exactly(factory, tmp_path):
+    stepping, out, integer = STATE_OUTS[factory]
+    c = compile_lava(f"{MODELS}:{factory}", stepping, spikes_in(), tmp_path)
+    t = c.report["target"]
+    assert t["bit_exact"], t["first_mismatches"]
+    assert t["state_reads_compared"] > 0 and t["quantization_checks"]["ok"]
+    a = t["float_vs_fixed"]["per_layer"][out]
+    assert a["state_max_rel_error"] < 0.5, a    # approximate: dequantized with v / (64 s) (+ v_leak)
+    layer = next(v for v in t["quantization"]["layers"].values() if out in v.get("state_reads", {out: 0}))
+    assert layer["process"] == "SpikecLIF"
+    if out in layer.get("state_reads", {}):
+        assert layer["state_reads"][out].startswith(f"integer {integer}")
+
+
+def test_currents_as_outputs_are_refused_by_name(tmp_path):
+    with pytest.raises(UnsupportedOp, match=r"current"):
+        compile_lava(f"{MODELS}:synaptic_out", "step", spikes_in(), tmp_path)

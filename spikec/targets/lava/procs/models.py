@@ -93,8 +93,9 @@ class _Scheduled:
     def silent(self):
         zero = np.zeros(self.s_out.shape, dtype=np.int32)
         self.s_out.send(zero)
-        if hasattr(self, "m_out"):
-            self.m_out.send(zero)
+        for port in ("m_out", "v_out"):
+            if hasattr(self, port):
+                getattr(self, port).send(zero)
 
 
 def _decay(x, factor):
@@ -142,6 +143,7 @@ class PySpikecLIFModelFixed(_LifBase):
     """Lava's fixed-point LIF update (``subthr_dynamics`` of AbstractPyLifModelFixed, unchanged) with
     per-neuron decays, thresholds and current bias, the reset kinds of ``SpikecLIF``, ``>`` or ``>=`` firing,
     and the window schedule."""
+    v_out: PyOutPort = LavaPyType(PyOutPort.VEC_DENSE, np.int32, precision=24)
     v_reset: np.ndarray = LavaPyType(np.ndarray, np.int32, precision=24)
     bias_u: np.ndarray = LavaPyType(np.ndarray, np.int32, precision=24)
 
@@ -155,7 +157,8 @@ class PySpikecLIFModelFixed(_LifBase):
             self.scale_threshold()
         kind = self.proc_params["reset"]
         theta = np.asarray(self.effective_vth, dtype=np.int64)
-        level = theta - 1 if self.proc_params["fire"] == "ge" else theta
+        fire = self.proc_params["fire"]
+        level = theta - 1 if fire == "ge" else np.int64(2 ** 62) if fire == "never" else theta
         r = np.asarray(self.v, dtype=np.int64) > level          # the previous step's spike (delayed resets)
         self.subthr_dynamics(activation_in=(a + self.bias_u).astype(np.int32))
         v = np.asarray(self.v, dtype=np.int64)
@@ -170,6 +173,7 @@ class PySpikecLIFModelFixed(_LifBase):
             self.v[s] = self.v_reset[s]
         elif kind in ("subtract", "snntorch_subtract"):
             self.v[s] -= self.effective_vth[s]
+        self.v_out.send(self.v.copy())
         self.s_out.send(s.astype(np.int32))
 
 

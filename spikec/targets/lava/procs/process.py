@@ -40,13 +40,15 @@ class SpikecLIF(_Population):
 
     ``reset``: "subtract" (soft reset, ``v -= vth << 6`` on a spike), "zero" (``v = v_reset``), "none", or
     snnTorch's: "delayed_subtract" / "delayed_zero" (the reset of a spike acts after the next step's decay) and
-    "snntorch_subtract" (its ``reset_delay=False``). ``fire``: "gt" (``v > vth << 6``, Lava's) or "ge" (``>=``).
+    "snntorch_subtract" (its ``reset_delay=False``). ``fire``: "gt" (``v > vth << 6``, Lava's), "ge" (``>=``) or
+"never" (a leaky integrator read-out). ``v_out`` sends ``v`` after each update (zeros between updates).
     Sub-threshold arithmetic is inherited unchanged from ``lava.proc.lif.models.AbstractPyLifModelFixed``.
     """
 
     def __init__(self, *, shape, du, dv, vth, bias_mant, bias_exp, v_reset=0, bias_u=0, reset="subtract", fire="gt",
                  start=0, period=1, name=None):
         super().__init__(shape=shape, start=start, period=period, name=name, reset=reset, fire=fire)
+        self.v_out = OutPort(shape=shape)   # v after the step (after its reset), at update steps (a state read-out)
         self._vars(shape, ("u", "v"), du=du, dv=dv, vth=vth, v_reset=v_reset, bias_u=bias_u, bias_mant=bias_mant,
                    bias_exp=bias_exp)
 
