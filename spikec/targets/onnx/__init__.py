@@ -25,9 +25,16 @@ smallest firing margin ``|U - threshold|`` seen, i.e. how far the ulp-level diff
 deciding a spike. A float32 variant (``export(..., dtype="float32")``, native Conv) exists for
 speed; it is not claimed exact.
 
+**Streaming form** (``streaming.py``): next to it, ``model_step.onnx`` is the model of one time step with every
+neuron / delay state an explicit input and output (``state.<node>.<var>`` in, ``state_out.<node>.<var>`` out)
+and ``model_step_init.npz`` the initial states, so a runtime can stream inputs of any length; it is built by the
+same emitters on T = 1, checked step by step against the interpreter (``report["streaming"]``), and refused by
+name for ops on virtual sub-steps (the unrolled model is still written).
+
 Every IR op needs an emitter (``emitters.py``, one function per op; the frameworks' exact neurons in
 ``framework_emitters.py``); a graph with an op that has none is refused with ``UnsupportedOp`` naming the node.
 """
+import json
 import time
 from pathlib import Path
 
@@ -45,6 +52,7 @@ from spikec.targets import TargetResult, register_target
 from spikec.targets.onnx.builder import BATCH, DTYPES, IR_VERSION, OPSET, Builder, where
 from spikec.targets.onnx import framework_emitters  # noqa: F401  (registers the frameworks' neurons)
 from spikec.targets.onnx.emitters import EMITTERS, register_emitter
+from spikec.targets.onnx.streaming import STEP_FILE, streaming_result, verify_step_outdir
 
 __all__ = ["export", "run_model", "check_model_against", "register_emitter", "FILE", "FORM", "OPSET"]
 
@@ -163,6 +171,7 @@ def onnx_target(graph: Graph, inputs, reference: Trace, options: dict) -> Target
     model = export(graph, steps, dtype)
     data = model.SerializeToString()
     result = check_model_against(model, graph, inputs, reference)
+    streaming, step_files = streaming_result(graph, inputs, reference, dtype)
     import onnxruntime as ort
     report = {
         "name": "onnx", "file": FILE, "form": FORM, "form_detail": FORM_DETAIL, "opset": OPSET,
@@ -175,13 +184,35 @@ def onnx_target(graph: Graph, inputs, reference: Trace, options: dict) -> Target
                                   "real_mismatches", "max_rel_diff", "min_firing_margin",
                                   "probe_outputs_match_plain", "first_mismatches")},
         "outputs": result["outputs"],
+        "streaming": streaming,
         "seconds": round(time.perf_counter() - start, 3),
     }
-    return TargetResult(report, bool(result["equivalent"]), {FILE: lambda path: Path(path).write_bytes(data)})
+    ok = bool(result["equivalent"]) and streaming["equivalent"] is not False
+    return TargetResult(report, ok, {FILE: lambda path: Path(path).write_bytes(data), **step_files})
 
 
 def verify_outdir(outdir, graph: Graph, inputs, reference: Trace) -> dict:
-    """``spikec verify``: re-run ``OUTDIR/model.onnx`` as written; a file that fails to load or run fails."""
+    """``spikec verify``: re-run ``OUTDIR/model.onnx`` as written, and ``model_step.onnx`` step by step when OUTDIR
+    holds it (or report.json says it was written); a file that fails to load or run fails."""
+    result = _verify_unrolled(outdir, graph, inputs, reference)
+    if (Path(outdir) / STEP_FILE).exists() or _streaming_claimed(outdir):
+        result["streaming"] = verify_step_outdir(outdir, graph, inputs, reference)
+        result["equivalent"] = bool(result["equivalent"]) and bool(result["streaming"]["equivalent"])
+    return result
+
+
+def _streaming_claimed(outdir) -> bool:
+    """report.json says the ONNX target wrote ``model_step.onnx`` (so a missing file fails verify)."""
+    try:
+        report = json.loads((Path(outdir) / "report.json").read_text())
+    except (OSError, ValueError):
+        return False
+    claims = [report.get("target")] + list((report.get("targets") or {}).values())
+    return any(isinstance(c, dict) and c.get("name") == "onnx" and isinstance(c.get("streaming"), dict)
+               and c["streaming"].get("written") for c in claims)
+
+
+def _verify_unrolled(outdir, graph: Graph, inputs, reference: Trace) -> dict:
     path = Path(outdir) / FILE
     try:
         model = onnx.load(str(path))

@@ -90,6 +90,20 @@ class Builder:
     def mul(self, x: str, y: str, out: str | None = None) -> str:
         return self.op("Mul", [x, y], out=out)
 
+    # -- neuron and delay states -----------------------------------------------------------
+    # The unrolled model starts every recurrence from a constant and never exposes a state; the one-step
+    # streaming model (``streaming.StepBuilder``) overrides these two to make each state an input and an output.
+    streaming = False
+
+    def state(self, node: Node, var: str, initial, value=0.0, shape=None, dtype=None) -> str:
+        """The value of ``node``'s state ``var`` before this step: ``initial`` (a tensor name, or a callable making
+        one) in the unrolled model; a state input in the streaming model (starting at ``value``, a scalar or a
+        per-channel vector, per sample of ``shape``, default the node's shape)."""
+        return initial() if callable(initial) else initial
+
+    def update_state(self, node: Node, var: str, value: str) -> None:
+        """``node``'s state ``var`` after this step (a state output in the streaming model; nothing here)."""
+
     # -- IR layout helpers ----------------------------------------------------------------
     def time_len(self, name: str) -> int:
         """``T_v``: the runtime time axis length of IR value ``name`` (physical steps times sub-steps)."""

@@ -180,23 +180,45 @@ def batchnorm(b: Builder, node: Node, x: str) -> str:
 @emitter("bntt")
 def bntt(b: Builder, node: Node, x: str) -> str:
     p = node.params
-    _steps_must_match(b, node, p["gamma"].shape[0], "the BNTT statistics")
     scale, shift = bn_scale_shift(p["gamma"], p["beta"], p["mean"], p["var"], node.attrs["eps"])
     shape = node.type.shape
-    y = b.op("Mul", [x, b.per_step(scale, shape, f"{node.name}.scale")], hint=f"{node.name}/scaled")
-    return b.op("Add", [y, b.per_step(shift, shape, f"{node.name}.shift")], out=node.name)
+    if b.streaming:
+        scale_t, shift_t = _this_step(b, node, (scale, shift), ("scale", "shift"))
+    else:
+        _steps_must_match(b, node, p["gamma"].shape[0], "the BNTT statistics")
+        scale_t, shift_t = b.per_step(scale, shape, f"{node.name}.scale"), b.per_step(shift, shape, f"{node.name}.shift")
+    y = b.op("Mul", [x, scale_t], hint=f"{node.name}/scaled")
+    return b.op("Add", [y, shift_t], out=node.name)
+
+
+def _this_step(b: Builder, node: Node, tables, keys) -> list[str]:
+    """Streaming form of a per-step schedule: the step index is a state (int64, per sample, from 0); each
+    ``(T, C)`` table is gathered at it as ``[1, B, C, 1, ..]``. Past the T rows onnxruntime's Gather fails."""
+    step = b.state(node, "step", None, value=0, shape=(), dtype=np.int64)         # [1, B]
+    b.update_state(node, "step", b.op("Add", [step, b.const(1, "one_i64", np.int64)], hint=f"{node.name}/next"))
+    tail = [1] * (len(node.type.shape) - 1)
+    return [b.op("Gather", [b.const(np.asarray(t).reshape(t.shape[0], t.shape[1], *tail), f"{node.name}.{k}"), step],
+                 hint=f"{node.name}/{k}_t", axis=0) for t, k in zip(tables, keys)]
 
 
 @emitter("step_bias")
 def step_bias(b: Builder, node: Node, x: str) -> str:
-    _steps_must_match(b, node, node.params["bias"].shape[0], "the bias schedule")
-    return b.op("Add", [x, b.per_step(node.params["bias"], node.type.shape, f"{node.name}.bias")], out=node.name)
+    if b.streaming:
+        (bias,) = _this_step(b, node, (node.params["bias"],), ("bias",))
+    else:
+        _steps_must_match(b, node, node.params["bias"].shape[0], "the bias schedule")
+        bias = b.per_step(node.params["bias"], node.type.shape, f"{node.name}.bias")
+    return b.op("Add", [x, bias], out=node.name)
 
 
 @emitter("tdm")
 def tdm(b: Builder, node: Node, x: str) -> str:
     lam = node.params["lam"]
-    prev = delayed(b, x, 1, b.time_len(x), f"{node.name}/prev")
+    if b.streaming:                                                                # x_{t-1}: the previous step's x
+        prev = b.state(node, "prev", None)
+        b.update_state(node, "prev", x)
+    else:
+        prev = delayed(b, x, 1, b.time_len(x), f"{node.name}/prev")
     now = b.op("Mul", [b.per_channel(1 + lam, node.type.shape, f"{node.name}.one_plus_lam"), x],
                hint=f"{node.name}/now")
     past = b.op("Mul", [_param(b, node, "lam"), prev], hint=f"{node.name}/past")
@@ -275,8 +297,26 @@ def mul(b: Builder, node: Node, x: str, y: str) -> str:
 
 @emitter("delay")
 def delay(b: Builder, node: Node, x: str) -> str:
+    if b.streaming and node.attrs["steps"] > 0:
+        return _delay_step(b, node, x)
     y = delayed(b, x, node.attrs["steps"] * node.type.substeps, b.time_len(x), f"{node.name}/delayed")
     return b.op("Identity", [y], out=node.name)
+
+
+def _delay_step(b: Builder, node: Node, x: str) -> str:
+    """Streaming delay by k steps: the state is the last k inputs ``[B, k, *shape]``, oldest first; the output is
+    the oldest, the new state drops it and appends x (zeros before the first k steps, as the interpreter)."""
+    k, shape = node.attrs["steps"], node.type.shape
+    buf = b.state(node, "buffer", None, shape=(k, *shape))                        # [1, B, k, *shape]
+    axis = b.ints([2])
+    oldest = b.op("Slice", [buf, b.ints([0]), b.ints([1]), axis], hint=f"{node.name}/oldest")
+    y = b.op("Squeeze", [oldest, axis], out=node.name)
+    now = b.op("Unsqueeze", [x, axis], hint=f"{node.name}/now")
+    if k > 1:
+        rest = b.op("Slice", [buf, b.ints([1]), b.ints([k]), axis], hint=f"{node.name}/rest")
+        now = b.op("Concat", [rest, now], hint=f"{node.name}/shifted", axis=2)
+    b.update_state(node, "buffer", now)
+    return y
 
 
 @emitter("substep_sum")
@@ -347,18 +387,20 @@ def lif(b: Builder, node: Node, x: str) -> str:
     def dynamics(b, node, steps):
         beta, alpha, bias, theta, v_reset = (_param(b, node, k) for k in
                                              ("beta", "alpha", "bias", "threshold", "v_reset"))
-        one, h, spikes, membrane = b.const(1.0, "one"), b.const(0.0, "zero"), [], []
+        one, spikes, membrane = b.const(1.0, "one"), [], []
+        h = b.state(node, "h", b.const(0.0, "zero"))
         for t, xt in enumerate(steps):
             with b.scope(f"{node.name}/t{t}"):
                 u = b.add(b.add(b.mul(beta, h), b.mul(alpha, xt)), bias)         # beta * h + alpha * x + bias
                 s = _fire(b, u, theta)
-                if t + 1 < len(steps):  # the last step's reset is never read
+                if t + 1 < len(steps) or b.streaming:  # the unrolled model's last reset is never read
                     if node.attrs["reset"] == "subtract":
                         h = b.sub(u, b.mul(theta, s))                              # u - theta * s
                     else:
                         h = b.add(b.mul(u, b.sub(one, s)), b.mul(v_reset, s))      # u * (1 - s) + v_reset * s
             spikes.append(s)
             membrane.append(u)
+        b.update_state(node, "h", h)
         return spikes, membrane
     return _neuron(b, node, x, dynamics)
 
@@ -368,7 +410,7 @@ def _intfire_steps(b: Builder, node: Node, steps: list[str]):
     beta, alpha, theta = (_param(b, node, k) for k in ("beta", "alpha", "threshold"))
     bias = _param(b, node, "bias") if "bias" in node.params else None
     lo, hi = b.const(0.0, "zero"), b.const(float(node.attrs["max_spikes"]), f"{node.name}.max_spikes")
-    h = b.const(0.0, "zero")
+    h = b.state(node, "h", b.const(0.0, "zero"))
     for t, xt in enumerate(steps):
         with b.scope(f"{node.name}/t{t}"):
             u = b.add(b.mul(beta, h), b.mul(alpha, xt))                            # beta * h + alpha * x
@@ -378,9 +420,10 @@ def _intfire_steps(b: Builder, node: Node, steps: list[str]):
             if node.attrs["rounding"] == "round":
                 z = b.add(z, b.const(0.5, "half"))                                 # z + 0.5
             q = b.op("Clip", [b.op("Floor", [z]), lo, hi])                         # clamp(floor(.), 0, D)
-            if t + 1 < len(steps):
+            if t + 1 < len(steps) or b.streaming:
                 h = b.sub(u, b.mul(theta, q))                                      # u - theta * q
         yield t, u, q
+    b.update_state(node, "h", h)
 
 
 @emitter("intfire")
@@ -410,7 +453,7 @@ def silif(b: Builder, node: Node, x: str) -> str:
     def dynamics(b, node, steps):
         a, bb, v_th = (_param(b, node, k) for k in ("decay", "b", "threshold"))
         kappa = b.const(node.attrs["kappa"], f"{node.name}.kappa")
-        u = s = b.const(0.0, "zero")
+        u, s = (b.state(node, k, b.const(0.0, "zero")) for k in ("u", "s"))
         spikes, membrane = [], []
         for t, xt in enumerate(steps):
             with b.scope(f"{node.name}/t{t}"):
@@ -418,6 +461,8 @@ def silif(b: Builder, node: Node, x: str) -> str:
                 s = _fire(b, u, v_th)
             spikes.append(s)
             membrane.append(u)
+        b.update_state(node, "u", u)
+        b.update_state(node, "s", s)
         return spikes, membrane
     return _neuron(b, node, x, dynamics)
 
@@ -427,7 +472,7 @@ def csilif(b: Builder, node: Node, x: str) -> str:
     def dynamics(b, node, steps):
         a_re, a_im, bb, v_th = (_param(b, node, k) for k in ("a_re", "a_im", "b", "threshold"))
         kappa, two = b.const(node.attrs["kappa"], f"{node.name}.kappa"), b.const(2.0, "two")
-        m_re = m_im = s = b.const(0.0, "zero")
+        m_re, m_im, s = (b.state(node, k, b.const(0.0, "zero")) for k in ("m_re", "m_im", "s"))
         spikes, membrane = [], []
         for t, xt in enumerate(steps):
             with b.scope(f"{node.name}/t{t}"):
@@ -438,6 +483,8 @@ def csilif(b: Builder, node: Node, x: str) -> str:
                 s = _fire(b, u, v_th)
             spikes.append(s)
             membrane.append(u)
+        for k, v in (("m_re", m_re), ("m_im", m_im), ("s", s)):
+            b.update_state(node, k, v)
         return spikes, membrane
     return _neuron(b, node, x, dynamics)
 

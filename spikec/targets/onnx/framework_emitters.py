@@ -91,7 +91,8 @@ def lif_snntorch(b: Builder, node: Node, x: str) -> str:
         beta, theta = _param(b, node, "beta"), _param(b, node, "threshold")
         theta_r = _times_float32_spikes(b, node, "threshold")
         kind, delay = node.attrs["reset"], node.attrs["reset_delay"]
-        one, mem, out = b.const(1.0, "one"), b.const(0.0, "zero"), {"spikes": [], "mem": []}
+        one, out = b.const(1.0, "one"), {"spikes": [], "mem": []}
+        mem = b.state(node, "mem", b.const(0.0, "zero"))                           # the reset is read from mem
         for t, xt in enumerate(steps):
             with b.scope(f"{node.name}/t{t}"):
                 reset = _greater(b, mem, theta)                                    # (mem - theta > 0)
@@ -105,6 +106,7 @@ def lif_snntorch(b: Builder, node: Node, x: str) -> str:
                     mem = _immediate_reset(b, kind, mem, spk, reset, theta_r)
             out["spikes"].append(spk)
             out["mem"].append(mem)
+        b.update_state(node, "mem", mem)
         return out
     return _sequences(b, node, x, dynamics, "spikes")
 
@@ -139,8 +141,10 @@ def _recurrent_dynamics(b: Builder, node: Node, steps: list[str]) -> dict:
     theta_r = _times_float32_spikes(b, node, "threshold")
     rec = _recurrence(b, node)
     kind, delay = node.attrs["reset"], node.attrs["reset_delay"]
-    syn = mem = b.const(0.0, "zero")
-    spk = _zeros_like(b, steps[0], f"{node.name}/spk0") if rec is not None else None
+    zero = b.const(0.0, "zero")
+    syn = b.state(node, "syn", zero) if synaptic else zero
+    mem = b.state(node, "mem", zero)
+    spk = b.state(node, "spk", lambda: _zeros_like(b, steps[0], f"{node.name}/spk0")) if rec is not None else None
     out = {"spikes": [], "syn": [], "mem": []}
     for t, xt in enumerate(steps):
         with b.scope(f"{node.name}/t{t}"):
@@ -159,6 +163,9 @@ def _recurrent_dynamics(b: Builder, node: Node, steps: list[str]) -> dict:
         out["spikes"].append(spk)
         out["syn"].append(syn)
         out["mem"].append(mem)
+    for k, v in (("syn", syn if synaptic else None), ("mem", mem), ("spk", spk if rec is not None else None)):
+        if v is not None:
+            b.update_state(node, k, v)
     return out
 
 
@@ -181,7 +188,7 @@ def alpha_snntorch(b: Builder, node: Node, x: str) -> str:
         alpha, beta, theta, tau = (_param(b, node, k) for k in ("alpha", "beta", "threshold", "tau"))
         theta_r = _times_float32_spikes(b, node, "threshold")
         kind = node.attrs["reset"]
-        se = si = mem = b.const(0.0, "zero")
+        se, si, mem = (b.state(node, k, b.const(0.0, "zero")) for k in ("syn_exc", "syn_inh", "mem"))
         out = {"spikes": [], "syn_exc": [], "syn_inh": [], "mem": []}
         for t, xt in enumerate(steps):
             with b.scope(f"{node.name}/t{t}"):
@@ -199,6 +206,8 @@ def alpha_snntorch(b: Builder, node: Node, x: str) -> str:
                 spk = _greater(b, mem, theta)
             for read, value in zip(("spikes", "syn_exc", "syn_inh", "mem"), (spk, se, si, mem)):
                 out[read].append(value)
+        for k, v in (("syn_exc", se), ("syn_inh", si), ("mem", mem)):
+            b.update_state(node, k, v)
         return out
     return _sequences(b, node, x, dynamics, "spikes")
 
@@ -215,7 +224,7 @@ def lif_sj(b: Builder, node: Node, x: str) -> str:
     v_reset = float(p["v_reset"]) if "v_reset" in p else None
     rest = b.const(0.0 if v_reset is None else v_reset, f"{node.name}.rest")
     one, decay_input = b.const(1.0, "one"), node.attrs["decay_input"]
-    v, spikes = rest, []
+    v, spikes = b.state(node, "v", rest, 0.0 if v_reset is None else v_reset), []
     for t, xt in enumerate(b.split_steps(x, b.time_len(x), f"{node.name}/x")):
         with b.scope(f"{node.name}/t{t}"):
             if tau is not None and decay_input:
@@ -229,12 +238,13 @@ def lif_sj(b: Builder, node: Node, x: str) -> str:
             else:
                 h = b.add(v, xt)                                                   # v + x
             s = b.spike(b.op("GreaterOrEqual", [b.sub(h, theta), b.const(0.0, "zero")]))   # (h - theta >= 0)
-            if t + 1 < b.time_len(x):
+            if t + 1 < b.time_len(x) or b.streaming:
                 if v_reset is None:
                     v = b.sub(h, b.mul(s, theta))                                  # h - s * theta
                 else:                                                              # s * v_reset + (1 - s) * h
                     v = b.add(b.mul(s, b.const(v_reset, f"{node.name}.v_reset")), b.mul(b.sub(one, s), h))
         spikes.append(s)
+    b.update_state(node, "v", v)
     return b.stack_steps(spikes, out=node.name)
 
 
@@ -247,7 +257,8 @@ def _norse_dynamics(b: Builder, node: Node, steps: list[str]) -> dict:
                               f"{node.name}.neg_dt_tau_syn_inv") if current else None
     if spiking:
         v_th, v_reset, one = _param(b, node, "threshold"), _param(b, node, "v_reset"), b.const(1.0, "one")
-    v, i = v_leak, b.const(0.0, "zero")
+    v = b.state(node, "v", v_leak, node.params["v_leak"])                         # from rest: v = v_leak, i = 0
+    i = b.state(node, "i", b.const(0.0, "zero")) if current else None
     out = {"spikes": [], "v": [], "i": []}
     for t, xt in enumerate(steps):
         with b.scope(f"{node.name}/t{t}"):
@@ -268,6 +279,9 @@ def _norse_dynamics(b: Builder, node: Node, steps: list[str]) -> dict:
         out["v"].append(v)
         if current:
             out["i"].append(i)
+    b.update_state(node, "v", v)
+    if current:
+        b.update_state(node, "i", i)
     return out
 
 
