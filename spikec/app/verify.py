@@ -181,19 +181,7 @@ def _claimed_targets(report: dict) -> list[str]:
 
 def _source_checks(out, report, graph, x, given_inputs, model, weights, trust_pickle) -> dict:
     """The source model (OUTDIR's copy, or verify's --model) against the deployed graph, and the replayed passes."""
-    instance = None
-    if model is not None and not isinstance(model, str):  # a module instance (spikec.verify(outdir, model=net))
-        instance, model = model, instance_spec(model)
-    if model is None:
-        copy = out / SOURCE_DIR / WEIGHTS_COPY
-        if copy.exists() and not copy.is_file():
-            raise BadInput(f"{str(copy)!r} is not a file", remedy="recompile")
-        model, copied = source_spec(out, report)
-        weights = weights or copied
-        if weights == copied:
-            trust_pickle = False  # spikec wrote it as a plain state_dict: never unpickle it
-    opts = _replay_options(report, model, weights, trust_pickle)
-    source = load_source(opts, instance)
+    opts, source, model = replay_source(out, report, model, weights, trust_pickle)
     kind, ceiling = loader.value_kind(np.asarray(x))
     adapted = choose(source, opts.stepping, np.asarray(x, dtype=np.float64), kind, ceiling).model
     results = {"source_vs_deployed": compare_with_torch(adapted, graph, x, progress="verifying").summary()}
@@ -207,3 +195,21 @@ def _source_checks(out, report, graph, x, given_inputs, model, weights, trust_pi
         r["approximate"] = True
         r["equivalent"] = r["max_rel_diff"] <= bound * (1 + 1e-6) + 1e-12
     return results
+
+
+def replay_source(out: Path, report: dict, model, weights: str | None, trust_pickle: bool):
+    """``(options, source module, MODEL spec)``: the compile settings replayed from the report and the source model
+    (OUTDIR's copy, or verify's own ``model``/``weights``), loaded as ``spikec verify`` trusts them."""
+    instance = None
+    if model is not None and not isinstance(model, str):  # a module instance (spikec.verify(outdir, model=net))
+        instance, model = model, instance_spec(model)
+    if model is None:
+        copy = out / SOURCE_DIR / WEIGHTS_COPY
+        if copy.exists() and not copy.is_file():
+            raise BadInput(f"{str(copy)!r} is not a file", remedy="recompile")
+        model, copied = source_spec(out, report)
+        weights = weights or copied
+        if weights == copied:
+            trust_pickle = False  # spikec wrote it as a plain state_dict: never unpickle it
+    opts = _replay_options(report, model, weights, trust_pickle)
+    return opts, load_source(opts, instance), model
