@@ -94,7 +94,10 @@ class Mapping:
 
 
 def _reads_spikes(n: Node) -> bool:
-    """A neuron node outputting its spikes (lif's ``output``, the framework neurons' ``read``)."""
+    """A neuron node outputting its spikes (lif's ``output``, the framework neurons' ``read``); Norse's LI read-out
+    is its ``v``."""
+    if n.op == "li_norse":
+        return n.attrs.get("read", "v") == "v"
     return n.attrs.get("output", "spikes") == "spikes" and n.attrs.get("read", "spikes") == "spikes"
 
 
