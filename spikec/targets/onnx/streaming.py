@@ -87,7 +87,7 @@ class StepBuilder(Builder):
         v = np.asarray(value, dtype=dtype or self.np_dtype)
         if v.ndim:                                   # per channel: (C,) -> (C, 1, ..) against the shape
             v = v.reshape(-1, *([1] * (len(shape) - 1)))
-        self.states.append(StateIO(name, out, np.ascontiguousarray(np.broadcast_to(v, shape))))
+        self.states.append(StateIO(name, out, np.array(np.broadcast_to(v, shape))))   # (0-d stays 0-d)
         return self.op("Unsqueeze", [name, self.ints([0])], hint=f"{name}/step")
 
     def update_state(self, node: Node, var: str, value: str) -> None:
@@ -200,7 +200,7 @@ def session(model: onnx.ModelProto | bytes, probes=()):
 
 def initial_states(init: dict[str, np.ndarray], batch: int) -> dict[str, np.ndarray]:
     """The init file's per-sample states broadcast over ``batch`` samples (``[B, *state_shape]``)."""
-    return {k: np.ascontiguousarray(np.broadcast_to(v, (batch, *v.shape))) for k, v in init.items()}
+    return {k: np.array(np.broadcast_to(v, (batch, *v.shape))) for k, v in init.items()}
 
 
 def run_stream(sess, inputs: dict[str, np.ndarray], init: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
