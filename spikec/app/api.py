@@ -188,15 +188,27 @@ def _target_spec(targets) -> str:
 
 @guarded
 def verify(outdir: str | Path, inputs: str | Path | None = None, *, model: torch.nn.Module | str | None = None,
-           weights: str | Path | None = None, trust_pickle: bool = False,
-           max_input_bytes: int | None = None) -> dict[str, dict]:
+           weights: str | Path | None = None, trust_pickle: bool = False, max_input_bytes: int | None = None,
+           workers: int | None = None, ray: str | None = None, targets: str | Sequence[str] = "default",
+           progress: bool = False) -> dict[str, dict]:
     """The checks ``spikec verify OUTDIR`` runs: ``{check name: summary}``, each summary with ``equivalent``.
 
     inputs: an ``.npz`` (key ``input``) to re-check on instead of the recorded ``io.npz``.
     model: verify against this model (a spec, or an ``nn.Module``) instead of ``OUTDIR/source`` (needed for an
         OUTDIR compiled from a module instance whose class cannot be rebuilt with ``cls()``).
+    workers / ray: verify the data set ``inputs`` (``.npz`` or ``.npy``) sample by sample in ``workers`` processes
+        (1: in this process) or as Ray tasks (``ray``: a cluster address or ``"local"``), as ``spikec verify
+        --workers N`` / ``--ray ADDRESS``: the merged ``{"dataset", "source_vs_deployed", "target_NAME"}``, with
+        per-sample verdicts and per-node mismatches; ``targets``: ``"default"`` (all but lava), ``"all"``,
+        ``"none"`` or names; ``progress``: a progress bar on stderr.
     All checks passed when ``all(r["equivalent"] for r in result.values())``.
     """
+    if workers is not None or ray is not None:
+        from spikec.app.dataset_run import verify_dataset
+        return verify_dataset(str(outdir), None if inputs is None else str(inputs), workers=1 if workers is None
+                              else workers, ray=ray, targets=_target_spec(targets), model=model,
+                              weights=None if weights is None else str(weights), trust_pickle=trust_pickle,
+                              max_input_bytes=max_input_bytes, progress=progress)
     from spikec.app.verify import verify_outdir
     return verify_outdir(str(outdir), None if inputs is None else str(inputs), model=model,
                          weights=None if weights is None else str(weights), trust_pickle=trust_pickle,

@@ -230,14 +230,32 @@ def _first_problem(r: dict) -> str:
 
 @main.command("verify")
 @click.argument("outdir", type=SafePath())
-@click.option("--inputs", type=SafePath(dir_okay=False), help="re-check on these inputs instead of io.npz.")
+@click.option("--inputs", type=SafePath(dir_okay=False), help="re-check on these inputs instead of io.npz "
+              "(with --workers/--ray: the data set, an .npz with key 'input' or an .npy).")
 @click.option("--model", help="verify against this MODEL instead of OUTDIR's copy (FILE.py:factory or .nir).")
 @click.option("--weights", type=SafePath(dir_okay=False), help="with --model: its state_dict checkpoint.")
 @click.option("--trust-pickle", is_flag=True, help="allow --weights to be a pickle (runs its code).")
-@click.option("--max-input-bytes", type=click.IntRange(min=1), help="largest input array accepted (float64 bytes).")
+@click.option("--max-input-bytes", type=click.IntRange(min=1), help="largest input array accepted (float64 bytes); "
+              "with --workers: the most one worker may hold.")
+@click.option("--workers", type=int, help="verify the --inputs data set sample by sample in N worker processes "
+              "(1: in this process) and print one merged report.")
+@click.option("--ray", "ray_address", metavar="ADDRESS", help="run the data set's shards as Ray tasks on this "
+              "cluster (local: a local Ray); needs the optional ray package.")
+@click.option("--targets", "targets", default="default", show_default=True,
+              help="with --workers/--ray: target artifacts re-checked on each chunk: default (all but lava: Lava "
+                   "runs are slow), all, none, or names such as onnx,nir.")
+@click.option("--json", "as_json", is_flag=True, help="with --workers/--ray: print the merged report as JSON.")
 @_guard
-def verify_cmd(outdir, inputs, model, weights, trust_pickle, max_input_bytes):
+def verify_cmd(outdir, inputs, model, weights, trust_pickle, max_input_bytes, workers, ray_address, targets,
+               as_json):
     """Re-run every check on OUTDIR (report.json is read as data, never trusted)."""
+    if workers is not None or ray_address is not None:
+        return _verify_dataset(outdir, inputs, model, weights, trust_pickle, max_input_bytes, workers, ray_address,
+                               targets, as_json)
+    if targets != "default" or as_json:
+        from spikec.compiler.errors import BadInput
+        raise BadInput(f"{'--targets' if targets != 'default' else '--json'} applies to a data-set run",
+                       remedy="add --workers N (and --inputs DATA.npz), or drop the option")
     from spikec.app.verify import verify_outdir
     results = verify_outdir(outdir, inputs, model=model, weights=weights, trust_pickle=trust_pickle,
                             max_input_bytes=max_input_bytes)
@@ -250,6 +268,54 @@ def verify_cmd(outdir, inputs, model, weights, trust_pickle, max_input_bytes):
         say(f"{name:<20} {'ok' if r['equivalent'] else 'FAILED'}{detail}"
             + ("" if r["equivalent"] else _first_problem(r)))
     return 0 if all(r["equivalent"] for r in results.values()) else 1
+
+
+def _verify_dataset(outdir, inputs, model, weights, trust_pickle, max_input_bytes, workers, ray_address, targets,
+                    as_json) -> int:
+    from spikec.app.dataset_run import verify_dataset
+    results = verify_dataset(outdir, inputs, workers=1 if workers is None else workers, ray=ray_address,
+                             targets=targets, model=model, weights=weights, trust_pickle=trust_pickle,
+                             max_input_bytes=max_input_bytes, progress=True)
+    if as_json:
+        say(json.dumps(results, indent=1))
+    else:
+        for line in _dataset_lines(results):
+            say(line)
+    return 0 if all(r["equivalent"] for r in results.values()) else 1
+
+
+def _dataset_lines(results: dict) -> list[str]:
+    d, s = results["dataset"], results["source_vs_deployed"]
+    where = {"inline": "in this process", "processes": f"in {len(d['shards'])} worker processes",
+             "ray": f"as {len(d['shards'])} Ray tasks"}[d["runner"]]
+    failing = s["not_equivalent_samples"]
+    lines = [f"{'dataset':<20} {d['samples']:,} samples, {d['layout']}, {len(d['shards'])} shard(s) {where}, "
+             f"{d['seconds']:.1f} s",
+             f"{'source_vs_deployed':<20} {'ok' if s['equivalent'] else 'FAILED'}: {s['spikes_compared']:,} spikes, "
+             f"{s['values_compared']:,} values; {s['samples_equivalent']:,} of {s['samples']:,} samples equivalent"
+             + ("" if not failing else f", {len(failing):,} NOT (samples {', '.join(map(str, failing[:10]))}"
+                                       f"{', ...' if len(failing) > 10 else ''})")]
+    for name, n in s["nodes"].items():
+        if not n["mismatches"]:
+            continue
+        worst = "; ".join(f"sample {m['sample']} step {m['step']} index {tuple(m['index'])}: expected "
+                          f"{m['expected']!r}, got {m['got']!r}"
+                          + ("" if m["margin"] is None else f", margin {m['margin']:.3g}") for m in n["worst"][:3])
+        lines.append(f"    node {name!r} ({n['kind']}): {n['mismatches']:,} mismatches in "
+                     f"{n['samples_mismatched']:,} samples; "
+                     f"{'smallest margins' if n['worst'] and n['worst'][0]['margin'] is not None else 'first'}: {worst}"
+                     + (f"; {n['error']}" if n.get("error") else ""))
+    for name, r in results.items():
+        if name.startswith("target_"):
+            failed = r.get("chunks_failed") or []
+            detail = "" if "chunks" not in r else f": {r['chunks']} chunks" if not failed else \
+                f": {len(failed)} of {r['chunks']} chunks failed (first: samples {failed[0][0]}-{failed[0][1] - 1}; " \
+                "its indices count from that chunk's first sample)"
+            lines.append(f"{name:<20} {'ok' if r['equivalent'] else 'FAILED'}{detail}"
+                         + ("" if r["equivalent"] else _first_problem(r.get("first_failure") or r)))
+    if d["targets_skipped"]:
+        lines.append(f"{'skipped':<20} {', '.join(d['targets_skipped'])} (--targets all or a name runs it)")
+    return lines
 
 
 def _on_sigterm(signum, frame):

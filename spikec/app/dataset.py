@@ -237,18 +237,21 @@ def _worst(items: list[dict]) -> list[dict]:
 
 def compare_chunk(acc: Accumulator, graph, model, x: np.ndarray, a: int, trace) -> None:
     """The source ``model`` (the multi-step module) against the deployed ``graph`` on chunk ``x`` ``[T, B, ...]``
-    starting at global sample ``a``: every node ``compare_with_torch`` compares, with the same margins."""
+    starting at global sample ``a``: every node ``compare_with_torch`` compares, with the same margins, each once."""
     from spikec.compiler.checker import run_torch
     module_outputs = dict(graph.meta.get("module_outputs", ()))
     outputs, captured = run_torch(model, x, module_outputs)
+    done = set()  # a node both a module's output and a returned output is compared once (the checker does twice)
     for module, node in module_outputs.items():
-        if module in captured and node in graph:
+        if module in captured and node in graph and node not in done:
+            done.add(node)
             t = graph.node(node).type
             got = per_step_sum(trace.values[node], t.substeps) if t.substeps > 1 else trace.values[node]
             margin = trace.margins.get(node) if t.substeps == 1 else None
             acc.add(node, a, captured[module], got, t.is_spike, margin)
     for name, out in zip(graph.outputs, outputs):
-        acc.add(name, a, out, trace.values[name], graph.node(name).type.is_spike, trace.margins.get(name))
+        if name not in done:
+            acc.add(name, a, out, trace.values[name], graph.node(name).type.is_spike, trace.margins.get(name))
 
 
 def add_target(acc: Accumulator, name: str, a: int, b: int, summary: dict) -> None:

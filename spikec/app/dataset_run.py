@@ -9,9 +9,9 @@ terminates every worker still alive, waits ``SETTLE`` seconds, and kills what is
 exits at its next chunk.
 """
 import multiprocessing as mp
+import multiprocessing.connection
 import os
 import pickle
-import queue as queues
 import signal
 import sys
 import time
@@ -144,7 +144,7 @@ def _limit_threads(n: int) -> None:
         pass
 
 
-def _worker(job: dict, results) -> None:
+def _worker(job: dict, conn) -> None:
     """A worker process: Ctrl-C is the parent's to handle; a lost parent ends the worker at its next chunk."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -155,11 +155,13 @@ def _worker(job: dict, results) -> None:
             os.kill(job["parent"], 0)
         except ProcessLookupError:
             os._exit(1)
-        results.put(("progress", job["index"], n))
+        conn.send(("progress", n))
     try:
-        results.put(("done", job["index"], run_shard(job, progress)))
+        conn.send(("done", run_shard(job, progress)))
     except BaseException as e:  # reported to the parent, which names the shard
-        results.put(("error", job["index"], _describe(e)))
+        conn.send(("error", _describe(e)))
+    finally:
+        conn.close()
 
 
 def _stop(procs) -> None:
@@ -175,53 +177,59 @@ def _stop(procs) -> None:
 
 
 def _dead(job: dict, p) -> WorkerError:
-    how = f"killed by signal {-p.exitcode}" if p.exitcode < 0 else f"exit status {p.exitcode}"
+    p.join(SETTLE)
+    code = p.exitcode
+    how = "still running" if code is None else f"killed by signal {-code}" if code < 0 else f"exit status {code}"
     return WorkerError(f"shard {job['index']} (samples {job['lo']}-{job['hi'] - 1}): its worker process ended "
                        f"({how}) without a result", remedy="if it ran out of memory (signal 9), use more --workers "
                        "(smaller shards) or fewer at once; otherwise run with --workers 1 to see the error")
 
 
-def _collect(jobs, procs, results, bar) -> list[dict]:
-    done, gone = {}, {}
-    while len(done) < len(jobs):
-        try:
-            kind, i, payload = results.get(timeout=0.2)
-        except queues.Empty:
-            now = time.monotonic()
-            for job, p in zip(jobs, procs):
-                if job["index"] not in done and p.exitcode is not None:
-                    if now - gone.setdefault(job["index"], now) > 2.0:  # its last message has had time to arrive
-                        raise _dead(job, p)
-            continue
-        if kind == "progress":
-            bar.update(payload)
-        elif kind == "done":
-            done[i] = payload
-        else:
-            raise _shard_error(jobs[i], payload)
+def _collect(jobs, procs, readers, bar) -> list[dict]:
+    """Progress and results from each worker's pipe; a pipe closed before its result is a dead worker."""
+    done, waiting = {}, dict(zip(readers, zip(jobs, procs)))
+    while waiting:
+        for r in mp.connection.wait(list(waiting), timeout=0.5):
+            job, p = waiting[r]
+            try:
+                kind, payload = r.recv()
+            except EOFError:
+                raise _dead(job, p) from None
+            if kind == "progress":
+                bar.update(payload)
+            elif kind == "done":
+                done[job["index"]] = payload
+                del waiting[r]
+            else:
+                raise _shard_error(job, payload)
     return [done[j["index"]] for j in jobs]
 
 
 def run_processes(jobs: list[dict], bar) -> list[dict]:
-    """Each shard in its own worker process; every worker is ended whichever way this returns."""
+    """Each shard in its own worker process, reporting through its own pipe; every worker is ended whichever way
+    this returns."""
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["spikec.app.dataset_run"])
-    results, procs = ctx.Queue(), []
+    procs, readers = [], []
     try:
         for job in jobs:
-            p = ctx.Process(target=_worker, args=(job, results), name=f"spikec-verify-shard-{job['index']}",
+            reader, writer = ctx.Pipe(duplex=False)
+            readers.append(reader)
+            p = ctx.Process(target=_worker, args=(job, writer), name=f"spikec-verify-shard-{job['index']}",
                             daemon=True)
             try:
                 p.start()
             except (pickle.PicklingError, AttributeError, TypeError) as e:
                 raise BadInput(f"the model cannot be sent to worker processes: {type(e).__name__}: {e}",
                                remedy="use workers=1, or give the model as 'file.py:factory'") from e
+            finally:
+                writer.close()  # the worker holds the only writer: its end (or death) closes the pipe
             procs.append(p)
-        return _collect(jobs, procs, results, bar)
+        return _collect(jobs, procs, readers, bar)
     finally:
         _stop(procs)
-        results.cancel_join_thread()
-        results.close()
+        for r in readers:
+            r.close()
 
 
 def _ray_shard(job: dict):
