@@ -12,6 +12,8 @@ class Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        with torch.no_grad():
+            self.conv.weight.mul_(10.0)  # Norse's default threshold is 1: start with currents that reach it
         self.lif1 = norse.LIF()
         self.fc = nn.Linear(4 * 8 * 8, 10)
         self.lif2 = norse.LIF()
@@ -19,7 +21,7 @@ class Net(nn.Module):
     def forward(self, x):
         T, B = x.shape[0], x.shape[1]
         z = self.conv(x.flatten(0, 1)).unflatten(0, (T, B))
-        z, _ = self.lif1(10.0 * z)
+        z, _ = self.lif1(z)
         z, _ = self.lif2(self.fc(z.flatten(2)))
         return z
 

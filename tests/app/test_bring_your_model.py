@@ -183,3 +183,17 @@ def test_a_silent_layer_is_warned_by_name_and_strict_exits_1(tmp_path):
     assert "warning: 10: neuron '10'" in res.output and "never spikes" in res.output
     strict = cli(*args, "-o", tmp_path / "strict", "--strict")
     assert strict.exit_code == 1 and "--strict" in strict.output
+
+
+@pytest.mark.parametrize("name", ["spikingjelly-step", "norse-multistep"])  # the others: tests/targets/lava
+def test_the_trained_checkpoint_is_bit_exact_on_lava(name, tmp_path):
+    file, factory, stepping, make_inputs, run = CASES[name]
+    x = make_inputs(np.random.default_rng(0))
+    model = train(load(file, factory), run, x)
+    torch.save(model.state_dict(), tmp_path / "ckpt.pt")
+    np.savez(tmp_path / "x.npz", input=x)
+    res = cli("compile", f"{EXAMPLES / file}:{factory}", "--weights", tmp_path / "ckpt.pt", "--inputs",
+              tmp_path / "x.npz", "--stepping", stepping, "--target", "lava", "-o", tmp_path / "out")
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["equivalent"] and report["target"]["bit_exact"]
