@@ -14,6 +14,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -149,6 +150,8 @@ def _worker(job: dict, conn) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _limit_threads(job["threads"])
+    from tqdm import tqdm
+    tqdm.set_lock(threading.RLock())  # no multiprocessing semaphore for the interpreter's (silent) bars to leak
 
     def progress(n):
         try:
@@ -234,6 +237,8 @@ def run_processes(jobs: list[dict], bar) -> list[dict]:
 
 def _ray_shard(job: dict):
     _limit_threads(job["threads"])
+    from tqdm import tqdm
+    tqdm.set_lock(threading.RLock())
     try:
         return "done", run_shard(job)
     except Exception as e:

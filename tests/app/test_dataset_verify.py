@@ -145,7 +145,7 @@ def _tagged(tag: str) -> list[int]:
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc to find the worker processes")
 def test_ctrl_c_leaves_no_worker_behind(compiled, tmp_path):
-    x = (np.random.default_rng(0).random((5, 40_000, 12)) < 0.4).astype(np.float32)
+    x = np.random.default_rng(0).random((1000, 2000, 12)) < 0.4  # 1,000 steps: tens of seconds of work
     np.save(tmp_path / "big.npy", x)
     tag = f"SPIKEC_TEST_TAG={uuid.uuid4().hex}"
     env = {**os.environ, tag.split("=")[0]: tag.split("=")[1]}
