@@ -177,3 +177,44 @@ def test_ray_local_merges_to_the_same_counts(compiled):
     inline = spikec.verify(compiled, _data(compiled), workers=1)
     assert local["dataset"]["runner"] == "ray" and len(local["dataset"]["shards"]) == 2
     assert _counts(local) == _counts(inline) and local["target_onnx"] == inline["target_onnx"]
+
+
+STATIC_LOOP = '''
+import snntorch
+import torch
+from torch import nn
+
+
+class Static(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(5, 6)
+        self.lif = snntorch.Leaky(beta=0.9, threshold=0.6)
+
+    def forward(self, x):
+        mem, rec = self.lif.init_leaky(), []
+        for _ in range(6):
+            spk, mem = self.lif(self.fc(x), mem)
+            rec.append(spk)
+        return torch.stack(rec)
+
+
+def static():
+    return Static()
+'''
+
+
+def test_a_loop_model_takes_its_static_input_per_sample(tmp_path):
+    pytest.importorskip("snntorch")
+    (tmp_path / "static.py").write_text(STATIC_LOOP)
+    np.savez(tmp_path / "in.npz", input=np.random.default_rng(0).random((8, 5)))
+    np.savez(tmp_path / "data.npz", input=np.random.default_rng(1).random((150, 5)) * 2)  # [B, 5]
+    out = tmp_path / "out"
+    result = cli("compile", f"{tmp_path / 'static.py'}:static", "--inputs", tmp_path / "in.npz", "--stepping",
+                 "loop", "-o", out)
+    assert result.exit_code == 0, result.output
+    one = spikec.verify(out, tmp_path / "data.npz", workers=1)
+    two = spikec.verify(out, tmp_path / "data.npz", workers=2)
+    assert one["dataset"]["layout"].startswith("[B, ...]") and _counts(one) == _counts(two)
+    assert one["source_vs_deployed"]["spikes_compared"] == 150 * 6 * 6 and one["source_vs_deployed"]["equivalent"]
