@@ -27,6 +27,8 @@ $(STAMP): pyproject.toml Makefile
 	# its slayer needs torchvision,
 	# which does not import here: spikec stubs what netx does not use and says so in the report.
 	$(BIN)/pip install --quiet --no-deps --ignore-requires-python lava-dl==0.6.0
+	# Ray (optional extra: `spikec verify --ray`); it pulls no torch. Never fails the set-up.
+	$(BIN)/pip install --quiet ray==2.60.0 || echo "ray not installed: spikec verify --ray is unavailable, its test skips"
 	# Headless Chromium renders report.html in a test; installed where we can (root with apt), else that
 	# one test skips and says why. Never fails the set-up.
 	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
