@@ -9,7 +9,8 @@ from spikec.nn.temporal import TDM, BNTT, Delay
 from spikec.nn.structural import RepConv, WindowSum, TimeDistributed
 from spikec.nn.attention import DSMPA
 from spikec.nn.sdna import SDNALinear, SDNAPairwise
+from spikec.nn import loihi  # Loihi-exact training modules: spikec.nn.loihi.Dense, Conv2d, LIF
 
 __all__ = ["LIF", "IntFire", "SiLIF", "CSiLIF", "TDM", "BNTT", "Delay",
            "RepConv", "WindowSum", "TimeDistributed", "DSMPA",
-           "SDNALinear", "SDNAPairwise"]
+           "SDNALinear", "SDNAPairwise", "loihi"]
