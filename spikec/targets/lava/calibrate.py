@@ -39,7 +39,9 @@ def start_thresholds(graph: Graph, layers: list, gains: dict, vth_override: dict
         layer.bias_unit = bias_unit
         if layer.neuron is not None:
             p = neuron_params(layer.neuron, layer.out_shape[0])
-            layer.vth = max_vth(stream_weights(layer, p, graph, gains), p["threshold"])
+            rec = [(None, p["rec_weight"] * p["alpha"].reshape((-1,) + (1,) * (p["rec_weight"].ndim - 1)), 1.0)] \
+                if "rec_weight" in p else []   # a recurrent neuron's self-synapse is in range too
+            layer.vth = max_vth(stream_weights(layer, p, graph, gains) + rec, p["threshold"])
             if vth_override and layer.name in vth_override:
                 layer.vth = int(vth_override[layer.name])
 

@@ -34,8 +34,15 @@ after the spike, so ``mem`` is the post-step ``v``; ``reset_delay=False`` subtra
 ``(1 - s) base``, the post-reset ``v`` too), Norse's ``v`` (post-reset, shifted by ``v_leak``). Currents (snnTorch's
 ``syn``, Norse's ``i``) are Lava's ``u``, not recorded: refused as outputs.
 
-Refused by name (``NO_MAPPING`` in vocabulary.py or the checks here): recurrent snnTorch neurons, Alpha; a decay
-outside [0, 1].
+- ``rleaky_snntorch`` (RLeaky) and ``synaptic_snntorch`` with a recurrence (RSynaptic): Leaky's / Synaptic's form
+  (the zero reset after the decay, ``delayed_zero``, as Synaptic's) plus a self-synapse from the population's
+  ``s_out`` to its own ``a_in`` (``_recurrence``): linear a Dense (N, N), conv2d a Conv (stride 1, same padding),
+  one_to_one ``V`` a diagonal Dense (a 1x1 diagonal Conv on (C, H, W)); its weights quantized like any synapse at
+  the population's scale, its bias joins the population's (the current's, for RSynaptic). Lava's Dense/Conv
+  deliver the spikes of Lava step n at step n + 1, so the loop carries the previous physical step's spikes, as
+  snnTorch's ``rec(spk_prev)`` does (the integer reference: ``ops.lava_lif``'s ``rec_weight``).
+
+Refused by name (``NO_MAPPING`` in vocabulary.py or the checks here): Alpha; a decay outside [0, 1].
 """
 import numpy as np
 
@@ -72,13 +79,44 @@ def _snntorch_reset(node, synaptic: bool) -> str:
     return "delayed_subtract" if delay else "snntorch_subtract"
 
 
+def _recurrence(node, c: int) -> dict:
+    """The float self-synapse of snnTorch's RLeaky / RSynaptic: ``{"rec_kind": "dense" | "conv", "rec_weight":
+    [out, in] (N, N) or (C, C, kh, kw), "rec_padding", "rec_bias": (C,)}`` ({} without a recurrence). one_to_one
+    ``spk * V`` is a diagonal: a Dense on a 1-D population, a 1x1 Conv on a (C, H, W) one."""
+    kind, prm = node.attrs.get("recurrent", "none"), node.params
+    if kind == "none":
+        return {}
+    ndim = len(node.type.shape)
+    if ndim not in (1, 3):
+        raise refuse(node, f"a recurrence on a population of shape {node.type.shape}: only (N,) (a Dense) and "
+                           "(C, H, W) (a Conv) populations have a self-synapse here")
+    bias = np.broadcast_to(np.asarray(prm.get("bias", 0.0), dtype=np.float64), (c,)).copy()
+    if kind == "one_to_one":
+        diag = np.diag(np.broadcast_to(np.asarray(prm["V"], dtype=np.float64), (c,)))
+        w = diag if ndim == 1 else diag[:, :, None, None]
+        return {"rec_kind": "dense" if ndim == 1 else "conv", "rec_weight": w, "rec_padding": [0, 0],
+                "rec_bias": bias}
+    w = np.asarray(prm["weight"], dtype=np.float64)
+    return {"rec_kind": "dense" if kind == "linear" else "conv", "rec_weight": w,
+            "rec_padding": list(node.attrs.get("padding", [0, 0])), "rec_bias": bias}
+
+
+def _rleaky_params(get, node) -> dict:
+    """RLeaky: ``b = beta mem + x + rec(spk_prev)`` resets as Synaptic's (the zero reset after the decay)."""
+    p = _base(get, get("beta"), get("threshold"), reset=_snntorch_reset(node, True))
+    p.update(_recurrence(node, p["beta"].shape[0]))
+    return p
+
+
 def _leaky_params(get, node) -> dict:
     return _base(get, get("beta"), get("threshold"), reset=_snntorch_reset(node, False))
 
 
 def _synaptic_params(get, node) -> dict:
-    return _base(get, get("beta"), get("threshold"), reset=_snntorch_reset(node, True), u_keep=get("alpha"),
-                 current=True)
+    p = _base(get, get("beta"), get("threshold"), reset=_snntorch_reset(node, True), u_keep=get("alpha"),
+              current=True)
+    p.update(_recurrence(node, p["beta"].shape[0]))   # RSynaptic: rec(spk_prev) joins the current
+    return p
 
 
 def _norse_params(get, node) -> dict:
@@ -100,12 +138,6 @@ def _check(pop, p: dict) -> None:
                                      "12-bit Lava decay")
 
 
-def _check_synaptic(pop, p: dict) -> None:
-    if pop.neuron.attrs.get("recurrent", "none") != "none":
-        raise refuse(pop.neuron, RECURRENT_REASON)
-    _check(pop, p)
-
-
 def _check_norse(pop, p: dict) -> None:
     if pop.neuron.attrs["reset"] == "subtract" and (p["v_leak"] != 0).any():
         raise refuse(pop.neuron, "a subtract reset with v_leak != 0: the state is shifted by v_leak, so the "
@@ -124,7 +156,8 @@ def _li_params(get, node) -> dict:
 
 # a state read (the ``read`` attr) recorded as a graph output: the integer output it is, and the float offset of
 # the float state over the integer state's dequantized value (``v / (64 s) + offset``)
-STATE_READS = {("lif_snntorch", "mem"): "v", ("synaptic_snntorch", "mem"): "v", ("lif_norse", "v"): "v",
+STATE_READS = {("lif_snntorch", "mem"): "v", ("synaptic_snntorch", "mem"): "v", ("rleaky_snntorch", "mem"): "v",
+               ("lif_norse", "v"): "v",
                ("li_norse", "v"): "v"}
 
 
@@ -133,13 +166,11 @@ def read_offset(node, p: dict) -> np.ndarray:
     return p.get("v_leak", np.zeros_like(p["beta"]))
 
 
-RECURRENT_REASON = ("a recurrent neuron needs a synapse from its population to itself, a cycle in the Lava process "
-                    "graph, which this target's schedule (processes lowered in topological order) does not build")
-
 FRAMEWORK = {
     "lif_sj": (_sj_params, _check),
     "lif_snntorch": (_leaky_params, _check),
-    "synaptic_snntorch": (_synaptic_params, _check_synaptic),
+    "synaptic_snntorch": (_synaptic_params, _check),
+    "rleaky_snntorch": (_rleaky_params, _check),
     "lif_norse": (_norse_params, _check_norse),
     "li_norse": (_li_params, _check),
 }

@@ -29,7 +29,7 @@ from typing import Callable
 import numpy as np
 
 from spikec.compiler.errors import BadInput, IRError, UnsupportedOp
-from spikec.compiler.ir import Graph, Node, thaw
+from spikec.compiler.ir import Graph, Node, TensorType, thaw
 from spikec.targets.lava import ops as lops
 from spikec.targets.lava.fixed_point import PAYLOAD_BITS
 from spikec.targets.lava.layout import conv_weight_to_lava, flatten_perm, lava_shape, per_neuron
@@ -227,6 +227,8 @@ def _lower_population(lo: _Lowered, n: Node) -> None:
     for src, port in names:
         lo.conns.append({"src": src, "port": port, "dst": n.name, "dst_port": "a_in"})
     lo.origin[n.name] = _origin(n.name, "s_out", phi, emit, shape)
+    if n.attrs.get("recurrent"):
+        _lower_recurrence(lo, n)
     if n.attrs.get("output", "spikes") != "spikes":
         return   # a read-out integrator: its state is its output (recorded by _lower_population_node)
     lo.recorded.append({"name": n.name, "proc": n.name, "port": "s_out", "ir_node": n.name, "start": phi,
@@ -363,6 +365,31 @@ def _dense_synapse(lo: _Lowered, n: Node, o: dict, d: dict, delay: int) -> tuple
              input_lava_shape=lava_shape(d["input_ir_shape"]), weight_exp=int(n.attrs.get("weight_exp", 0)),
              sign_mode=lops.sign_mode(w), axon_delay=int(delay))
     return o, flat
+
+
+def _lower_recurrence(lo: _Lowered, n: Node) -> None:
+    """A recurrent population's self-synapse: a Dense / Conv from its ``s_out`` back to its own ``a_in`` (a cycle:
+    build.py connects ports once every process exists). Lava's Dense and Conv send, at Lava step m, the sum of the
+    spikes they received at m - 1 (send before receive: no deadlock), so the spikes of an update at Lava step
+    phi + t P reach the population inside its next window and count at physical step t + 1: the integer
+    reference's ``a_t = x_t + rec(s_{t-1})`` for any period P, with no relay."""
+    name, shape = f"{n.name}.recurrent", n.type.shape
+    if n.attrs["recurrent"] == "dense":
+        syn = Node(name, "lava_dense", (n.name,), TensorType(shape),
+                   {"weight_exp": int(n.attrs.get("rec_weight_exp", 0))}, {"weight": n.params["rec_weight"]})
+    else:
+        pad = list(n.attrs["rec_padding"])
+        syn = Node(name, "lava_conv", (n.name,), TensorType(shape),
+                   {"stride": [1, 1], "padding": pad, "dilation": [1, 1], "groups": 1},
+                   {"weight": n.params["rec_weight"]})
+    o = lo.origin[n.name]
+    d = {"name": name, "ir_node": n.name, "ir_shape": list(shape), "lava_shape": lava_shape(shape), "input": n.name,
+         "input_ir_shape": list(shape), "latency": o["phi"] + 1, "num_message_bits": 0, "target": n.name,
+         "delay": 0, "recurrent": True}
+    SYNAPSES[syn.op](lo, syn, o, d, 0)
+    lo.procs.append(d)
+    lo.conns.append({"src": n.name, "port": "s_out", "dst": name, "dst_port": "s_in", "flatten": False})
+    lo.conns.append({"src": name, "port": "a_out", "dst": n.name, "dst_port": "a_in"})
 
 
 # the integer synapse ops, each with its Lava process

@@ -24,7 +24,8 @@ import numpy as np
 
 from spikec.compiler.errors import IRError
 from spikec.compiler.ir import Node, TensorType
-from spikec.targets.lava.fixed_point import DECAY_MAX, DECAY_ONE, VTH_MAX, bias_mant_exp, scalar_or_channels
+from spikec.targets.lava.fixed_point import (DECAY_MAX, DECAY_ONE, VTH_MAX, bias_mant_exp, dense_weights,
+                                             round_weights, scalar_or_channels)
 from spikec.targets.lava.limits import to_int
 from spikec.targets.lava.refusal import refuse
 
@@ -84,8 +85,10 @@ def membrane_gain(pop) -> np.ndarray:
 
 def neuron_node(pop, p: dict, x: str, scale: np.ndarray, vth: np.ndarray) -> Node:
     """The integer neuron node of ``pop`` reading the synaptic sum ``x``; its parameters recorded in ``pop.info``."""
-    # a current-based neuron's synaptic bias is a current (``bias_u``, see _lif_node); the rest biases v
-    b = p["bias"] if p.get("current") else p["alpha"] * pop.bias + p["bias"]
+    # a current-based neuron's synaptic bias is a current (``bias_u``, see _lif_node); the rest biases v; a
+    # recurrence's bias (``rec_bias``, input units) joins the synaptic bias
+    rec_b = p.get("rec_bias", 0.0)
+    b = p["bias"] if p.get("current") else p["alpha"] * (pop.bias + rec_b) + p["bias"]
     bias_v = to_int(np.round(64 * scale * b / pop.bias_unit) * pop.bias_unit, node=pop.name,
                     what="neuron biases (64 s b)")
     mant, exp, sat = bias_mant_exp(bias_v)
@@ -117,17 +120,19 @@ def _lif_node(pop, p, x, scale, vth, mant, exp) -> Node:
     if reset == "zero" and (v_reset != 0).any():
         params["v_reset"] = scalar_or_channels(v_reset)
     if p.get("current"):
-        bias_u = to_int(np.round(scale * p["alpha"] * pop.bias), node=pop.name, what="current biases (s alpha b)")
+        bias_u = to_int(np.round(scale * p["alpha"] * (pop.bias + p.get("rec_bias", 0.0))), node=pop.name,
+                        what="current biases (s alpha b)")
         if bias_u.any():
             params["bias_u"] = scalar_or_channels(bias_u)
-    lava_lif = reset == "zero" and fire == "gt" and not {"v_reset", "bias_u"} & set(params) \
+    rec_attrs = _recurrent(pop, p, scale, params)
+    lava_lif = reset == "zero" and fire == "gt" and not {"v_reset", "bias_u", "rec_weight"} & set(params) \
         and all(params[k].ndim == 0 for k in ("du", "dv", "vth")) and int(params["vth"]) <= VTH_MAX \
         and not pop.membrane and not pop.reads
     process = "LIF" if lava_lif else "SpikecLIF"
     never = fire == "never"   # a read-out integrator (Norse's LI): its output is its state v, recorded every step
     node = Node(pop.name, "lava_lif", (x,), TensorType(pop.out_shape, "real" if never else "binary"),
                 {"reset": reset, "output": "v" if never else "spikes", "process": process,
-                 **({"fire": fire} if fire != "gt" else {}), **({"primary": True} if never else {})},
+                 **({"fire": fire} if fire != "gt" else {}), **({"primary": True} if never else {}), **rec_attrs},
                 params, scope=pop.name)
     pop.info.update(process=process, dv=params["dv"].tolist(), du=params["du"].tolist(), reset=reset,
                     beta_effective=(1 - params["dv"] / 4096).tolist(), lowering="binary spikes")
@@ -143,6 +148,24 @@ def _lif_node(pop, p, x, scale, vth, mant, exp) -> Node:
     if p.get("notes"):
         pop.info.setdefault("notes", []).extend(p["notes"])
     return node
+
+
+def _recurrent(pop, p, scale, params) -> dict:
+    """The self-synapse of a recurrent neuron (``p["rec_kind"]``): its integer weights at the population's scale
+    (8-bit, one sign mode, round to nearest, as any synapse) to ``params["rec_weight"]``; returns its attrs."""
+    if "rec_kind" not in p:
+        return {}
+    w = p["rec_weight"] * p["alpha"].reshape((-1,) + (1,) * (p["rec_weight"].ndim - 1))
+    wq, mode, info = round_weights(w, scale, 1.0, node=pop.name, what="recurrent weights")
+    attrs = {"recurrent": p["rec_kind"]}
+    if p["rec_kind"] == "dense":
+        params["rec_weight"], attrs["rec_weight_exp"] = dense_weights(wq, mode)
+    else:
+        params["rec_weight"], attrs["rec_padding"] = wq, [int(v) for v in p["rec_padding"]]
+    pop.info["recurrence"] = {"synapse": f"{pop.name}.recurrent", "process": "Dense" if p["rec_kind"] == "dense"
+                              else "Conv", "from": "s_out", "to": "a_in",
+                              "latency": "one Lava step: the previous physical step's spikes", **info}
+    return attrs
 
 
 def _intfire_node(pop, p, x, scale, vth, mant, exp, unrolled=False) -> Node:

@@ -30,6 +30,12 @@ code, so comparing the two checks both. A synapse's input may be binary spikes, 
                   s = v > theta   (fire "ge": v >= theta);   snntorch_subtract: s = v - r theta > theta
                   reset zero: v[s] = v_reset;  subtract: v[s] -= theta;  snntorch_subtract: v -= s theta;
                   none, delayed_*: no reset after the spike
+                recurrence (snnTorch RLeaky / RSynaptic): optional rec_weight, attr recurrent "dense" (N, N),
+                [out, in], with rec_weight_exp, as Lava's Dense applies them) | "conv" ((C, C, kh, kw), PyTorch
+                layout, stride 1, attr rec_padding, wrapped to 24 bits like lava_conv): the synapse from the
+                population's s_out back to its own a_in. Lava's Dense and Conv send the sum of the spikes they
+                received one Lava step before, so the loop's latency is one Lava step, inside the next window:
+                step t's input is ``a = x_t + rec(s_{t-1})`` (s_{-1} = 0), before ``+ bias_u``.
                 ("zero" is Lava's LIF; the rest spikec's SpikecLIF. The delayed kinds are snnTorch's reset_delay:
                 the reset of a spike acts after the next step's decay.) "v"/"u" read out the state after the
                 step, "membrane" v before the reset that follows the spike (after a delayed one); "flags" is a
@@ -178,6 +184,14 @@ def _infer_neuron(names, spikes):
 def _infer_lif(node, ins):
     _need(node.attrs.get("reset") in LIF_RESETS, node, f"reset must be one of {LIF_RESETS}")
     _need(node.attrs.get("fire", "gt") in ("gt", "ge", "never"), node, "fire must be 'gt', 'ge' or 'never'")
+    kind, w = node.attrs.get("recurrent"), node.params.get("rec_weight")
+    _need(kind in (None, "dense", "conv") and (kind is None) == (w is None), node,
+          "a recurrence needs attr recurrent ('dense' | 'conv') and param rec_weight together")
+    if kind is not None:
+        shape = ins[0].shape
+        want = (int(np.prod(shape)),) * 2 if kind == "dense" else (shape[0], shape[0])
+        _need(tuple(w.shape[:2]) == want and w.ndim == (2 if kind == "dense" else 4), node,
+              f"rec_weight {tuple(w.shape)} does not map the population {shape} onto itself")
     return _infer_neuron(LIF_PARAMS + ("v_reset", "bias_u"), lambda n, t: TensorType(t.shape, "binary"))(node, ins)
 
 
@@ -232,10 +246,25 @@ def _lif_params(node, p, nd):
     return fu, 4096 - dv, vth << 6, _bias(bm, be)
 
 
+def _recurrence(node, p):
+    """``rec(s)``: the integer sum the population's self-synapse delivers for spikes ``s`` ``[B, ...]``, or None."""
+    kind = node.attrs.get("recurrent")
+    if not kind:
+        return None
+    w = _np(p["rec_weight"])
+    if kind == "dense":
+        w, e = dense_effective_weights(w), int(node.attrs.get("rec_weight_exp", 0))
+        return lambda s: (lambda a: a << e if e > 0 else a >> -e)((s != 0).astype(np.int64) @ w.T)
+    wt, pad = torch.from_numpy(w.astype(np.float64)), tuple(node.attrs["rec_padding"])
+    return lambda s: signed_wrap(torch.round(torch.nn.functional.conv2d(
+        torch.from_numpy((s != 0).astype(np.float64)), wt, None, 1, pad)).long().numpy(), STATE_BITS)
+
+
 def _lif(node, p, x):
     xs = _np(x)
     nd = xs.ndim - 1
     fu, fv, eff_vth, bias = _lif_params(node, p, nd)
+    rec = _recurrence(node, p)
     kind = node.attrs["reset"]
     fire = node.attrs.get("fire", "gt")
     level = eff_vth - 1 if fire == "ge" else np.int64(2 ** 62) if fire == "never" else eff_vth   # s = v > level
@@ -244,9 +273,11 @@ def _lif(node, p, x):
     out = _StateOut(xs.shape, ("v", "u"))
     u = np.zeros(xs.shape[1:], dtype=np.int64)
     v = np.zeros_like(u)
+    s = np.zeros_like(u)
     for t in range(xs.shape[0]):
         r = v > level
-        u, v, flags = _lif_subthreshold(u, v, xs[t] + bias_u, fu, fv, bias)
+        a = xs[t] if rec is None else xs[t] + rec(s)   # the self-synapse: the previous step's spikes
+        u, v, flags = _lif_subthreshold(u, v, a + bias_u, fu, fv, bias)
         if kind == "delayed_subtract":
             pre = np.where(r, v - eff_vth, v)
             v = np.maximum(pre, -(M - 1))
@@ -398,9 +429,12 @@ def register() -> None:
            doc="Lava's Conv (PyConvModelFixed); attrs stride, padding, dilation, groups, num_message_bits")
     neuron_count = lambda *names: (lambda n: 0 if not primary(n)
                                    else _sizes(n, *names))
-    define("lava_lif", 1, _infer_lif, stateful=True, count=neuron_count(*LIF_PARAMS, "v_reset", "bias_u"),
+    define("lava_lif", 1, _infer_lif, stateful=True,
+           count=neuron_count(*LIF_PARAMS, "v_reset", "bias_u", "rec_weight"),
            params=_schema(LIF_PARAMS) + tuple(Param(k, PER_CHANNEL, LAVA_DOCS[k], required=False)
-                                              for k in ("v_reset", "bias_u")),
+                                              for k in ("v_reset", "bias_u"))
+           + (Param("rec_weight", "(N, N) or (C, C, kH, kW)", "int64 self-synapse weights (recurrence)",
+                    required=False),),
            doc="Lava's LIF (PyLifModelBitAcc) or spikec's SpikecLIF; attrs reset, output, process")
     # like intfire_unrolled, lava_intfire defines its output's time base (D sub-steps)
     define("lava_intfire", 1, _infer_neuron(LIF_PARAMS, _intfire_spikes), stateful=True,

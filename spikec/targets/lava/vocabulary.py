@@ -30,11 +30,11 @@ NO_MAPPING = {
     "windowsum": "a window sum outside an SDNA block is not mapped",
     "mul": "a product of two activations has no static synapse (not mapped)",
     "scale": "a scale node is not mapped (fold it into the adjacent synapse)",
-    "rleaky_snntorch": "a recurrent neuron needs a synapse from its population to itself, a cycle in the Lava "
-                       "process graph, which this target's schedule (processes lowered in topological order) does "
-                       "not build",
-    "alpha_snntorch": "snnTorch's Alpha neuron keeps two synaptic currents (excitatory and inhibitory) feeding the "
-                      "membrane through tau; Lava's LIF has one current u",
+    "alpha_snntorch": "snnTorch's Alpha neuron sums two currents with different decays into its membrane (mem = "
+                      "tau (syn_exc + syn_inh), no membrane leak) and resets each differently at a spike (syn_exc "
+                      "-= theta, syn_inh zeroed, mem += syn_inh); Lava's LIF and SpikecLIF have one current u, and "
+                      "two populations meet only through a synapse carrying spikes a step later, so the sum has no "
+                      "compartment to form in (a u -> v cascade matches it only without resets, one step late)",
 }
 
 
