@@ -2,7 +2,8 @@
 (``framework_models.py``), quantized, run in Lava's fixed-point simulator and compared bit for bit with the
 integer reference; every population must both fire and rest. Also: the integer reference's reset kinds
 against hand-computed sequences, the example SpikingJelly network, state reads (snnTorch's mem, Norse's LI read-out)
-recorded as outputs bit-exactly, and the refusals by name (recurrent snnTorch neurons, currents as outputs).
+recorded as outputs bit-exactly, and the refusal by name of currents as outputs (recurrent neurons and Alpha:
+test_framework_recurrent.py).
 """
 from pathlib import Path
 
@@ -84,12 +85,6 @@ def test_spikingjelly_example_network_is_bit_exact(tmp_path):
     t = c.report["target"]
     assert t["bit_exact"], t["first_mismatches"]
     assert {n.op for n in c.graph.nodes} >= {"lif_sj"}
-
-
-@pytest.mark.parametrize("factory,op", [("rleaky", "rleaky_snntorch")])
-def test_recurrent_neurons_are_refused_by_name(factory, op, tmp_path):
-    with pytest.raises(UnsupportedOp, match=f"{op}.*cycle in the Lava process graph"):
-        compile_lava(f"{MODELS}:{factory}", "step", spikes_in(), tmp_path)
 
 
 def _lava_lif(reset, x, vth=1, fire="gt", dv=0):
