@@ -88,7 +88,9 @@ def choose_deployment(graph, inputs, options) -> tuple:
 
 
 def compile_lava(graph, inputs, reference, options) -> TargetResult:
-    from spikec.targets.lava import netx
+    from spikec.targets.lava import exact_source, netx
+    if exact_source.applies(graph):   # only spikec.nn.loihi modules: their integers, checked against the source
+        return exact_source.compile_exact(graph, inputs, reference, options)
     start = time.perf_counter()
     q, net, arrays, netx_note = choose_deployment(graph, inputs, options)
     x = _int_inputs(q.graph, inputs)
@@ -151,7 +153,8 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
         "netx": netx_info,
         "seconds": round(time.perf_counter() - start, 3),
     }
-    report["summary"] = _summary(report)
+    report.update(exact_source.float_report_fields(graph))
+    report["summary"] = _summary(report) + "\n             bit_exact_vs_source false: " + report["vs_source"]
     files = {"lava": lambda p: _write_lava_dir(p, q.graph, net, arrays)}
     if netx_info.get("exportable"):
         files["model.net"] = lambda p: netx.write(q.graph, p)
