@@ -62,7 +62,19 @@ def _layers(graph, qgraph) -> tuple[list, dict]:
     for layer in layers:
         p = neuron_params(layer.neuron, layer.out_shape[0]) if layer.neuron is not None else None
         weights[layer.name] = stream_weights(layer, p, graph, gains)
+        if p is not None and "rec_weight" in p:   # a recurrent neuron's self-synapse (<population>.recurrent)
+            w = p["rec_weight"] * p["alpha"].reshape(channel_axis(p["rec_weight"]))
+            weights[layer.name] = weights[layer.name] + [(_Recurrent(f"{layer.name}.recurrent"), w, 1.0)]
     return layers, weights
+
+
+class _Recurrent:
+    """The self-synapse of a recurrent population as a stream of ``check_weights`` (no float operator)."""
+    op = None
+    delay = 0
+
+    def __init__(self, name: str):
+        self.name = name
 
 
 # -- weight rounding -------------------------------------------------------------------------

@@ -75,6 +75,8 @@ def test_recurrent_neurons_are_bit_exact_in_lava(factory, tmp_path):
         layer = t["quantization"]["layers"][pop]
         assert layer["recurrence"]["latency"].startswith("one Lava step")
         assert layer["recurrence"]["weights_clipped"] == 0
+        # the self-check rounds the recurrent weights against the float source too (<= 1/2 LSB)
+        assert f"{pop}.recurrent" in t["quantization_checks"]["weight_rounding"]["per_layer"][pop]["streams"]
     # the recurrent weights change spikes: in the integer reference Lava matched, and in the float source
     with_rec, without = _integer_spikes(c.graph, x), _integer_spikes(c.graph, x, zero_rec=True)
     assert any(not np.array_equal(with_rec[o], without[o]) for o in with_rec)
