@@ -96,7 +96,7 @@ def test_refusals_by_name_and_lowerings_do_not_overlap():
     assert not set(vocabulary.NO_MAPPING) & set(vocabulary.LOWERINGS)
     assert set(lava_neurons.NEURONS) == {op for op, r in vocabulary.LOWERINGS.items() if r == vocabulary.NEURON}
     assert vocabulary.NEURONS == ("lif", "intfire", "intfire_unrolled", "silif", "csilif", "lif_sj", "lif_snntorch",
-                                  "synaptic_snntorch", "lif_norse")
+                                  "synaptic_snntorch", "rleaky_snntorch", "lif_norse", "li_norse")
 
 
 def test_lava_integer_ops_each_have_a_lowering():

@@ -43,6 +43,7 @@ def _load(file, factory):
 
 def _train(model, stepping, x, steps=2):
     """A few Adam steps on the model's first output, stepped the framework's way (the checkpoint is trained)."""
+    import snntorch
     import snntorch.utils
     from spikingjelly.activation_based import functional
     opt = torch.optim.Adam(model.parameters(), lr=0.05)
@@ -60,6 +61,10 @@ def _train(model, stepping, x, steps=2):
                 y, state = model(x_t, state)
                 outs.append(y)
             return torch.stack(outs)
+        # utils.reset walks every neuron instance of the process (a class-level list): keep this model's only,
+        # so other tests' neurons (some with their state deleted) cannot break the framework's own reset
+        snntorch.SpikingNeuron.instances[:] = [n for n in snntorch.SpikingNeuron.instances
+                                               if any(n is m for m in model.modules())]
         snntorch.utils.reset(model)
         outs = [model(x_t) for x_t in xt]
         return torch.stack([o[0] if isinstance(o, tuple) else o for o in outs])
