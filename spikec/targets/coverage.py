@@ -257,6 +257,15 @@ def _sdna_pairwise():
     return Block()
 
 
+def _loihi():
+    """spikec.nn.loihi: Dense with a negative weight exponent (linear + loihi_shift) into a Loihi LIF, a read-out."""
+    from torch import nn
+    from spikec.nn import loihi
+    return nn.Sequential(loihi.Dense(5, 6, weight_exp=-1, bias=True, init_scale=400.0),
+                         loihi.LIF(du=100, dv=300, vth=20, bias_mant=50.0, bias_exp=2, reset="subtract"),
+                         loihi.Dense(6, 3, init_scale=200.0))
+
+
 EXAMPLES = {
     "conv2d": _conv(lambda b, y: y),
     "linear": _dense(lambda b, y: y),
@@ -296,15 +305,18 @@ EXAMPLES = {
     "lif_norse": _norse_lif,
     "li_norse": _norse_li,
     "sdna_pairwise": _traced(_sdna_pairwise, (2, 5, 5)),
+    "loihi_lif": _traced(_loihi, (5,)),
+    "loihi_shift": _traced(_loihi, (5,)),
 }
 
 
 def lowering_tables() -> dict[str, frozenset]:
     """The ops each target has a lowering for, read from the target's own table (keyed by op)."""
+    from spikec.targets.lava.exact_source import LOWERS as LAVA_EXACT
     from spikec.targets.lava.vocabulary import LOWERINGS as LAVA
     from spikec.targets.nir.export import LOWERINGS as NIR
     from spikec.targets.onnx.emitters import EMITTERS
-    return {"onnx": frozenset(EMITTERS), "nir": frozenset(NIR), "lava": frozenset(LAVA)}
+    return {"onnx": frozenset(EMITTERS), "nir": frozenset(NIR), "lava": frozenset(LAVA) | frozenset(LAVA_EXACT)}
 
 
 def internal_reason(op: str) -> str | None:

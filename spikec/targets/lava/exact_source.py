@@ -37,6 +37,8 @@ from spikec.targets.lava.lower import lower
 from spikec.targets.lava.simulate import run_lava
 
 STRUCTURAL = ("input", "flatten")
+LOWERS = {"loihi_lif": "lava_lif (Lava's LIF or SpikecLIF)", "loihi_shift": "Dense's weight_exp < 0"}   # the ops
+# only this deployment lowers (spikec/targets/coverage.py reads it beside vocabulary.LOWERINGS)
 LIF_KEYS = ("du", "dv", "vth", "bias_mant", "bias_exp")
 
 
@@ -208,8 +210,13 @@ def summary(r: dict) -> str:
 
 
 def _write(path, q, net, arrays):
-    from spikec.targets.lava import _write_lava_dir
-    _write_lava_dir(path, q, net, arrays)
+    """``lava/quantized`` (the integer graph deployed) and the process network, as the calibrated path writes them."""
+    from pathlib import Path
+    from spikec.compiler.serialize import save_graph
+    from spikec.targets.lava.lower import save_network
+    (Path(path) / "quantized").mkdir(parents=True, exist_ok=True)
+    save_graph(q, Path(path) / "quantized")
+    save_network(net, arrays, Path(path))
 
 
 def float_report_fields(graph: Graph) -> dict:
