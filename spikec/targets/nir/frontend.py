@@ -53,6 +53,7 @@ DT = 1e-4
 SCHEME = "snntorch"
 NEVER = float(np.finfo(np.float64).max)  # threshold of a neuron read out as its membrane only
 FEEDBACK = ("Affine", "Linear", "Scale", "Conv2d")
+RECORDED = ("lif", "delay")  # ops whose nodes carry attrs nir_dt, nir_scheme (what the file was read at)
 
 
 def _ir_name(name: str) -> str:
@@ -173,6 +174,8 @@ class _Converter:
 
     # -- emission helpers --------------------------------------------------------------------
     def emit(self, name, op, inputs, attrs=None, params=None) -> str:
+        if op in RECORDED:  # the time base the file was read at: the NIR export writes the file back at it
+            attrs = {**(attrs or {}), "nir_dt": self.dt, "nir_scheme": self.scheme}
         return self.ctx.emit(_ir_name(self.rename.get(name, name)), op, inputs, attrs, params, scope=self.scope)
 
     def summed(self, n) -> str:
