@@ -21,6 +21,9 @@ Pipeline (``compile_lava``), on the deployed float graph and the verification in
    scales as Lava applies them, read-outs within a stated bound of the float source, every population
    started at the Lava step its producers imply -- faults the integer reference and Lava would share,
    so bit-exactness cannot see them; a failure makes the target fail (``quantization_checks``).
+6. ``chip.add_to_report``: ``chip_ready`` and ``why`` per process (a standard Lava process whose Loihi 2 model
+   is in Intel's closed lava-loihi, or a custom spikec process with CPU models only), counted in
+   ``chip_readiness``, with a line in the summary.
 
 Artifacts: ``lava/quantized/`` (the integer reference IR), ``lava/network.json``, ``lava/params.npz``,
 ``model.net``. ``spikec verify OUTDIR`` re-runs Lava from those files (``verify_lava``).
@@ -35,6 +38,7 @@ from spikec.compiler.errors import BadInput
 from spikec.compiler.interpreter import run
 from spikec.compiler.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
+from spikec.targets.lava import chip
 from spikec.targets.lava import ops as _ops  # noqa: F401  (defines the lava_* ops)
 from spikec.targets.lava.compare import compare
 from spikec.targets.lava.limits import int_inputs
@@ -90,7 +94,9 @@ def choose_deployment(graph, inputs, options) -> tuple:
 def compile_lava(graph, inputs, reference, options) -> TargetResult:
     from spikec.targets.lava import exact_source, netx
     if exact_source.applies(graph):   # only spikec.nn.loihi modules: their integers, checked against the source
-        return exact_source.compile_exact(graph, inputs, reference, options)
+        result = exact_source.compile_exact(graph, inputs, reference, options)
+        _chip_ready(result, graph)
+        return result
     start = time.perf_counter()
     q, net, arrays, netx_note = choose_deployment(graph, inputs, options)
     x = _int_inputs(q.graph, inputs)
@@ -159,7 +165,15 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     if netx_info.get("exportable"):
         files["model.net"] = lambda p: netx.write(q.graph, p)
     netx_ok = not netx_info.get("exportable") or netx_info["verification"].get("bit_exact") is not False
+    chip.add_to_report(report, net)
     return TargetResult(report, result["bit_exact"] and netx_ok and checks["ok"], files)
+
+
+def _chip_ready(result: TargetResult, graph) -> None:
+    """``chip_ready`` per process and the summary line (``chip.py``) of an exact-source deployment."""
+    from spikec.targets.lava import exact_source
+    net, _ = lower(exact_source.integer_graph(graph))   # the network compile_exact wrote (deterministic)
+    chip.add_to_report(result.report, net)
 
 
 def _summary(r: dict) -> str:
@@ -249,6 +263,9 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     """Re-run the *written* Lava network on ``inputs`` and compare it bit for bit with the written
     integer reference; also check the network is the lowering of that reference."""
     q, net, arrays = load_deployed(outdir)
+    from spikec.targets.lava import exact_source
+    if exact_source.applies(graph):  # spikec.nn.loihi modules: checked against the source, as compiled
+        return exact_source.verify_exact(graph, inputs, q, net, arrays)
     x = _int_inputs(q, inputs)
     fresh_net, fresh = lower(q)
     lowered = [k for k in sorted(set(fresh) | set(arrays))

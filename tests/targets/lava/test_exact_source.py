@@ -77,3 +77,25 @@ def test_float_demo_stays_approximate():
     spikes = [a["spike_agreement"] for a in t["float_vs_fixed"]["per_layer"].values() if "spike_agreement" in a]
     assert spikes and 0.9 < min(spikes) < 1.0
     assert "bit_exact_vs_source false" in t["summary"]
+
+
+@needs_lava
+def test_verify_rechecks_an_exact_source_outdir_against_the_source(tmp_path):
+    """``spikec verify`` re-derives the integer graph without calibration and re-runs Lava against the source;
+    a written weight changed by one LSB fails it."""
+    from click.testing import CliRunner
+    from spikec.app.cli import main
+    from spikec.targets.lava.lower import load_network, save_network
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["compile", f"{LOIHI / 'model.py'}:small", "--weights", str(LOIHI / "checkpoint.pt"),
+                                    "--inputs", str(LOIHI / "inputs.npz"), "--target", "lava", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    ok = CliRunner().invoke(main, ["verify", str(out)])
+    assert ok.exit_code == 0 and "target_lava          ok" in ok.output, ok.output
+    net, arrays = load_network(out / "lava")
+    key = next(k for k in sorted(arrays) if k.endswith("weights"))
+    arrays[key] = arrays[key].copy()
+    arrays[key].flat[0] += 2  # one LSB of a mixed-sign mantissa
+    save_network(net, arrays, out / "lava")
+    bad = CliRunner().invoke(main, ["verify", str(out)])
+    assert bad.exit_code == 1, bad.output
