@@ -32,8 +32,13 @@ Stability: a time constant (``tau``, ``tau_syn``, ``tau_mem``) must be positive 
 (``1 - dt/tau``, Norse's ``1 - dt*(1/tau)``) within [0, 1]; otherwise the discretized neuron grows or
 flips sign every step, so the file is refused naming the node and the parameter unless
 ``allow_unstable=True`` (the CLI's ``--allow-unstable``).
+
+Conformance: a file nir's strict type check refuses (Rockpool's) is read leniently with inferred types and a
+warning (``conformance.read_nir``); ``NIRModel.nir_diagnostics`` holds the per-node findings of
+``conformance.nir_diagnostics`` (for ``report.json``'s ``frontend.nir_diagnostics``).
 """
 import re
+import warnings
 from pathlib import Path
 
 import nir
@@ -47,7 +52,8 @@ from spikec.frontend.registry import ConvertContext, register_converter
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.verify import verify
 from spikec.targets.nir import interpreter
-from spikec.targets.nir.interpreter import SCHEMES, inline, kind, read, schedule
+from spikec.targets.nir.conformance import nir_diagnostics, read_nir
+from spikec.targets.nir.interpreter import SCHEMES, inline, kind, schedule
 
 DT = 1e-4
 SCHEME = "snntorch"
@@ -451,8 +457,9 @@ def emit_nir(ctx: ConvertContext, graph: nir.NIRGraph, x: str, *, dt: float = DT
 def load_nir(path, dt: float = DT, scheme: str = SCHEME, input_kind: str = "binary",
              ceiling: int | None = None, allow_unstable: bool = False) -> Graph:
     """The spikec IR of a ``.nir`` file, discretized at ``dt`` with ``scheme`` (verified); unstable neuron
-    parameters are refused unless ``allow_unstable``."""
-    graph = read(path)
+    parameters are refused unless ``allow_unstable``. A file nir's strict type check refuses is read
+    leniently (``conformance.read_nir``: types inferred, a ``lenient_read`` warning)."""
+    graph, _ = read_nir(path)
     _, shape = _input_shape(graph)
     ctx = ConvertContext()
     node = Node("input", "input", (), TensorType(shape, input_kind, ceiling))
@@ -475,11 +482,15 @@ class NIRModel(nn.Module):
             raise BadInput(f"--dt must be positive, got {dt}")
         self.path, self.dt, self.scheme = str(path), float(dt), scheme
         self.allow_unstable = bool(allow_unstable)
-        self.graph = read(path)
+        self.graph, found = read_nir(path)  # lenient when nir's strict type check refuses the file
         self.input_name, self.input_shape = _input_shape(self.graph)
         self.output_names = [n for n, v in self.graph.nodes.items() if isinstance(v, nir.Output)]
         nodes, edges = inline(self.graph)
         schedule(nodes, edges)  # fail early on unreachable nodes
+        # the conformance findings, for report.json's frontend.nir_diagnostics (computed before the refusals below)
+        self.nir_diagnostics = found + nir_diagnostics(self.graph, self.dt, scheme)
+        for f in found:
+            warnings.warn(f"{self.path}: {f['message']}", stacklevel=2)
         check_stability(nodes, self.dt, scheme, self.allow_unstable)  # before forward runs a growing membrane
 
     def forward(self, x: torch.Tensor):
