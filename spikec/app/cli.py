@@ -318,6 +318,20 @@ def _dataset_lines(results: dict) -> list[str]:
     return lines
 
 
+@main.command("nir-check")
+@click.argument("nir_file", type=SafePath(dir_okay=False))
+@click.option("--dt", "nir_dt", type=click.FloatRange(min=0, min_open=True), default=1e-4, show_default=True,
+              help="time step the file is read at.")
+@click.option("--nir-scheme", type=click.Choice(["snntorch", "norse"]), default="snntorch", show_default=True,
+              help="discretization the file is read in.")
+@click.option("--json", "as_json", is_flag=True, help="print the findings as JSON.")
+@_guard
+def nir_check_cmd(nir_file, nir_dt, nir_scheme, as_json):
+    """Check a .nir file's conformance: one finding per line; exit 1 if one makes it unusable as is."""
+    from spikec.targets.nir.conformance import nir_check_command
+    return nir_check_command(nir_file, nir_dt, nir_scheme, as_json, say)
+
+
 def _on_sigterm(signum, frame):
     raise Interrupted(signum)
 
