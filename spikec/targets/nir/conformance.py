@@ -352,7 +352,8 @@ def exit_code(result: dict) -> int:
 
 
 def format_lines(result: dict) -> list[str]:
-    lines = [f"{f['severity']}: {f['node']}: {f['kind']}: {f['message']}" for f in result["findings"]]
+    one_line = lambda text: " ".join(str(text).split())  # a SpikecError's message has a remedy line
+    lines = [f"{f['severity']}: {f['node']}: {f['kind']}: {one_line(f['message'])}" for f in result["findings"]]
     errors = sum(f["severity"] == ERROR for f in result["findings"])
     verdict = "usable" if not errors else f"unusable as is ({errors} error{'s' if errors != 1 else ''})"
     return lines + [f"{result['file']}: {verdict} at dt = {result['dt']:g}, scheme {result['scheme']!r}"]
