@@ -7,7 +7,9 @@
 3. The real consumers, snnTorch's ``import_from_nir`` and Norse's ``from_nir``, run the same file where
    ``consumers.limits`` finds nothing they mishandle; their spikes are compared neuron by neuron.
 
-The export ``dt`` is 1e-4 (snnTorch's importer hard-codes it); ``options["nir_export_dt"]`` overrides it.
+The export's ``dt`` and scheme are those the graph was read at from NIR, else ``dt = 1e-4`` (snnTorch's importer
+hard-codes it) in the ``snntorch`` scheme; ``options["nir_consumer"]`` (``any`` | ``snntorch`` | ``norse``, default
+``any``) picks the form a consumer's importer honours (``forms``); ``options["nir_export_dt"]`` overrides the dt.
 ``report.target`` = ``{"name": "nir", "exact", "dt", "scheme", "consumers": {name: {"ran", "spike_exact",
 ...} | {"ran": false, "reason"}}, ...}``; ``ok`` = exact and every consumer that ran matched.
 The NIR frontend (``spikec compile model.nir``) is ``spikec.targets.nir.frontend``.
@@ -25,7 +27,7 @@ from spikec.compiler.ir import Graph
 from spikec.targets import TargetResult, register_target
 from spikec.targets.nir import consumers as consumers_mod
 from spikec.targets.nir import interpreter
-from spikec.targets.nir.export import DISCRETIZATION, DT, FIRING, SCHEME, export_graph
+from spikec.targets.nir.export import CONSUMER, DISCRETIZATION, DT, FIRING, SCHEME, export_graph
 
 FILE = "model.nir"
 
@@ -117,7 +119,11 @@ def check_file(path, graph: Graph, inputs, reference, dt: float = DT, scheme: st
     """Re-read ``path`` and check it: own interpreter (both schemes), then the consumers."""
     g = nir.read(path)
     mapping = _mapping(g)
-    dt = float(g.metadata.get("dt", dt)) if isinstance(g.metadata, dict) else dt
+    meta = g.metadata if isinstance(g.metadata, dict) else {}
+    dt = float(meta.get("dt", dt))
+    written = meta.get("scheme", scheme)
+    written = written.decode() if isinstance(written, bytes) else str(written)
+    scheme = written if written in interpreter.SCHEMES else scheme
     schemes = {}
     for s in interpreter.SCHEMES:
         run = interpreter.run(g, inputs, dt=dt, scheme=s)
@@ -128,6 +134,8 @@ def check_file(path, graph: Graph, inputs, reference, dt: float = DT, scheme: st
     counts = Counter(type(n).__name__ for n in g.nodes.values())
     report = {"name": "nir", "file": FILE, "exact": exact, "dt": dt, "scheme": scheme, "nir_version": nir.version,
               "discretization": DISCRETIZATION, "firing": FIRING, "interpreter": schemes,
+              "consumer": mapping.get("form", {}).get("consumer", CONSUMER),
+              "time_base": mapping.get("form", {}).get("time_base", ""),
               "nodes": dict(sorted(counts.items())), "edges": len(g.edges),
               "bit_exact_params": mapping.get("bit_exact_params"), "notes": mapping.get("notes", []),
               "min_firing_margin": _min_margin(graph, reference)}
@@ -142,13 +150,14 @@ def _ok(report: dict) -> bool:
 
 
 def nir_target(graph: Graph, inputs, reference, options) -> TargetResult:
-    dt = float((options or {}).get("nir_export_dt", DT))
-    ex = export_graph(graph, dt)  # raises UnsupportedOp naming the node it cannot express
+    options = options or {}
+    dt = options.get("nir_export_dt")
+    ex = export_graph(graph, None if dt is None else float(dt), options.get("nir_consumer") or CONSUMER)
     with tempfile.TemporaryDirectory(prefix="spikec-nir-") as tmp:
         path = Path(tmp) / FILE
         nir.write(path, ex.graph)
         data = path.read_bytes()
-        report = check_file(path, graph, inputs, reference, dt)
+        report = check_file(path, graph, inputs, reference, ex.form.dt, ex.form.scheme)
     report["ok"] = _ok(report)
 
     def write(dest: Path, data=data):

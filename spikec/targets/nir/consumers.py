@@ -46,8 +46,8 @@ def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
         k = _kind(node)
         where = f"node {name!r} ({k})"
         if k not in SNNTORCH_NODES:
-            snn.append(f"{where}: " + ("snnTorch imports IF as a Leaky with beta = 0.9" if k == "IF"
-                                       else "import_from_nir has no mapping for it (raises)"))
+            snn.append(f"{where}: " + (_snntorch_if(node) if k == "IF" else "import_from_nir has no mapping for it "
+                                                                            "(raises)"))
         if k not in NORSE_NODES:
             nor.append(f"{where}: from_nir has no mapping for it (drops it)")
         if k == "LIF":
@@ -75,7 +75,8 @@ def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
             if not np.allclose(node.v_reset, 0):
                 nor.append(f"{where}: v_reset != 0 (Norse resets to 0)")
         if k == "CubaLIF":
-            nor.append(f"{where}: Norse applies v_leak to the synapse and ignores v_reset; not checked here")
+            _cuba_limits(where, node, dt, snn, nor)
+    _subtract_reset_limits(graph, snn, nor)
     for name, node in graph.nodes.items():
         if isinstance(node, nir.NIRGraph):
             for lst in (snn, nor):
@@ -84,6 +85,41 @@ def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
         for lst in (snn, nor):
             lst.append("the graph has a cycle (feedback edge)")
     return out
+
+
+def _snntorch_if(node) -> str:
+    why = "snnTorch imports IF as a Leaky with beta = 0.9 and a subtract reset, not an integrator"
+    if not np.all(np.asarray(node.r) == 1):
+        why += "; and it asserts r = 1 (the import raises): export with the option nir_consumer='snntorch'"
+    return why
+
+
+def _cuba_limits(where, node, dt, snn, nor):
+    """What each importer does with a CubaLIF (read from snntorch/import_nir.py, norse/torch/utils/import_nir.py)."""
+    if not np.allclose(node.v_leak, 0):
+        snn.append(f"{where}: v_leak != 0 (snnTorch asserts v_leak = 0)")
+        nor.append(f"{where}: v_leak != 0 (Norse applies v_leak to the synapse too and starts both states at it)")
+    if not np.allclose(node.v_reset, 0):
+        snn.append(f"{where}: v_reset != 0 (snnTorch's Synaptic resets to 0)")
+        nor.append(f"{where}: v_reset != 0 (Norse resets to 0)")
+    if not np.allclose(node.r, node.tau_mem / 1e-4):
+        snn.append(f"{where}: r != tau_mem/dt (snnTorch asserts r = tau_mem/1e-4): export with the option "
+                   "nir_consumer='snntorch'")
+    w_scale = node.w_in * (1e-4 / node.tau_syn)
+    vthr = node.v_threshold if np.allclose(w_scale, 1.0) else node.v_threshold / w_scale
+    if not _uniform(vthr):
+        snn.append(f"{where}: v_threshold/(w_in dt/tau_syn) varies across neurons (snnTorch asserts one value)")
+
+
+def _subtract_reset_limits(graph, snn, nor):
+    """A subtract reset is written as LI/I -> Threshold -> feedback -> LI/I: name it as what it is."""
+    for name, node in graph.nodes.items():
+        if _kind(node) == "Threshold" and any(s == name and _reaches(graph, d, name) for s, d in graph.edges):
+            snn.append(f"node {name!r}: a subtract-reset neuron (LI/I + Threshold + a reset feedback cycle): "
+                       "snnTorch's import_from_nir has no subtract-reset neuron (its LIF and CubaLIF reset to zero) "
+                       "and no mapping for LI, I or Threshold")
+            nor.append(f"node {name!r}: a subtract-reset neuron (LI/I + Threshold + a reset feedback cycle): Norse's "
+                       "from_nir resets LIF to a value (reset_value) and drops LI, I and Threshold nodes")
 
 
 def _reaches(graph, start, goal) -> bool:

@@ -45,9 +45,10 @@ import numpy as np
 from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.ir import Graph, Node
 from spikec.ops.common import bn_scale_shift
+from spikec.targets.nir import forms
+from spikec.targets.nir.forms import CONSUMER, DT, SCHEME, Form, form_for, tau_for, threshold_for  # noqa: F401
 
-DT = 1e-4  # snnTorch's import_from_nir hard-codes it
-SCHEME = "snntorch"
+NEVER = float(np.finfo(np.float64).max)  # the threshold of a neuron read out as its membrane only (frontend)
 FORMAT = "spikec-nir"
 VERSION = 1
 FIRING = "strict: spike when v > v_threshold; the source's U >= theta is written as nextafter(theta, -inf)"
@@ -137,6 +138,7 @@ class Exported:
     outputs: dict[str, str]             # NIR Output node -> IR output node
     notes: list[str] = field(default_factory=list)
     bit_exact_params: bool = True       # importer arithmetic gives back beta and theta to the last bit
+    form: Form | None = None            # dt, scheme and consumer the file is written for
 
 
 def _refuse(node: Node, why: str, remedy: str = REMEDY):
@@ -145,37 +147,14 @@ def _refuse(node: Node, why: str, remedy: str = REMEDY):
                         remedy=remedy)
 
 
-def _ulps(x: np.ndarray, k: int) -> np.ndarray:
-    direction = np.inf if k > 0 else -np.inf
-    for _ in range(abs(k)):
-        x = np.nextafter(x, direction)
-    return x
-
-
-def _search(start: np.ndarray, ok, reach: int = 8) -> tuple[np.ndarray, bool]:
-    """Per element, the float nearest ``start`` (within ``reach`` ulps) for which ``ok`` holds."""
-    best, found = start.copy(), ok(start)
-    for k in [s * i for i in range(1, reach + 1) for s in (1, -1)]:
-        cand = _ulps(start, k)
-        hit = ok(cand) & ~found
-        best[hit], found = cand[hit], found | hit
-    return best, bool(found.all())
-
-
-def tau_for(beta: np.ndarray, dt: float) -> tuple[np.ndarray, bool]:
-    """``tau`` with ``1 - dt/tau == beta`` in float64 (as snnTorch's importer computes it), where one exists."""
-    with np.errstate(divide="ignore"):
-        return _search(dt / (1.0 - beta), lambda t: 1.0 - dt / t == beta)
-
-
-def threshold_for(target: np.ndarray, gain: np.ndarray) -> tuple[np.ndarray, bool]:
-    """``v`` with ``v / gain == target`` in float64 (snnTorch: ``v_threshold / (r*dt/tau)``)."""
-    return _search(target * gain, lambda v: v / gain == target)
-
-
 class _Exporter:
-    def __init__(self, graph: Graph, dt: float):
-        self.graph, self.dt = graph, dt
+    def __init__(self, graph: Graph, form: Form):
+        self.graph, self.form, self.dt = graph, form, form.dt
+        self.users: dict[str, list[str]] = {}
+        for n in graph.nodes:
+            for i in n.inputs:
+                self.users.setdefault(i, []).append(n.name)
+        self.synapses: dict[str, dict] = {}  # never-firing membrane read by one neuron only: a CubaLIF's current
         self.nodes: dict[str, nir.NIRNode] = {}
         self.edges: list[tuple[str, str]] = []
         self.sources: dict[str, list[str]] = {}
@@ -281,7 +260,7 @@ class _Exporter:
         if dupes:  # x + x: NIR forbids duplicate edges (handled by the add lowering; a safety net)
             raise UnsupportedOp(f"duplicate NIR edges {sorted(dupes)}", where="NIR export")
         graph = nir.NIRGraph(nodes=self.nodes, edges=self.edges, metadata={}, type_check=True)
-        return Exported(graph, self.sources, self.carriers, outputs, self.notes, self.exact_params)
+        return Exported(graph, self.sources, self.carriers, outputs, self.notes, self.exact_params, self.form)
 
     # -- neurons -----------------------------------------------------------------------------
     def hard_reset(self, node, beta, alpha, bias, theta, v_reset) -> str:
@@ -291,23 +270,17 @@ class _Exporter:
                           "by r and fires on v >= v_threshold, which cannot express the flipped comparison",
                     "compile for NIR with --passes none (the BatchNorm then stays a separate affine), or "
                     "train with a positive BatchNorm gamma before this neuron")
-        below = np.nextafter(theta, -np.inf)
         if (beta == 1).all():
             if (bias != 0).any():
                 _refuse(node, "a non-leaky (beta = 1) neuron with a bias: NIR IF has no constant input term")
-            r = alpha / self.dt
-            lif = nir.IF(r=r, v_threshold=below, v_reset=v_reset.copy())
-            self.notes.append(f"{node.name}: hard-reset IF (beta = 1) as NIR IF with r = alpha/dt")
+            lif, ok, how = forms.if_node(self.form, alpha, theta, v_reset)
+            self.exact_params &= ok
+            self.notes.append(f"{node.name}: hard-reset IF (beta = 1) as NIR IF with {how}")
             return self.add(node.name, lif, node.inputs)
         if (beta == 1).any():
             _refuse(node, "beta = 1 on some channels and < 1 on others: neither NIR LIF nor IF covers both")
-        tau, ok_tau = tau_for(beta, self.dt)
-        r = alpha.copy()
-        gain = (r * self.dt) / tau  # as snnTorch computes w_scale = r * dt / tau
-        target = below if (alpha == 1).all() else np.nextafter(theta / alpha, -np.inf)
-        v_th, ok_th = threshold_for(target, gain)
-        self.exact_params &= ok_tau and ok_th
-        lif = nir.LIF(tau=tau, r=r, v_leak=bias.copy(), v_threshold=v_th, v_reset=v_reset * (1.0 - beta))
+        lif, ok = forms.lif(self.form, beta, alpha, bias, theta, v_reset)
+        self.exact_params &= ok
         return self.add(node.name, lif, node.inputs)
 
     def subtract_reset(self, node, beta, alpha, bias, theta) -> tuple[str, str]:
@@ -462,6 +435,20 @@ def _tdm(ex: _Exporter, node: Node):
     ex.notes.append(f"{node.name}: TDM as (1+lambda) x_t + (-lambda) Delay(x)_t")
 
 
+def _synapse_of(ex: _Exporter, node: Node, beta, bias) -> bool:
+    """A never-firing membrane read-out whose one reader is a leaky hard-reset lif: a CubaLIF's current."""
+    users = ex.users.get(node.name, [])
+    if node.name in ex.graph.outputs or len(users) != 1 or (beta >= 1).any() or (bias != 0).any():
+        return False
+    user = ex.graph.node(users[0])
+    if user.op != "lif" or user.inputs != (node.name,) or user.attrs["reset"] != "zero":
+        return False
+    p = {k: ex.per_neuron(user, np.asarray(v, dtype=np.float64)) for k, v in user.params.items()}
+    reads_membrane = user.attrs.get("output", "spikes") == "membrane"
+    return bool(((p["beta"] >= 0) & (p["beta"] < 1)).all() and (p["alpha"] > 0).all()
+                and (not reads_membrane or (p["threshold"] >= NEVER).all()))
+
+
 @lowering("lif")
 def _lif(ex: _Exporter, node: Node):
     p = {k: np.asarray(v, dtype=np.float64) for k, v in node.params.items()}
@@ -476,11 +463,27 @@ def _lif(ex: _Exporter, node: Node):
     if reset == "subtract" and (beta == 0).all():
         reset = "zero"  # no memory: the reset never reaches the next step (and v_reset is unused)
         v_reset = np.zeros_like(v_reset)
+    syn = ex.synapses.pop(node.inputs[0], None)
+    if syn is not None:  # the membrane of a CubaLIF (CubaLI when it never fires) fed by its current
+        fire = not (membrane and (theta >= NEVER).all())
+        mem = {"beta": beta, "alpha": alpha, "bias": bias, "theta": theta, "v_reset": v_reset}
+        cuba, ok = forms.cuba(ex.form, syn, mem, fire)
+        ex.exact_params &= ok
+        ex.notes.append(f"{node.name}: its current {node.inputs[0]!r} and membrane as NIR {type(cuba).__name__}")
+        return ex.single(node, ex.add(node.name, cuba, syn["inputs"]))
+    if reset == "zero" and membrane and (theta >= NEVER).all():  # never fires: a leaky integrator
+        if _synapse_of(ex, node, beta, bias):
+            ex.synapses[node.name] = {"beta": beta, "alpha": alpha, "inputs": node.inputs}
+            ex.sources[node.name] = []
+            return None
+        state, ok = forms.li(ex.form, beta, alpha, bias)
+        ex.exact_params &= ok
+        return ex.single(node, ex.add(node.name, state, node.inputs))
     key = ("lif", node.inputs, tuple(sorted((k, v.tobytes()) for k, v in p.items())), node.attrs["reset"])
     known = ex.neurons.setdefault(key, {})
     if reset == "zero":
         if membrane:
-            _refuse(node, "the membrane of a hard-reset neuron is not an output of a NIR neuron",
+            _refuse(node, "the membrane of a hard-reset neuron that can fire is not an output of a NIR neuron",
                     "read the membrane of a subtract-reset neuron, or read spikes")
         if "spikes" in known:
             return ex.single(node, known["spikes"])
@@ -492,26 +495,27 @@ def _lif(ex: _Exporter, node: Node):
     ex.single(node, known["membrane" if membrane else "spikes"])
 
 
-def export(graph: Graph, dt: float = DT) -> Exported:
-    """Export ``graph`` (the IR after passes) to NIR; raises UnsupportedOp naming the first inexpressible node."""
-    if not dt > 0:
-        raise UnsupportedOp(f"dt must be positive, got {dt}", where="NIR export")
-    return _Exporter(graph, dt).run()
+def export(graph: Graph, dt: float | None = None, consumer: str = CONSUMER) -> Exported:
+    """Export ``graph`` (the IR after passes) to NIR in the form ``forms.form_for`` picks (its source's dt and
+    scheme, or the default; ``consumer``'s form); raises UnsupportedOp naming the first inexpressible node."""
+    return _Exporter(graph, form_for(graph, dt, consumer)).run()
 
 
-def metadata(graph: Graph, ex: Exported, dt: float) -> dict:
+def metadata(graph: Graph, ex: Exported, dt: float | None = None) -> dict:
     """What a reader needs to run the file as the source ran: dt, discretization, firing convention, names."""
     import json
+    form = ex.form or form_for(graph, dt)
     mapping = {"carriers": ex.carriers, "sources": {k: v for k, v in ex.sources.items()}, "outputs": ex.outputs,
                "output_shapes": {o: list(graph.node(o).type.shape) for o in graph.outputs},
-               "notes": ex.notes, "bit_exact_params": ex.bit_exact_params}
-    return {"format": FORMAT, "version": VERSION, "dt": float(dt), "time_unit": "s", "scheme": SCHEME,
+               "notes": ex.notes, "bit_exact_params": ex.bit_exact_params,
+               "form": {"consumer": form.consumer, "time_base": form.origin}}
+    return {"format": FORMAT, "version": VERSION, "dt": float(form.dt), "time_unit": "s", "scheme": form.scheme,
             "discretization": DISCRETIZATION, "firing": FIRING, "initial_state": "all neuron states start at 0",
             "source": str(graph.meta.get("source", "")), "spikec": json.dumps(mapping, sort_keys=True)}
 
 
-def export_graph(graph: Graph, dt: float = DT) -> Exported:
+def export_graph(graph: Graph, dt: float | None = None, consumer: str = CONSUMER) -> Exported:
     """``export`` with the graph's metadata filled in (what the NIR target writes)."""
-    ex = export(graph, dt)
-    ex.graph.metadata = metadata(graph, ex, dt)
+    ex = export(graph, dt, consumer)
+    ex.graph.metadata = metadata(graph, ex)
     return ex
