@@ -242,3 +242,31 @@ def test_the_other_readable_paper_files_compile(name, tmp_path):
 def test_check_file_agrees_with_the_cli():
     result = check_file(PAPER / "lif_norse.nir", DT, "norse")
     assert result["compiles"] and result["findings"][0]["kind"] == "discretization"
+
+
+# -- the consumer behaviours the findings name, probed in the installed packages ---------------------------------
+
+def test_nirtorch_default_affine_map_drops_the_bias():
+    mapping = pytest.importorskip("nirtorch.nir_interpreter")
+    module = mapping._default_map_affine(nir.Affine(weight=np.eye(2, dtype=np.float32),
+                                                    bias=np.full(2, 5.0, dtype=np.float32)))
+    assert not torch.allclose(module(torch.zeros(2)), torch.full((2,), 5.0))  # torch's random bias, not 5
+
+
+def test_snntorch_reads_if_as_a_leaky_neuron():
+    pytest.importorskip("snntorch")
+    import snntorch as snn
+    from snntorch.import_nir import _nir_to_snntorch_module
+    mod = _nir_to_snntorch_module(nir.IF(r=np.ones(N), v_threshold=np.ones(N), v_reset=np.zeros(N)))
+    assert isinstance(mod, snn.Leaky) and float(mod.beta) == pytest.approx(0.9)
+
+
+def test_norse_to_nir_writes_dt_times_tau_and_the_finding_names_it():
+    norse = pytest.importorskip("norse.torch")
+    cell = norse.SequentialState(torch.nn.Linear(1, 1, bias=False), norse.LIFBoxCell(
+        p=norse.LIFBoxParameters(tau_mem_inv=torch.tensor([400.0]), v_th=torch.tensor([0.1]),
+                                 v_leak=torch.tensor([0.0])), dt=DT))
+    written = norse.to_nir(cell, torch.zeros(1, 1), dt=DT)
+    lif_node = next(v for v in written.nodes.values() if isinstance(v, nir.LIF))
+    assert float(np.asarray(lif_node.tau).ravel()[0]) == pytest.approx(DT / 400)  # not 1/400 = 0.0025
+    assert "norse_tau_convention" in {f["kind"] for f in nir_diagnostics(written, DT, "norse")}
