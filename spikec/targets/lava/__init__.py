@@ -343,4 +343,10 @@ def load(outdir) -> Deployed:
     return Deployed(outdir)
 
 
+def network(outdir, batch: int = 1, steps: int | None = None):
+    """``outdir``'s Lava network as Lava processes, its input and output ports, and ``run`` (``network_api.py``)."""
+    from spikec.targets.lava.network_api import network as build_network
+    return build_network(outdir, batch, steps)
+
+
 register_target("lava", compile_lava, verify=verify_lava)

@@ -1,0 +1,125 @@
+"""``spikec.targets.lava.network(OUTDIR)``: the deployed network as Lava processes with its ports.
+
+The README's example runs, as written (OUTDIR swapped for a small compiled one), in a process of its own and in a
+session of its own: its outputs equal the integer reference bit for bit, and it leaves no process behind. Port
+names and shapes follow ``network.json``; batches, sub-step schedules and host partitions run bit-exact too.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spikec.targets.lava import lava_available
+
+REASON = lava_available()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"Lava does not import here: {REASON}")
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+MODELS = HERE / "models.py"
+
+
+def readme_example() -> str:
+    text = (REPO / "README.md").read_text()
+    start = text.index("spikec.targets.lava.network(OUTDIR)")
+    block = re.search(r"```python\n(.*?)\n\s*```", text[start:], re.S).group(1)
+    return "\n".join(line[2:] if line.startswith("  ") else line for line in block.splitlines())
+
+
+def compiled(tmp_path, factory, batch=2, seed=1):
+    from spikec.app.driver import CompileOptions, compile_model, write_outdir
+    c = compile_model(CompileOptions(model=f"{MODELS}:{factory}", target="lava", batch=batch, seed=seed))
+    assert c.report["target"]["bit_exact"]
+    return write_outdir(tmp_path / "out", c)
+
+
+def _session_members(sid: int) -> list[int]:
+    from spikec.targets.lava.supervisor import members
+    return members(sid)
+
+
+def test_the_readme_example_runs_bit_exact_and_leaves_nothing(tmp_path):
+    out = compiled(tmp_path, "conv_mixed")
+    code = readme_example()
+    assert "Loihi2SimCfg" in code and "net.run(" in code
+    code = code.replace("build/demo", str(out)).replace('y["head.1"]', 'y[net.output_names[0]]')
+    code += f"\nnp.savez({str(tmp_path / 'y.npz')!r}, **y)\n"
+    script = tmp_path / "example.py"
+    script.write_text(code)
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        time.sleep(0.5)
+        left = _session_members(proc.pid)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert not left, f"the example left Lava processes behind: {left}"
+    assert stdout.strip().splitlines()[-1] == "True", stdout
+    from spikec.targets.lava import load
+    x = np.load(out / "io.npz")["input"][:, :1]
+    with np.load(tmp_path / "y.npz") as z:
+        y = {k: z[k] for k in z.files}
+    ref = load(out)(x)
+    assert list(y) == ["layers.4.1"] and np.array_equal(y["layers.4.1"], ref) and ref.any()
+
+
+def test_ports_follow_the_written_network(tmp_path):
+    from spikec.targets.lava import load_deployed, network
+    out = compiled(tmp_path, "conv_mixed")
+    _, spec, _ = load_deployed(out)
+    net = network(out, batch=3)
+    assert list(net.processes) == [p["name"] for p in spec["processes"]]
+    assert {n: [p.shape for p in ports] for n, ports in net.inputs.items()} == {"input": [(7, 9, 6)]}  # (W, H, 3*C)
+    assert net.input_shapes == {"input": (7, 9, 6)} and not net.flattened
+    assert {n: p.shape for n, p in net.outputs.items()} == {"layers.1": (6, 9, 18), "layers.3": (2, 5, 24),
+                                                            "layers.4.1": (12,)}   # 3 samples folded
+    assert net.output_names == ["layers.4.1"] and net.period == 1
+    assert net.starts == {"layers.1": 1, "layers.3": 2, "layers.4.1": 3}
+    kinds = {n: type(p).__name__ for n, p in net.processes.items()}
+    assert kinds == {"layers.0.0": "Conv", "layers.1": "LIF", "layers.2.0": "Conv", "layers.3": "SpikecLIF",
+                     "layers.4.1.synapse": "Dense", "layers.4.1": "Readout"}, kinds
+
+
+@pytest.mark.parametrize("factory", ["dense_soft", "intfire_dense", "host_partition"])
+def test_run_equals_the_integer_reference_batched(tmp_path, factory):
+    """Run in a child process (Lava forks its workers from it): every recorded output, all samples at once."""
+    out = compiled(tmp_path, factory, batch=2, seed=3)
+    code = (f"import numpy as np\nimport spikec.targets.lava as L\nnet = L.network({str(out)!r}, batch=2)\n"
+            f"x = np.load({str(out / 'io.npz')!r})['input']\n"
+            f"np.savez({str(tmp_path / 'y.npz')!r}, **net.run(x, record=list(net.outputs)), period=net.period)\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                       start_new_session=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    from spikec.compiler.interpreter import run
+    from spikec.targets.lava import load_deployed
+    from spikec.targets.lava.ops import with_readouts
+    q, spec, _ = load_deployed(out)
+    x = np.load(out / "io.npz")["input"].astype(np.int64)
+    trace = run(with_readouts(q), {q.inputs[0].name: x}, integer=True)
+    with np.load(tmp_path / "y.npz") as z:
+        y = {k: z[k] for k in z.files}
+    for rec in spec["recorded"]:
+        assert np.array_equal(y[rec["name"]], trace.values[rec["ir_node"]]), rec["name"]
+    print(f"\n{factory}: period {int(y['period'])}, {len(spec['recorded'])} outputs bit-exact")
+
+
+def test_a_network_runs_once_and_checks_its_batch(tmp_path):
+    from spikec.compiler.errors import BadInput
+    from spikec.targets.lava import network
+    out = compiled(tmp_path, "dense_soft")
+    net = network(out, batch=2)
+    x = np.load(out / "io.npz")["input"]
+    with pytest.raises(BadInput, match="built for 2"):
+        net.encode("input", x[:, :1])
+    net._ran = True
+    with pytest.raises(BadInput, match="run already"):
+        net.run(x)
