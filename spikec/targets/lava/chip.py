@@ -67,7 +67,8 @@ def readiness(net: dict) -> dict:
 
 def line(r: dict) -> str:
     """One line for the CLI summary."""
-    text = f"chip-ready: {r['chip_ready']} of {r['processes']} processes are standard Lava processes with Loihi 2 models"
+    text = (f"chip-ready: {r['chip_ready']} of {r['processes']} processes are standard Lava processes with "
+            "Loihi 2 models")
     if r["cpu_only"]:
         names = [f"{c['name']} ({c['type']})" for c in r["cpu_only_processes"]]
         text += (f"; CPU-only (spikec custom, no Loihi 2 model): {', '.join(names[:6])}"
