@@ -270,3 +270,12 @@ def test_norse_to_nir_writes_dt_times_tau_and_the_finding_names_it():
     lif_node = next(v for v in written.nodes.values() if isinstance(v, nir.LIF))
     assert float(np.asarray(lif_node.tau).ravel()[0]) == pytest.approx(DT / 400)  # not 1/400 = 0.0025
     assert "norse_tau_convention" in {f["kind"] for f in nir_diagnostics(written, DT, "norse")}
+
+
+def test_every_nir_compile_reports_its_diagnostics():
+    from spikec.app.driver import CompileOptions, compile_model
+    paper = Path(__file__).resolve().parents[2] / "fixtures" / "nir_paper" / "lif_norse.nir"
+    report = compile_model(CompileOptions(str(paper), steps=4, batch=1)).report
+    kinds = {d["kind"] for d in report["frontend"]["nir_diagnostics"]}
+    assert "discretization" in kinds and all({"node", "kind", "message"} <= set(d)
+                                             for d in report["frontend"]["nir_diagnostics"])
