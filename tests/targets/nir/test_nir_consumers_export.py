@@ -1,0 +1,216 @@
+"""NIR export that the consumers reproduce: the source's own dt and parameterisation, a form per consumer.
+
+A graph read from NIR is written back at the dt and scheme it was read at; ``nir_consumer`` (a target option)
+picks the form snnTorch's ``import_from_nir`` or Norse's ``from_nir`` honours. The importers run here as they
+ship (no mocks): a missing package skips with the reason.
+"""
+from pathlib import Path
+
+import nir
+import numpy as np
+import pytest
+
+from spikec.compiler.errors import BadInput
+from spikec.compiler.interpreter import run
+from spikec.frontend import ConvertContext
+from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.compiler.verify import verify
+from spikec.targets.nir import consumers, interpreter, nir_target
+from spikec.targets.nir.export import export_graph
+from spikec.targets.nir.frontend import load_nir
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = HERE.parents[1] / "fixtures" / "nir_paper"
+LIF_NORSE = FIXTURES / "lif_norse.nir"
+
+pytest.importorskip("snntorch", reason="snnTorch 1.0.0 is a test dependency (pip install snntorch==1.0.0)")
+pytest.importorskip("norse.torch", reason="Norse 1.1.0 is a test dependency "
+                    "(pip install --no-deps norse==1.1.0 nirtorch==2.6)")
+
+
+def spikes(shape, steps=40, batch=3, p=0.5, seed=0):
+    return (np.random.default_rng(seed).random((steps, batch, *shape)) < p).astype(float)
+
+
+def target(graph, x, **options):
+    """The NIR target on ``graph`` (as the driver calls it), and the file it writes."""
+    result = nir_target(graph, x, run(graph, x), options)
+    return result.report, result.files["model.nir"]
+
+
+def written(tmp_path, files, name="model.nir") -> Path:
+    path = tmp_path / name
+    files(path)
+    return path
+
+
+def param(node, name) -> np.ndarray:
+    return np.asarray(getattr(node, name), dtype=np.float64)
+
+
+# -- a Norse-scheme file is written back as Norse reads it ---------------------------------------------------
+def test_norse_scheme_lif_reexport_reproduces_norse_spikes(tmp_path):
+    """lif_norse.nir read at dt = 1e-3 in Norse's scheme: the re-export is the file's own parameterisation at
+    dt = 1e-3, and Norse's importer gives the same spikes on it as on the original (it gave 34 for 4 before)."""
+    graph = load_nir(LIF_NORSE, dt=1e-3, scheme="norse")
+    x = np.random.default_rng(0).choice([0.0, 0.05, 0.1, 0.2], size=(60, 4, 1))
+    report, files = target(graph, x)
+    assert report["dt"] == 1e-3 and report["scheme"] == "norse" and report["exact"] is True
+    assert "read from NIR at dt = 0.001" in report["time_base"]
+    path = written(tmp_path, files)
+    original, again = nir.read(LIF_NORSE), nir.read(path)
+    lif0, lif1 = original.nodes["1"], again.nodes["n1"]
+    for name in ("tau", "r", "v_leak", "v_threshold", "v_reset"):  # the file's own values, bit for bit
+        np.testing.assert_array_equal(param(lif1, name), param(lif0, name).astype(np.float64), err_msg=name)
+    y0, _ = consumers.run_consumer("norse", LIF_NORSE, x, 1e-3, (1,))
+    y1, _ = consumers.run_consumer("norse", path, x, 1e-3, (1,))
+    assert y0.sum() > 0 and (y0 == 0).any(), "the test input must both fire and stay silent"
+    np.testing.assert_array_equal(y1, y0)
+    norse = report["consumers"]["norse"]
+    assert norse["ran"] is True and norse["spike_exact"] is True and norse["call"].endswith("dt=0.001)")
+    assert report["consumers"]["snntorch"]["ran"] is False and "1e-4" in report["consumers"]["snntorch"]["reason"]
+
+
+def test_norse_scheme_graph_for_snntorch_is_written_at_snntorchs_dt(tmp_path):
+    graph = load_nir(LIF_NORSE, dt=1e-3, scheme="norse")
+    x = np.random.default_rng(1).choice([0.0, 0.1, 0.2], size=(50, 3, 1))
+    report, _ = target(graph, x, nir_consumer="snntorch")
+    assert report["dt"] == 1e-4 and report["scheme"] == "snntorch" and report["exact"] is True
+    snn = report["consumers"]["snntorch"]
+    assert snn["ran"] is True and snn["spike_exact"] is True and snn["spike_count"] > 0
+
+
+def test_unknown_consumer_is_refused():
+    graph = load_nir(LIF_NORSE, dt=1e-3, scheme="norse")
+    with pytest.raises(BadInput, match="unknown NIR consumer"):
+        export_graph(graph, consumer="loihi")
+
+
+# -- IF: r = 1 for snnTorch, dt*r = 1 for Norse ----------------------------------------------------------------
+def if_graph(alpha=1.0):
+    ctx = ConvertContext()
+    node = Node("input", "input", (), TensorType((5,), "binary"))
+    ctx.nodes.append(node)
+    ctx.types["input"] = node.type
+    w = np.random.default_rng(3).normal(0.3, 0.4, (4, 5))
+    y = ctx.emit("fc", "linear", ["input"], {}, {"weight": w, "bias": np.zeros(4)})
+    out = ctx.emit("if1", "lif", [y], {"reset": "zero"},
+                   {"beta": 1.0, "alpha": alpha, "bias": 0.0, "threshold": 1.0, "v_reset": 0.0})
+    return verify(Graph(tuple(ctx.nodes), (out,)))
+
+
+def test_if_for_snntorch_has_r_1_and_snntorch_imports_it(tmp_path):
+    graph = if_graph()
+    x = spikes((5,), seed=4)
+    report, files = target(graph, x, nir_consumer="snntorch")
+    assert report["exact"] is True and report["scheme"] == "snntorch" and report["dt"] == 1e-4
+    path = written(tmp_path, files)
+    node = nir.read(path).nodes["if1"]
+    np.testing.assert_array_equal(param(node, "r"), 1.0)
+    from snntorch.import_nir import import_from_nir
+    module = import_from_nir(nir.read(path))  # raised "r != 1 not supported" on r = 1/dt
+    assert module is not None
+    snn = report["consumers"]["snntorch"]  # it imports, but as a leaky subtract-reset Leaky: said, not run
+    assert snn["ran"] is False and "beta = 0.9" in snn["reason"] and "asserts r = 1" not in snn["reason"]
+
+
+def test_if_default_form_is_norses_and_norse_reproduces_it(tmp_path):
+    graph = if_graph()
+    x = spikes((5,), seed=5)
+    report, files = target(graph, x)
+    node = nir.read(written(tmp_path, files)).nodes["if1"]
+    assert np.all(param(node, "r") * report["dt"] == 1.0)
+    assert report["exact"] is True
+    assert report["consumers"]["norse"]["ran"] is True and report["consumers"]["norse"]["spike_exact"] is True
+    assert "asserts r = 1" in report["consumers"]["snntorch"]["reason"]
+    from snntorch.import_nir import import_from_nir
+    with pytest.raises(AssertionError, match="r != 1"):  # the reason is true
+        import_from_nir(nir.read(written(tmp_path, files, "again.nir")))
+
+
+def test_if_read_from_nir_round_trips(tmp_path):
+    """An IF file (r = 1/dt, as Norse runs it) read in either scheme is written back with the same behaviour."""
+    src = tmp_path / "if.nir"
+    w = np.random.default_rng(6).normal(0.3, 0.4, (4, 5))
+    nir.write(src, nir.NIRGraph.from_list(nir.Affine(w, np.zeros(4)), nir.IF(r=np.full(4, 1e4),
+                                                                            v_threshold=np.full(4, 1.0))))
+    x = spikes((5,), seed=7)
+    for scheme in ("snntorch", "norse"):
+        graph = load_nir(src, dt=1e-4, scheme=scheme)
+        path = tmp_path / f"back_{scheme}.nir"
+        nir.write(path, export_graph(graph).graph)
+        back = nir.read(path)
+        assert back.metadata["scheme"] == scheme and back.metadata["dt"] == 1e-4
+        before = interpreter.run(src, x, dt=1e-4, scheme=scheme).values["output"]
+        after = interpreter.run(path, x, dt=1e-4, scheme=scheme).values["output"]
+        assert before.sum() > 0
+        np.testing.assert_array_equal(after, before)
+
+
+# -- CubaLIF: read -> export -> read -------------------------------------------------------------------------
+def cuba_file(path, n_in=5, n=4):
+    rng = np.random.default_rng(8)
+    cuba = nir.CubaLIF(tau_syn=np.full(n, 2e-3, dtype=np.float32), tau_mem=np.full(n, 5e-3, dtype=np.float32),
+                       r=np.ones(n, dtype=np.float32), v_leak=np.zeros(n, dtype=np.float32),
+                       v_threshold=np.full(n, 0.05, dtype=np.float32), v_reset=np.zeros(n, dtype=np.float32),
+                       w_in=np.ones(n, dtype=np.float32))
+    nir.write(path, nir.NIRGraph.from_list(nir.Affine(rng.normal(0.5, 0.5, (n, n_in)).astype(np.float32),
+                                                      np.zeros(n, dtype=np.float32)), cuba))
+    return path
+
+
+@pytest.mark.parametrize("scheme", ["snntorch", "norse"])
+def test_cubalif_round_trip(scheme, tmp_path):
+    src = cuba_file(tmp_path / "cuba.nir")
+    dt = 1e-3 if scheme == "norse" else 1e-4
+    graph = load_nir(src, dt=dt, scheme=scheme)
+    x = spikes((5,), steps=60, seed=9)
+    report, files = target(graph, x)
+    assert report["exact"] is True and report["nodes"].get("CubaLIF") == 1 and "LI" not in report["nodes"]
+    path = written(tmp_path, files)
+    assert nir.read(path).metadata["dt"] == dt and nir.read(path).metadata["scheme"] == scheme
+    before = interpreter.run(src, x, dt=dt, scheme=scheme).values["output"]
+    after = interpreter.run(path, x, dt=dt, scheme=scheme).values["output"]
+    assert before.sum() > 0 and (before == 0).any()
+    np.testing.assert_array_equal(after, before)
+    again = load_nir(path, dt=dt, scheme=scheme)  # read -> export -> read: the same IR behaviour
+    np.testing.assert_array_equal(run(again, x).values[again.outputs[0]], run(graph, x).values[graph.outputs[0]])
+
+
+def test_cubalif_norse_scheme_reproduced_by_norse(tmp_path):
+    src = cuba_file(tmp_path / "cuba.nir")
+    graph = load_nir(src, dt=1e-3, scheme="norse")
+    x = spikes((5,), steps=60, seed=10)
+    report, _ = target(graph, x, nir_consumer="norse")
+    norse = report["consumers"]["norse"]
+    assert norse["ran"] is True and norse["spike_exact"] is True and norse["spike_count"] > 0
+
+
+def test_cubalif_for_snntorch_is_run_by_snntorch(tmp_path):
+    src = cuba_file(tmp_path / "cuba.nir")
+    graph = load_nir(src, dt=1e-4, scheme="snntorch")
+    x = spikes((5,), steps=60, seed=11)
+    report, files = target(graph, x, nir_consumer="snntorch")
+    node, = [v for v in nir.read(written(tmp_path, files)).nodes.values() if isinstance(v, nir.CubaLIF)]
+    np.testing.assert_allclose(param(node, "r") * 1e-4 / param(node, "tau_mem"), 1.0, rtol=1e-15)
+    snn = report["consumers"]["snntorch"]
+    assert snn["ran"] is True and snn["spike_exact"] is True and snn["spike_count"] > 0
+
+
+# -- a neuron no consumer can express: said per consumer, exact in spikec's interpreter -----------------------
+def test_subtract_reset_is_reported_per_consumer():
+    ctx = ConvertContext()
+    node = Node("input", "input", (), TensorType((6,), "binary"))
+    ctx.nodes.append(node)
+    ctx.types["input"] = node.type
+    y = ctx.emit("fc", "linear", ["input"], {}, {"weight": np.random.default_rng(12).normal(0.4, 0.3, (3, 6))})
+    out = ctx.emit("soft", "lif", [y], {"reset": "subtract"},
+                   {"beta": 0.75, "alpha": 1.0, "bias": 0.0, "threshold": 1.0, "v_reset": 0.0})
+    graph = verify(Graph(tuple(ctx.nodes), (out,)))
+    x = spikes((6,), seed=13)
+    assert run(graph, x).values["soft"].sum() > 0
+    report, _ = target(graph, x)
+    assert report["exact"] is True
+    snn, nor = report["consumers"]["snntorch"], report["consumers"]["norse"]
+    assert snn["ran"] is False and "subtract-reset neuron" in snn["reason"] and "reset to zero" in snn["reason"]
+    assert nor["ran"] is False and "subtract-reset neuron" in nor["reason"] and "drops LI" in nor["reason"]
