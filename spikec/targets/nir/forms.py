@@ -10,15 +10,18 @@ is written back at them. A graph traced from PyTorch is written at ``DT = 1e-4``
 * ``"snntorch"``: ``dt = 1e-4`` (snnTorch's importer hard-codes it), scheme ``snntorch``; ``IF`` with ``r = 1``
   (snnTorch asserts it), ``CubaLIF`` with ``r dt/tau_mem = 1`` and ``w_in dt/tau_syn = 1``.
 * ``"norse"``: the source's ``dt`` (``from_nir(graph, dt=dt)``), scheme ``norse`` (Norse's Euler step); ``LIF``
-  with ``r = 1`` where the source's input gain is ``dt/tau`` (Norse's LIF has no ``r``), ``IF`` with ``dt*r = 1``.
+  with ``r = 1`` (Norse's LIF has no ``r``), ``IF`` with ``dt*r = 1`` (Norse's IF adds its input unscaled).
 
 Per scheme the neuron ``U = beta H + alpha X + bias`` (``v_th`` = ``nextafter(theta, -inf)``, fired on ``>``):
 
 * ``snntorch``: ``tau`` with ``1 - dt/tau == beta``; the state is in units of the input (``U / alpha``), the
   threshold and reset divided by the input gain ``g = r dt/tau`` (searched so the importer's float64 gives back
   the IR's values).
-* ``norse``: ``tau`` with ``1 - dt*(1/tau) == beta`` (and ``dt*(1/tau) == alpha`` when that makes ``r = 1``),
-  ``r = alpha/(dt/tau)``, ``v_leak = bias/(dt/tau)``: the state is ``U`` itself.
+* ``norse``: ``tau`` with ``1 - dt*(1/tau) == beta`` (and ``dt*(1/tau) == alpha`` where one exists: a graph read
+  in Norse's scheme gets its file's own ``tau``), ``r = 1``, ``v_leak = bias/(dt/tau)``: the state is ``U`` itself
+  where ``alpha = dt/tau``, else ``c U`` with ``c = (dt/tau)/alpha`` (threshold, reset and ``v_leak`` scaled by
+  ``c``: equal in exact arithmetic, ``bit_exact_params`` false). A CubaLIF keeps ``w_in`` and ``r`` (Norse
+  honours both); an IF has ``dt*r = 1`` and the state ``U/alpha``.
 """
 from dataclasses import dataclass
 
@@ -125,10 +128,12 @@ def norse_leak(beta, alpha, dt: float) -> tuple[np.ndarray, np.ndarray, bool]:
 def lif(form: Form, beta, alpha, bias, theta, v_reset) -> tuple[nir.NIRNode, bool]:
     """A hard-reset LIF (``0 <= beta < 1``) in ``form``; the flag: the readers give back beta and theta."""
     dt, below = form.dt, np.nextafter(theta, -np.inf)
-    if form.scheme == "norse":
+    if form.scheme == "norse":  # Norse's LIF has no r: where r != 1 the state is scaled by c = (dt/tau)/alpha
         tau, r, ok = norse_leak(beta, alpha, dt)
         a = dt * (1 / tau)
-        return nir.LIF(tau=tau, r=r, v_leak=bias / a, v_threshold=below, v_reset=v_reset.copy()), ok
+        c = np.where(r == 1, 1.0, 1.0 / r)
+        return nir.LIF(tau=tau, r=np.ones_like(r), v_leak=c * bias / a, v_threshold=c * below,
+                       v_reset=c * v_reset), ok and bool((r == 1).all())
     tau, ok_tau = tau_for(beta, dt)
     r = alpha.copy()
     gain = (r * dt) / tau  # as snnTorch computes w_scale = r * dt / tau
@@ -141,14 +146,18 @@ def lif(form: Form, beta, alpha, bias, theta, v_reset) -> tuple[nir.NIRNode, boo
 def if_node(form: Form, alpha, theta, v_reset) -> tuple[nir.IF, bool, str]:
     """A hard-reset IF (``beta = 1``, no bias) in ``form``: ``(node, exact params, note)``."""
     dt, below = form.dt, np.nextafter(theta, -np.inf)
-    if form.scheme == "norse":  # v <- v + (dt*r) I: dt*r is the IR's alpha
-        r, found = search(alpha / dt, lambda r: dt * r == alpha)
-        return nir.IF(r=r, v_threshold=below, v_reset=v_reset.copy()), bool(found.all()), "dt*r = alpha"
+    if form.scheme == "norse":  # v <- v + (dt*r) I with dt*r = 1, as Norse's IF adds its input: v = U/alpha
+        r, found = search(np.full_like(alpha, 1 / dt), lambda r: dt * r == 1.0)
+        exact = bool(found.all() and (alpha == 1).all())
+        if exact:
+            return nir.IF(r=r, v_threshold=below, v_reset=v_reset.copy()), True, "dt*r = 1"
+        return nir.IF(r=r, v_threshold=np.nextafter(theta / alpha, -np.inf), v_reset=v_reset / alpha), False, \
+            "dt*r = 1, the state scaled by 1/alpha"
     if form.consumer == "snntorch":
         r, note = np.ones_like(alpha), "r = 1 (snnTorch asserts it)"
-    else:  # dt*r = 1 where alpha = 1: the IF Norse's importer runs (it adds its input unscaled)
-        r, _ = search(alpha / dt, lambda r: r * dt == alpha)
-        note = "r = alpha/dt"
+    else:  # dt*r = 1: the IF Norse's importer runs (it adds its input unscaled); the state is U/alpha
+        r, _ = search(np.full_like(alpha, 1 / dt), lambda r: r * dt == 1.0)
+        note = "dt*r = 1"
     gain = r * dt  # snnTorch's scheme: u <- u + I, fire u > v_threshold/(r dt): u is U/alpha
     target = below if (alpha == 1).all() else np.nextafter(theta / alpha, -np.inf)
     v_th, ok_th = threshold_for(target, gain)

@@ -214,3 +214,24 @@ def test_subtract_reset_is_reported_per_consumer():
     snn, nor = report["consumers"]["snntorch"], report["consumers"]["norse"]
     assert snn["ran"] is False and "subtract-reset neuron" in snn["reason"] and "reset to zero" in snn["reason"]
     assert nor["ran"] is False and "subtract-reset neuron" in nor["reason"] and "drops LI" in nor["reason"]
+
+
+def test_pytorch_graph_for_norse_has_r_1_and_norse_reproduces_it(tmp_path):
+    """A traced graph (alpha = 1, beta = 0.9): Norse's form keeps r = 1 and scales the state by dt/tau."""
+    ctx = ConvertContext()
+    node = Node("input", "input", (), TensorType((6,), "binary"))
+    ctx.nodes.append(node)
+    ctx.types["input"] = node.type
+    y = ctx.emit("fc", "linear", ["input"], {}, {"weight": np.random.default_rng(14).normal(0.3, 0.4, (5, 6)),
+                                                  "bias": np.zeros(5)})
+    out = ctx.emit("lif1", "lif", [y], {"reset": "zero"},
+                   {"beta": 0.9, "alpha": 1.0, "bias": 0.0, "threshold": 1.0, "v_reset": 0.0})
+    graph = verify(Graph(tuple(ctx.nodes), (out,)))
+    x = spikes((6,), seed=15)
+    report, files = target(graph, x, nir_consumer="norse")
+    assert report["scheme"] == "norse" and report["dt"] == 1e-4 and report["exact"] is True
+    assert "not read from NIR" in report["time_base"]
+    lif = nir.read(written(tmp_path, files)).nodes["lif1"]
+    np.testing.assert_array_equal(param(lif, "r"), 1.0)
+    norse = report["consumers"]["norse"]
+    assert norse["ran"] is True and norse["spike_exact"] is True and norse["spike_count"] > 0
