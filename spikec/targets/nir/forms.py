@@ -195,8 +195,10 @@ def cuba(form: Form, syn: dict, mem: dict, fire: bool) -> tuple[nir.NIRNode, boo
     # snnTorch's scheme: s <- bs s + I, u <- bm u + s + v_leak/(r gs), fire u > v_th/(gm gs): u = U/(as am)
     tau_syn, ok_s = tau_for(syn["beta"], dt)
     tau_mem, ok_m = tau_for(mem["beta"], dt)
-    w_in, _ = search(tau_syn / dt, lambda w: w * dt / tau_syn == 1.0)  # gs = 1, as snnTorch wants
-    r, _ = search(tau_mem / dt, lambda r: r * dt / tau_mem == 1.0)     # gm = 1: snnTorch asserts r = tau_mem/dt
+    # a CubaLIF: gs = gm = 1 (snnTorch asserts r = tau_mem/dt); a CubaLI outputs gm gs u = U: gs, gm = the alphas
+    want_s, want_m = (1.0, 1.0) if fire else (syn["alpha"], mem["alpha"])
+    w_in, _ = search(want_s * tau_syn / dt, lambda w: w * dt / tau_syn == want_s)
+    r, _ = search(want_m * tau_mem / dt, lambda r: r * dt / tau_mem == want_m)
     gs, gm = w_in * dt / tau_syn, r * dt / tau_mem
     k = syn["alpha"] * mem["alpha"]
     v_leak = mem["bias"] / k * (r * gs)

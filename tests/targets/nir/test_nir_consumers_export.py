@@ -235,3 +235,38 @@ def test_pytorch_graph_for_norse_has_r_1_and_norse_reproduces_it(tmp_path):
     np.testing.assert_array_equal(param(lif, "r"), 1.0)
     norse = report["consumers"]["norse"]
     assert norse["ran"] is True and norse["spike_exact"] is True and norse["spike_count"] > 0
+
+
+STATES = {
+    "li": lambda: nir.LI(tau=np.full(4, 3e-3), r=np.full(4, 2.0), v_leak=np.full(4, 0.1)),
+    "i": lambda: nir.I(r=np.full(4, 3.0)),
+    "cubali": lambda: nir.CubaLI(tau_syn=np.full(4, 2e-3), tau_mem=np.full(4, 5e-3), r=np.full(4, 1.5),
+                                 v_leak=np.zeros(4), w_in=np.full(4, 2.0)),
+    "cubalif_leak_reset": lambda: nir.CubaLIF(tau_syn=np.full(4, 2e-3), tau_mem=np.full(4, 5e-3), r=np.full(4, 1.5),
+                                              v_leak=np.full(4, .01), v_threshold=np.full(4, .05),
+                                              v_reset=np.full(4, .01), w_in=np.full(4, 2.0)),
+}
+
+
+@pytest.mark.parametrize("scheme", ["snntorch", "norse"])
+@pytest.mark.parametrize("kind", sorted(STATES))
+def test_state_outputs_round_trip(kind, scheme, tmp_path):
+    """LI, I, CubaLI read out as states, and a CubaLIF with v_leak and v_reset: read -> export -> same outputs."""
+    src = tmp_path / "src.nir"
+    w = np.random.default_rng(16).normal(0.5, 0.5, (4, 5)).astype(np.float32)
+    nir.write(src, nir.NIRGraph.from_list(nir.Affine(w, np.zeros(4, np.float32)), STATES[kind]()))
+    x = spikes((5,), steps=30, seed=17)
+    graph = load_nir(src, dt=1e-3, scheme=scheme)
+    path = tmp_path / "back.nir"
+    nir.write(path, export_graph(graph).graph)
+    before = interpreter.run(src, x, dt=1e-3, scheme=scheme).values["output"]
+    after = interpreter.run(path, x, dt=1e-3, scheme=scheme).values["output"]
+    assert np.abs(before).sum() > 0
+    np.testing.assert_allclose(after, before, rtol=1e-12, atol=1e-12 * np.abs(before).max())
+    kinds = {type(v).__name__ for v in nir.read(path).nodes.values()}
+    assert {"li": "LI", "i": "I", "cubali": "CubaLI", "cubalif_leak_reset": "CubaLIF"}[kind] in kinds
+    if kind == "cubalif_leak_reset":
+        report, _ = target(graph, x)
+        for name in ("snntorch", "norse"):
+            c = report["consumers"][name]
+            assert c["ran"] is False and "v_leak != 0" in c["reason"] and "v_reset != 0" in c["reason"]
