@@ -1,10 +1,12 @@
 """IR -> NIR (nir 1.0.8): an exact export, or a refusal naming the node.
 
-NIR is continuous time. The file fixes a time step ``dt`` (default ``1e-4``, the value snnTorch's
-importer hard-codes) and is written so that forward Euler at that ``dt`` reproduces the source's
-discrete dynamics (semantics.md 1.1). Both discretizations of the importers are covered
-(targets.md, "NIR"): snnTorch's ``beta = 1 - dt/tau``, ``v <- beta v + I``, fire ``v > v_th/(r dt/tau)``,
-and Norse's literal Euler ``v <- v + dt/tau (v_leak - v + I)`` (``r`` ignored).
+NIR is continuous time. The file records a time step ``dt`` and a discretization scheme and is written so
+that forward Euler at that ``dt`` reproduces the source's discrete dynamics (semantics.md 1.1). Which ``dt``,
+scheme and per-neuron parameterisation (``forms``): a graph read from NIR is written at the ``dt`` and scheme it
+was read at, any other at ``dt = 1e-4`` (snnTorch's importer hard-codes it) in snnTorch's scheme; the
+``consumer`` (``any`` | ``snntorch`` | ``norse``) picks the form that importer honours. The schemes (targets.md,
+"NIR"): snnTorch's ``beta = 1 - dt/tau``, ``v <- beta v + I``, fire ``v > v_th/(r dt/tau)``, and Norse's
+literal Euler ``v <- v + dt/tau (v_leak - v + r I)``. The mappings below are the snnTorch scheme's.
 
 Neuron mappings (``U = beta H + alpha X + bias``, ``S = [U >= theta]``; per-neuron arrays of the
 per-step shape, channel values broadcast):
@@ -15,8 +17,10 @@ per-step shape, channel values broadcast):
   both importers agree. ``tau`` and ``v_threshold`` are searched ulp by ulp so that the importer's own
   float64 arithmetic gives back ``1 - dt/tau == beta`` and ``v_threshold/(r dt/tau) == nextafter(theta, -inf)``
   exactly: ``U > nextafter(theta, -inf)`` is ``U >= theta`` for every float.
-* hard reset, ``beta = 1`` (IF) -> ``IF`` with ``r = alpha/dt`` (``dt r I = alpha X``), ``v_threshold =
-  nextafter(theta, -inf)``; bias must be 0 (IF has no leak term).
+* hard reset, ``beta = 1`` (IF) -> ``IF`` with ``dt*r = 1`` (``r = 1`` for the snnTorch consumer), the state
+  ``U/alpha``, ``v_threshold/(r dt) = nextafter(theta/alpha, -inf)``; bias must be 0 (IF has no leak term).
+* a never-firing hard-reset neuron read as its membrane -> ``LI`` (``I`` for ``beta = 1``); when its only reader
+  is a leaky hard-reset ``lif``, it is that neuron's current: the pair -> ``CubaLIF`` (``CubaLI``).
 * subtract reset, ``0 < beta < 1`` -> ``LI`` (``tau = dt/(1 - beta)``, ``r = alpha/(1 - beta)``,
   ``v_leak = bias/(1 - beta)``: the LI state is ``U`` itself) + ``Threshold(nextafter(theta, -inf))`` + a
   feedback ``-beta theta / alpha`` per neuron (diagonal ``Affine`` or depthwise 1x1 ``Conv2d``) from the
