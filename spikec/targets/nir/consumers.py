@@ -90,7 +90,8 @@ def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
 def _snntorch_if(node) -> str:
     why = "snnTorch imports IF as a Leaky with beta = 0.9 and a subtract reset, not an integrator"
     if not np.all(np.asarray(node.r) == 1):
-        why += "; and it asserts r = 1 (the import raises): export with the option nir_consumer='snntorch'"
+        why += ("; and it asserts r = 1, so the import raises (the option nir_consumer='snntorch' writes r = 1: "
+                "the file then imports, as that Leaky)")
     return why
 
 
