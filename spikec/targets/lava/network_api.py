@@ -35,7 +35,8 @@ class Network:
     outputs: dict                    # recorded name -> OutPort
     output_names: list               # the model's outputs (keys of ``outputs``)
     input_shapes: dict               # input name -> Lava shape of the source's OutPort (batch folded)
-    flattened: set                   # inputs whose consumers read them flattened (connect ``out.flatten()``)
+    flattened: dict                  # input name -> per port of ``inputs``: it reads the input flattened
+                                     # (connect ``out.flatten()`` to that port)
     starts: dict                     # output name -> Lava step (0-based) of physical step 0
     period: int                      # Lava steps per physical step
     batch: int
@@ -84,7 +85,8 @@ class Network:
         first = None
         for name, ports in self.inputs.items():
             src = Source(data=self.encode(name, x[name]))
-            (src.s_out.flatten() if name in self.flattened else src.s_out).connect(ports)
+            for port, flat in zip(ports, self.flattened[name]):
+                (src.s_out.flatten() if flat else src.s_out).connect(port)
             first = first or src
         sinks = {}
         for name in record or self.output_names:
@@ -116,13 +118,12 @@ def network(outdir, batch: int = 1, steps: int | None = None) -> Network:
         else:
             procs[p["name"]] = _build_process(p, arrays, batch, steps, Path("."), {}, helpers)
     inputs = {i["name"]: [] for i in net["inputs"]}
-    flattened = set()
+    flattened = {i["name"]: [] for i in net["inputs"]}
     for c in net["connections"]:
         dst = getattr(procs[c["dst"]], c["dst_port"])
         if c["src"] in inputs:
             inputs[c["src"]].append(dst)
-            if c.get("flatten"):
-                flattened.add(c["src"])
+            flattened[c["src"]].append(bool(c.get("flatten")))
             continue
         src = getattr(procs[c["src"]], c["port"])
         (src.flatten() if c.get("flatten") else src).connect(dst)

@@ -79,7 +79,7 @@ def test_ports_follow_the_written_network(tmp_path):
     net = network(out, batch=3)
     assert list(net.processes) == [p["name"] for p in spec["processes"]]
     assert {n: [p.shape for p in ports] for n, ports in net.inputs.items()} == {"input": [(7, 9, 6)]}  # (W, H, 3*C)
-    assert net.input_shapes == {"input": (7, 9, 6)} and not net.flattened
+    assert net.input_shapes == {"input": (7, 9, 6)} and net.flattened == {"input": [False]}
     assert {n: p.shape for n, p in net.outputs.items()} == {"layers.1": (6, 9, 18), "layers.3": (2, 5, 24),
                                                             "layers.4.1": (12,)}   # 3 samples folded
     assert net.output_names == ["layers.4.1"] and net.period == 1
@@ -110,6 +110,56 @@ def test_run_equals_the_integer_reference_batched(tmp_path, factory):
     for rec in spec["recorded"]:
         assert np.array_equal(y[rec["name"]], trace.values[rec["ir_node"]]), rec["name"]
     print(f"\n{factory}: period {int(y['period'])}, {len(spec['recorded'])} outputs bit-exact")
+
+
+FLAT_INPUT = """
+import torch
+from torch import nn
+import spikec.nn as snn
+
+
+class FlatInput(nn.Module):
+    input_shape, steps = (2, 3, 4), 6
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(4)
+        self.fc = snn.TimeDistributed(nn.Flatten(), nn.Linear(24, 6))
+        with torch.no_grad():
+            self.fc[1].weight.mul_(3.0)
+        self.lif = snn.LIF(beta=0.9, threshold=1.0, reset="subtract")   # SpikecLIF: no model.net (see the test)
+
+    def forward(self, x):
+        return self.lif(self.fc(x))
+
+
+def small():
+    return FlatInput()
+"""
+
+
+def test_an_image_input_read_flattened_by_a_dense(tmp_path):
+    """The source's port is flattened for the Dense that reads it (Lava's (W, H, C) flatten order). The neuron
+    resets by subtraction: with a hard reset the compile writes model.net and its netx check fails on this model
+    (netx.run_netx connects a (W, H, C) source to netx's flat input port), a fault outside this API."""
+    from spikec.app.driver import CompileOptions, compile_model, write_outdir
+    (tmp_path / "flat.py").write_text(FLAT_INPUT)
+    c = compile_model(CompileOptions(model=f"{tmp_path / 'flat.py'}:small", target="lava", batch=2, seed=2))
+    assert c.report["target"]["bit_exact"]
+    out = write_outdir(tmp_path / "out", c)
+    code = (f"import numpy as np\nimport spikec.targets.lava as L\nnet = L.network({str(out)!r}, batch=2)\n"
+            f"assert net.flattened == {{'input': [True]}} and net.input_shapes == {{'input': (4, 3, 4)}}\n"
+            f"x = np.load({str(out / 'io.npz')!r})['input']\n"
+            f"np.savez({str(tmp_path / 'y.npz')!r}, **net.run(x))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                       start_new_session=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    from spikec.targets.lava import load
+    x = np.load(out / "io.npz")["input"]
+    with np.load(tmp_path / "y.npz") as z:
+        y = {k: z[k] for k in z.files}
+    ref = load(out)(x)
+    assert list(y) == ["lif"] and np.array_equal(y["lif"], ref) and ref.any()
 
 
 def test_a_network_runs_once_and_checks_its_batch(tmp_path):
