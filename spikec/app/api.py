@@ -152,7 +152,7 @@ def compile(model: torch.nn.Module | str | Path, inputs: np.ndarray | torch.Tens
             steps: int | None = None, batch: int | None = None, passes: str = "default",
             targets: str | Sequence[str] = DEFAULT_TARGETS, coding: str = "native", seed: int = 0, probes: bool = True,
             trust_pickle: bool = False, nir_dt: float = 1e-4, nir_scheme: str = "snntorch",
-            allow_unstable: bool = False, ttfs_dt: float | None = None,
+            nir_consumer: str = "any", allow_unstable: bool = False, ttfs_dt: float | None = None,
             max_input_bytes: int | None = None) -> Compilation:
     """Compile ``model`` and prove it, as ``spikec compile`` does; returns a ``Compilation`` (nothing is written
     until ``save``).
@@ -172,8 +172,8 @@ def compile(model: torch.nn.Module | str | Path, inputs: np.ndarray | torch.Tens
         model, inputs, weights=None if weights is None else str(weights), stepping=stepping,
         input_shape=None if input_shape is None else tuple(input_shape), steps=steps, batch=batch, passes=passes,
         target=_target_spec(targets), coding=coding, seed=seed, probes=probes, trust_pickle=trust_pickle,
-        nir_dt=nir_dt, nir_scheme=nir_scheme, allow_unstable=allow_unstable, ttfs_dt=ttfs_dt,
-        max_input_bytes=max_input_bytes, report_refusals=True)
+        nir_dt=nir_dt, nir_scheme=nir_scheme, nir_consumer=nir_consumer, allow_unstable=allow_unstable,
+        ttfs_dt=ttfs_dt, max_input_bytes=max_input_bytes, report_refusals=True)
     return compile_with(opts, array, instance)
 
 

@@ -177,12 +177,14 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
               help="TTFS: discrete time step reported first (default: window/64).")
 @click.option("--probes/--no-probes", default=True, show_default=True,
               help="append seeded probe samples (saturation, checkerboards, each border) to the inputs.")
+@click.option("--nir-consumer", type=click.Choice(["any", "snntorch", "norse"]), default="any", show_default=True,
+              help="NIR export: the importer whose form model.nir is written in.")
 @click.option("--strict", is_flag=True, help="exit 1 on any warning (a silent or saturated layer, a constant "
               "output, a decay outside (0, 1]): a proof that shows nothing fails.")
 @_guard
 def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_scheme, allow_unstable,
                 max_input_bytes, stepping, outdir, batch, inputs, passes, target, seed, coding, ttfs_dt, probes,
-                strict):
+                nir_consumer, strict):
     """Compile MODEL into OUTDIR: IR, report.json, io.npz, source copy, target artifacts."""
     from spikec.app import outdir as owned
     from spikec.app.api import compile_options, compile_with
@@ -195,7 +197,7 @@ def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
                                  inputs=inputs, passes=passes, target=target, seed=seed, trust_pickle=trust_pickle,
                                  nir_dt=nir_dt, nir_scheme=nir_scheme, coding=coding, ttfs_dt=ttfs_dt,
                                  allow_unstable=allow_unstable, max_input_bytes=max_input_bytes, probes=probes,
-                                 stepping=stepping, report_refusals=True)
+                                 stepping=stepping, nir_consumer=nir_consumer, report_refusals=True)
     owned.check_outdir(outdir, [model_file(model), weights, inputs])  # before minutes of work, not after
     plan(target)  # an unknown target too
     c = compile_with(opts)
@@ -328,7 +330,7 @@ def _dataset_lines(results: dict) -> list[str]:
 @_guard
 def nir_check_cmd(nir_file, nir_dt, nir_scheme, as_json):
     """Check a .nir file's conformance: one finding per line; exit 1 if one makes it unusable as is."""
-    from spikec.targets.nir.conformance import nir_check_command
+    from spikec.targets.nir.check import nir_check_command
     return nir_check_command(nir_file, nir_dt, nir_scheme, as_json, say)
 
 

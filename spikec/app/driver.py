@@ -58,6 +58,7 @@ class CompileOptions:
     trust_pickle: bool = False
     nir_dt: float = 1e-4
     nir_scheme: str = "snntorch"
+    nir_consumer: str = "any"       # NIR export: the importer whose form model.nir is written in (any, snntorch, norse)
     coding: str = "native"          # "ttfs": map a ReLU ANN onto time-to-first-spike neurons (spikec.ttfs)
     ttfs_dt: float | None = None    # TTFS: the discrete time step reported first
     allow_unstable: bool = False    # a .nir MODEL whose neurons would grow without bound
@@ -244,7 +245,8 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     final_ok = final.equivalent or approximate
     cost = cost_report(deployed, trace_final)
     # a graph that failed its own proof is not emitted: a target's verdict on it would mean nothing
-    emitted = run_targets(targets, deployed, x, trace_final, {"seed": opts.seed}, not opts.report_refusals,
+    emitted = run_targets(targets, deployed, x, trace_final, {"seed": opts.seed, "nir_consumer": opts.nir_consumer},
+                          not opts.report_refusals,
                           no_lowering) if targets.names and front.equivalent and final_ok \
         else not_emitted(targets, front.equivalent)
     ties = near_threshold(trace_final.margins)

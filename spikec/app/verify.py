@@ -26,9 +26,10 @@ from spikec.compiler.serialize import load_graph
 from spikec.targets import VERIFIERS, get_target
 
 ARTIFACTS = {"lava": "lava/network.json", "nir": "model.nir", "onnx": "model.onnx"}
-REPLAYED = ("passes", "target", "seed", "nir_dt", "nir_scheme", "coding", "ttfs_dt", "allow_unstable", "stepping")
+REPLAYED = ("passes", "target", "seed", "nir_dt", "nir_scheme", "coding", "ttfs_dt", "allow_unstable", "stepping",
+            "nir_consumer")
 CHOICES = {"nir_scheme": ("snntorch", "norse"), "coding": ("native", *CODINGS),  # as the CLI's click.Choice
-           "stepping": ("auto", *STEPPINGS)}
+           "stepping": ("auto", *STEPPINGS), "nir_consumer": ("any", "snntorch", "norse")}
 
 
 def _read_report(out: Path) -> dict:

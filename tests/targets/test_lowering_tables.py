@@ -110,7 +110,8 @@ def test_coverage_reads_the_tables():
     tables = coverage.lowering_tables()
     assert tuple(tables) == coverage.TARGETS
     assert tables["onnx"] == set(EMITTERS) and tables["nir"] == set(nir_export.LOWERINGS)
-    assert tables["lava"] == set(vocabulary.LOWERINGS)
+    from spikec.targets.lava.exact_source import LOWERS as EXACT_SOURCE  # spikec.nn.loihi's own integer ops
+    assert tables["lava"] == set(vocabulary.LOWERINGS) | set(EXACT_SOURCE)
 
 
 def test_coverage_fails_a_cell_lowered_without_a_table_entry(monkeypatch):

@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from spikec.app.cli import main
 from spikec.compiler.errors import BadInput
-from spikec.targets.nir.conformance import check_file, nir_diagnostics, read_nir
+from spikec.targets.nir.check import check_file
+from spikec.targets.nir.conformance import nir_diagnostics, read_nir
 from spikec.targets.nir.frontend import load_nir, nir_model
 
 PAPER = Path(__file__).resolve().parents[2] / "fixtures" / "nir_paper"

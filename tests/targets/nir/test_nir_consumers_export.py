@@ -270,3 +270,18 @@ def test_state_outputs_round_trip(kind, scheme, tmp_path):
         for name in ("snntorch", "norse"):
             c = report["consumers"][name]
             assert c["ran"] is False and "v_leak != 0" in c["reason"] and "v_reset != 0" in c["reason"]
+
+
+def test_the_cli_option_reaches_the_exporter_and_verify_replays_it(tmp_path):
+    """``spikec compile FILE.nir --nir-consumer norse --target nir`` writes Norse's form; verify passes."""
+    import json as _json
+    from click.testing import CliRunner
+    from spikec.app.cli import main
+    paper = Path(__file__).resolve().parents[2] / "fixtures" / "nir_paper" / "lif_norse.nir"
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["compile", str(paper), "--dt", "1e-3", "--nir-scheme", "norse", "--nir-consumer",
+                                    "norse", "--target", "nir", "--steps", "12", "--batch", "2", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    report = _json.loads((out / "report.json").read_text())
+    assert report["options"]["nir_consumer"] == "norse" and report["target"]["consumer"] == "norse"
+    assert CliRunner().invoke(main, ["verify", str(out)]).exit_code == 0
