@@ -1,0 +1,150 @@
+"""Compile time and peak memory at scale: ``compile_model`` on the published RIPE backbone vs one float64 forward.
+
+Workload: ``examples/ripe/model.py`` ``published(steps=T)`` (widths 32/64/128, DS-MPA on, 2x128x128 input,
+~1.0 M parameters), untrained (torch's default initialisation after ``torch.manual_seed(seed)``), compiled as
+``spikec compile`` does without probes: ``CompileOptions(model=".../model.py:published", passes="default")`` (through a factory here that passes T), i.e.
+random binary verification inputs ``[T, B, 2, 128, 128]`` (p = 0.3, seed 0), T = 10 (the model's declared steps),
+B = 4 (the default batch), default passes, no target.
+
+Protocol: every measurement runs in a fresh subprocess (so ``ru_maxrss``, the process's peak resident set, belongs
+to that measurement alone): alternately (a) one float64 PyTorch forward of the same model (same seed, same weights,
+``.double().eval()``, ``torch.no_grad()``) on the same inputs the compile draws, and (b) one ``compile_model``.
+The forward child runs the forward twice and reports the second (warm) call; the compile child times the call to
+``compile_model`` (cold: its first forward is inside). Ratio per pair = compile seconds / forward seconds; the
+median of the per-pair ratios is printed last. Each compile child also prints a fingerprint of its report
+(sha256 of report.json without its timings: ``seconds``, ``passes[i].seconds``, ``stages``), so a change to the
+compiler that alters any result shows up as a different fingerprint, and the per-stage seconds / peak memory of
+``report["stages"]`` when the report has them.
+
+    .venv/bin/python benchmarks/bench_compile_scale.py              # T=10, B=4, 128x128, 2 pairs (~2 min idle)
+    .venv/bin/python benchmarks/bench_compile_scale.py --quick      # T=2, B=2, 1 pair (smoke run)
+
+The machine may be shared: the figures are noisy; the per-pair ratio (both measured back to back) is the
+figure to trust, and the load average is printed with every pair.
+"""
+import argparse
+import hashlib
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # `spikec` without an install
+RIPE = ROOT / "examples" / "ripe" / "model.py"
+TIMING_KEYS = ("seconds", "stages")
+STEPS_ENV = "SPIKEC_BENCH_COMPILE_STEPS"
+
+
+def published_model():
+    """Factory for the spikec loader: ``published(steps=T)`` with T from the environment (default 10)."""
+    from spikec.app.loader import load_factory
+    return load_factory(f"{RIPE}:published")(steps=int(os.environ.get(STEPS_ENV, "10")))
+
+
+def _options(steps: int, batch: int):
+    from spikec.app.driver import CompileOptions
+    os.environ[STEPS_ENV] = str(steps)
+    return CompileOptions(model=f"{Path(__file__).resolve()}:published_model", passes="default", batch=batch)
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
+def fingerprint(report: dict) -> str:
+    """sha256 of the report without its timings (what must not change when only speed and memory do)."""
+    r = {k: v for k, v in report.items() if k not in TIMING_KEYS}
+    r["passes"] = [{k: v for k, v in p.items() if k != "seconds"} for p in r.get("passes", [])]
+    return hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def child_forward(steps: int, batch: int, seed: int) -> dict:
+    import torch
+    from spikec.app.driver import load_source, make_inputs
+    torch.manual_seed(seed)
+    opts = _options(steps, batch)
+    model = load_source(opts)
+    x, _, _ = make_inputs(model, opts)
+    model = model.double().eval()
+    xt = torch.as_tensor(x, dtype=torch.float64)
+    times = []
+    for _ in range(2):
+        start = time.perf_counter()
+        with torch.no_grad():
+            model(xt)
+        times.append(time.perf_counter() - start)
+    return {"seconds": times[-1], "cold_seconds": times[0], "peak_mb": _peak_mb()}
+
+
+def child_compile(steps: int, batch: int, seed: int) -> dict:
+    import torch
+    from spikec.app.driver import compile_model
+    torch.manual_seed(seed)
+    start = time.perf_counter()
+    compiled = compile_model(_options(steps, batch))
+    seconds = time.perf_counter() - start
+    r = compiled.report
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"seconds": seconds, "peak_mb": _peak_mb(), "user": usage.ru_utime, "sys": usage.ru_stime,
+            "equivalent": r["equivalent"], "fingerprint": fingerprint(r), "stages": r.get("stages")}
+
+
+def measure(kind: str, args) -> dict:
+    cmd = [sys.executable, __file__, "--child", kind, "--steps", str(args.steps), "--batch", str(args.batch),
+           "--seed", str(args.seed)]
+    env = {**os.environ, "TQDM_DISABLE": "1"}
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def print_stages(stages) -> None:
+    if not stages:
+        print("    (no per-stage figures in this report)")
+        return
+    for s in stages:
+        print(f"    {s['stage']:<28} {s['seconds']:8.2f} s   peak {s['peak_memory_mb']:8.0f} MB")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--pairs", type=int, default=2, help="alternating (forward, compile) pairs")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="T=2, B=2, 1 pair")
+    ap.add_argument("--child", choices=("forward", "compile"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        run = child_forward if args.child == "forward" else child_compile
+        print(json.dumps(run(args.steps, args.batch, args.seed)))
+        return
+    if args.quick:
+        args.steps, args.batch, args.pairs = 2, 2, 1
+    import torch
+    print(f"RIPE published (32/64/128, DS-MPA, 2x128x128), untrained seed {args.seed}; T={args.steps}, "
+          f"B={args.batch}, default passes, no target; torch {torch.__version__}, {os.cpu_count()} CPUs")
+    ratios, fwd, comp = [], [], []
+    for i in range(args.pairs):
+        f = measure("forward", args)
+        c = measure("compile", args)
+        fwd.append(f), comp.append(c), ratios.append(c["seconds"] / f["seconds"])
+        print(f"pair {i + 1}: forward {f['seconds']:.2f} s (cold {f['cold_seconds']:.2f} s), peak {f['peak_mb']:.0f} MB"
+              f" | compile {c['seconds']:.2f} s (user {c['user']:.1f} s, sys {c['sys']:.1f} s), peak "
+              f"{c['peak_mb']:.0f} MB, equivalent {c['equivalent']}, report fingerprint {c['fingerprint']} | ratio "
+              f"{ratios[-1]:.2f}x | load average {os.getloadavg()[0]:.1f}")
+    print("  stages of the last compile:")
+    print_stages(comp[-1]["stages"])
+    print(f"median: forward {statistics.median(x['seconds'] for x in fwd):.2f} s, compile "
+          f"{statistics.median(x['seconds'] for x in comp):.2f} s, compile peak "
+          f"{statistics.median(x['peak_mb'] for x in comp):.0f} MB (forward peak "
+          f"{statistics.median(x['peak_mb'] for x in fwd):.0f} MB)")
+    print(f"compile / one float64 forward: {statistics.median(ratios):.2f}x")
+
+
+if __name__ == "__main__":
+    main()
