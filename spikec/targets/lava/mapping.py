@@ -48,10 +48,10 @@ class Stream:
 
     @property
     def synapse(self) -> str | None:
-        """The float synapse node (conv2d / linear; the max pool of an OR layer)."""
+        """The float synapse node (conv2d / linear, after any folded sum pool; the max pool of an OR layer)."""
         if self.op is None:
             return None
-        return next((n.name for n in self.op.nodes if role(n.op) == SYNAPSE), self.op.nodes[-1].name)
+        return next((n.name for n in reversed(self.op.nodes) if role(n.op) == SYNAPSE), self.op.nodes[-1].name)
 
 
 @dataclass

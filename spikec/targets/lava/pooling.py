@@ -1,8 +1,10 @@
 """Pooling on Loihi 2: average pools folded into the adjacent synapse, max pools over spikes as OR layers.
 
 Lava has no pooling process. An avgpool2d is linear, so it folds exactly (in real arithmetic) into the
-conv2d / linear beside it: the composite kernel of the pair is one synapse (an ``Operator``). Max pooling
-over binary spikes is an OR: an all-ones depthwise window into a population firing when its sum is > 0.
+conv2d / linear beside it: the composite kernel of the pair is one synapse (an ``Operator``). A sum pool
+(NIR's SumPool2d, read as a depthwise all-ones conv2d without bias) between spikes and a conv2d / linear
+folds the same way, its window sum being k x k times the average. Max pooling over binary spikes is an OR:
+an all-ones depthwise window into a population firing when its sum is > 0.
 """
 from dataclasses import dataclass, field
 
@@ -58,8 +60,29 @@ def fold_pool_then_conv(w, stride, padding, dilation, k):
             (padding[0] * k[0], padding[1] * k[1]), (1, 1))
 
 
+def is_sum_pool(n: Node) -> bool:
+    """A depthwise all-ones conv2d without bias (NIR's SumPool2d as the NIR frontend reads it)."""
+    if n.op != "conv2d" or "bias" in n.params and np.any(np.asarray(n.params["bias"]) != 0):
+        return False
+    w = np.asarray(n.params["weight"])
+    return n.attrs["groups"] == w.shape[0] == n.type.shape[0] and w.shape[1] == 1 and bool(np.all(w == 1))
+
+
+def _pool_attrs(pool: Node) -> dict:
+    """An avgpool2d's attrs, or a sum pool's as a pool (kernel = the conv's window)."""
+    if pool.op == "avgpool2d":
+        return pool.attrs
+    return dict(pool.attrs, kernel=tuple(np.asarray(pool.params["weight"]).shape[2:]))
+
+
+def _pool_gain(pool: Node) -> float:
+    """What the folded average is multiplied by: 1 for an avgpool2d, the window size for a sum pool."""
+    k = _pool_attrs(pool)["kernel"]
+    return 1.0 if pool.op == "avgpool2d" else float(k[0] * k[1])
+
+
 def _check_pool(pool: Node, in_shape, non_overlapping: bool) -> None:
-    a = pool.attrs
+    a = _pool_attrs(pool)
     why = None
     if tuple(a["padding"]) != (0, 0):
         why = "pool padding is not folded"
@@ -84,7 +107,7 @@ def operator_of(graph: Graph, node: Node) -> Operator:
         raise refuse(node if post_pool is None else post_pool,
                      "a neuron or output must be fed by a conv2d or linear (optionally with an avgpool2d)")
     chain, src = [], graph.node(syn.inputs[0])
-    while src.op in ("flatten", "avgpool2d"):
+    while src.op in ("flatten", "avgpool2d") or is_sum_pool(src):
         chain.insert(0, src)
         src = graph.node(src.inputs[0])
     w = np.array(syn.params["weight"], dtype=np.float64)
@@ -100,14 +123,16 @@ def _conv_operator(syn: Node, chain: list, post_pool: Node | None, src: Node, w,
     notes = []
     a = dict(stride=tuple(syn.attrs["stride"]), padding=tuple(syn.attrs["padding"]),
              dilation=tuple(syn.attrs["dilation"]), groups=syn.attrs["groups"])
-    if [c.op for c in chain] not in ([], ["avgpool2d"]):
-        raise refuse(chain[-1], "only a single avgpool2d may sit between spikes and a conv2d")
+    if len(chain) > 1 or chain and chain[0].op == "flatten":
+        raise refuse(chain[-1], "only a single avgpool2d or sum pool may sit between spikes and a conv2d")
     if chain:
         pool = chain[0]
         _check_pool(pool, in_shape, True)
-        w, stride, pad, dil = fold_pool_then_conv(w, a["stride"], a["padding"], a["dilation"], pool.attrs["kernel"])
+        w, stride, pad, dil = fold_pool_then_conv(w, a["stride"], a["padding"], a["dilation"],
+                                                  _pool_attrs(pool)["kernel"])
+        w = w * _pool_gain(pool)
         a.update(stride=stride, padding=pad, dilation=dil)
-        notes.append(f"avgpool {pool.name!r} folded into the following conv {syn.name!r}: kernel "
+        notes.append(f"{_pool_name(pool)} {pool.name!r} folded into the following conv {syn.name!r}: kernel "
                      f"{tuple(w.shape[2:])}, stride {stride}, padding {pad} (exact in real arithmetic)")
     out_shape = syn.type.shape
     if post_pool is not None:
@@ -129,7 +154,7 @@ def _conv_operator(syn: Node, chain: list, post_pool: Node | None, src: Node, w,
 def _dense_operator(syn: Node, chain: list, src: Node, w, b, nodes: list) -> Operator:
     in_shape = src.type.shape
     notes = []
-    ops = [c.op for c in chain]
+    ops = ["avgpool2d" if is_sum_pool(c) else c.op for c in chain]
     if ops == []:
         if len(in_shape) != 1:
             raise refuse(syn, f"linear on a {in_shape} tensor (not a vector) is not mapped")
@@ -142,13 +167,17 @@ def _dense_operator(syn: Node, chain: list, src: Node, w, b, nodes: list) -> Ope
     if ops[0] == "avgpool2d":
         pool = chain[0]
         _check_pool(pool, in_shape, True)
-        kh, kw = pool.attrs["kernel"]
+        kh, kw = _pool_attrs(pool)["kernel"]
         c, hp, wp = pool.type.shape
-        w4 = w.reshape(w.shape[0], c, hp, wp) / (kh * kw)
+        w4 = w.reshape(w.shape[0], c, hp, wp) * (_pool_gain(pool) / (kh * kw))
         w = np.repeat(np.repeat(w4, kh, axis=2), kw, axis=3).reshape(w.shape[0], -1)
-        notes.append(f"avgpool {pool.name!r} folded into linear {syn.name!r} (weights spread over each "
+        notes.append(f"{_pool_name(pool)} {pool.name!r} folded into linear {syn.name!r} (weights spread over each "
                      f"{kh}x{kw} window; exact in real arithmetic)")
     return Operator("dense", w, b, src.name, in_shape, syn.type.shape, {}, len(in_shape) > 1, nodes, notes)
+
+
+def _pool_name(pool: Node) -> str:
+    return "avgpool" if pool.op == "avgpool2d" else "sum pool (all-ones depthwise conv2d)"
 
 
 # -- max pooling as an OR layer -------------------------------------------------------------
