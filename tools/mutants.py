@@ -318,9 +318,9 @@ MUTANTS: tuple[Mutant, ...] = (
        "return np.outer(fh, fw).astype(np.float64)",
        T_ONNX, "avg-pool divides by the padded window even with count_include_pad=False"),
     # -- NIR exporter, serialization -------------------------------------------------------------------
-    _m("nir-hard-reset-threshold-tie", "export", NIR,
-       "below = np.nextafter(theta, -np.inf)",
-       "below = theta",
+    _m("nir-hard-reset-threshold-tie", "export", "spikec/targets/nir/forms.py",
+       "    dt, below = form.dt, np.nextafter(theta, -np.inf)\n    if form.scheme == \"norse\":  # Norse's LIF has no r",
+       "    dt, below = form.dt, theta\n    if form.scheme == \"norse\":  # Norse's LIF has no r",
        T_NIR, "hard-reset LIF written with v_threshold = theta: NIR's strict > loses U == theta"),
     _m("nir-subtract-threshold-tie", "export", NIR,
        "spikes = self.add(node.name, nir.Threshold(threshold=np.nextafter(theta, -np.inf)))",
