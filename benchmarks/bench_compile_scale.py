@@ -7,7 +7,8 @@ random binary verification inputs ``[T, B, 2, 128, 128]`` (p = 0.3, seed 0), T =
 B = 4 (the default batch), default passes, no target.
 
 Protocol: every measurement runs in a fresh subprocess (so ``ru_maxrss``, the process's peak resident set, belongs
-to that measurement alone): alternately (a) one float64 PyTorch forward of the same model (same seed, same weights,
+to that measurement alone; a compile that reports ``stages`` resets the kernel's high-water mark per stage, so
+its peak is the larger of ``ru_maxrss`` and the stages' peaks): alternately (a) one float64 PyTorch forward of the same model (same seed, same weights,
 ``.double().eval()``, ``torch.no_grad()``) on the same inputs the compile draws, and (b) one ``compile_model``.
 The forward child runs the forward twice and reports the second (warm) call; the compile child times the call to
 ``compile_model`` (cold: its first forward is inside). Ratio per pair = compile seconds / forward seconds; the
@@ -90,7 +91,10 @@ def child_compile(steps: int, batch: int, seed: int) -> dict:
     seconds = time.perf_counter() - start
     r = compiled.report
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {"seconds": seconds, "peak_mb": _peak_mb(), "user": usage.ru_utime, "sys": usage.ru_stime,
+    # report["stages"] resets the kernel's high-water mark at each stage: the process peak is the larger of
+    # ru_maxrss and the stages' peaks
+    peak = max([_peak_mb()] + [s["peak_memory_mb"] for s in r.get("stages") or ()])
+    return {"seconds": seconds, "peak_mb": peak, "user": usage.ru_utime, "sys": usage.ru_stime,
             "equivalent": r["equivalent"], "fingerprint": fingerprint(r), "stages": r.get("stages")}
 
 

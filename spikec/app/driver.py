@@ -17,6 +17,7 @@ import torch
 
 from spikec.app import outdir as owned
 from spikec.app.html_report import write_html
+from spikec.app.stages import Stages
 from spikec.app.precision import flip_margins, source_precision
 from spikec.app.probes import near_threshold, with_probes
 from spikec.app.vacuity import warnings_for
@@ -219,42 +220,50 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     targets = plan(opts.target)
     coding, no_lowering = _coding(opts, targets)
     passes, explicit = select(opts.passes)
-    start = time.perf_counter()
+    start, stages = time.perf_counter(), Stages()
     if opts.model.endswith(".nir") and opts.stepping == "auto":
         opts = replace(opts, stepping="multistep")  # a NIR graph is a multi-step network by construction
-    user_model = load_source(opts) if model is None else model
-    conv, given = _verification_inputs(user_model, opts, inputs, array)
+    with stages("load and inputs"):
+        user_model = load_source(opts) if model is None else model
+        conv, given = _verification_inputs(user_model, opts, inputs, array)
     model, x, shape = conv.model, conv.x, tuple(conv.x.shape[2:])
     opts = replace(opts, stepping=conv.stepping)  # recorded resolved: verify replays this convention
-    graph = trace(model, shape, input_kind=given["kind"], ceiling=given["ceiling"])
-    reference = run_torch(model, x, dict(graph.meta.get("module_outputs", ())))
-    traced = run(graph, x, progress="verifying frontend")
-    front = compare_with_torch(model, graph, x, trace=traced, source=reference)
+    with stages("trace"):
+        graph = trace(model, shape, input_kind=given["kind"], ceiling=given["ceiling"])
+    with stages("frontend check"):
+        reference = run_torch(model, x, dict(graph.meta.get("module_outputs", ())))
+        traced = run(graph, x, progress="verifying frontend")
+        front = compare_with_torch(model, graph, x, trace=traced, source=reference)
     last: list = []  # the run of the deployed graph the last pass was checked with
-    deployed, records = run_passes(graph, passes, x, explicit=explicit, trace=traced, keep=last) \
+    deployed, records = run_passes(graph, passes, x, explicit=explicit, trace=traced, keep=last, stage=stages) \
         if front.equivalent else (graph, [])
     trace_final = last[0] if last else traced
     del traced, last
     coded = None  # the coding's verdict, a TargetResult
     if coding and front.equivalent:
-        deployed, trace_final, records, coded = _recode(coding, opts, model, deployed, x, records)
-    final = compare_with_torch(model, deployed, x, trace=trace_final, source=reference)
+        with stages(f"coding {opts.coding}"):
+            deployed, trace_final, records, coded = _recode(coding, opts, model, deployed, x, records)
+    with stages("final check"):
+        final = compare_with_torch(model, deployed, x, trace=trace_final, source=reference)
     # an approximate coding (TTFS LayerNorm) cannot match the source to 1e-9: its verifier checks it exactly against
     # what it approximates and measures the distance to the source; the report labels it approximate
     approximate = not final.equivalent and bool(coded and coded.ok and coded.report.get("exact") is False)
     final_ok = final.equivalent or approximate
-    cost = cost_report(deployed, trace_final)
+    with stages("cost"):
+        cost = cost_report(deployed, trace_final)
     # a graph that failed its own proof is not emitted: a target's verdict on it would mean nothing
-    emitted = run_targets(targets, deployed, x, trace_final, {"seed": opts.seed, "nir_consumer": opts.nir_consumer},
-                          not opts.report_refusals,
-                          no_lowering) if targets.names and front.equivalent and final_ok \
-        else not_emitted(targets, front.equivalent)
-    ties = near_threshold(trace_final.margins)
-    warnings = warnings_for(deployed, trace_final, x)
-    precision = flip_margins(source_precision(model, x, reference[0]), deployed, trace_final) \
-        if inputs is None else None
-    activity = {"firing_rates": firing_rates(deployed, trace_final),
-                "neurobench": neurobench_metrics(deployed, trace_final)}
+    with stages(f"targets {','.join(targets.names)}".rstrip()):
+        emitted = run_targets(targets, deployed, x, trace_final, {"seed": opts.seed, "nir_consumer": opts.nir_consumer},
+                              not opts.report_refusals,
+                              no_lowering) if targets.names and front.equivalent and final_ok \
+            else not_emitted(targets, front.equivalent)
+    with stages("analysis"):  # near-threshold ties, warnings, source precision, activity
+        ties = near_threshold(trace_final.margins)
+        warnings = warnings_for(deployed, trace_final, x)
+        precision = flip_margins(source_precision(model, x, reference[0]), deployed, trace_final) \
+            if inputs is None else None
+        activity = {"firing_rates": firing_rates(deployed, trace_final),
+                    "neurobench": neurobench_metrics(deployed, trace_final)}
     del trace_final
     report = {
         "model": opts.model, "weights": opts.weights,
@@ -286,6 +295,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         "checks": ["ir_verifies", "io_outputs", "source_vs_deployed", "passes_replayed"],
         "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.__dict__.items()},
         "seconds": round(time.perf_counter() - start, 3),
+        "stages": stages.to_json(),
     }
     io = {"input": x, **{f"output{'' if i == 0 else i}": o for i, o in enumerate(reference[0])}}
     if approximate:  # no source output matches it: verify compares the deployed graph with its own recorded run

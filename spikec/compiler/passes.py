@@ -6,6 +6,7 @@ pass declined are logged with node and reason, never dropped silently; when the 
 pass explicitly, a declined match stops the compile with that node and reason.
 """
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -59,45 +60,19 @@ class PassRecord:
 
 
 def run_passes(graph: Graph, passes: list[Pass], inputs, *, explicit: bool = False,
-               trace: Trace | None = None, keep: list | None = None) -> tuple[Graph, list[PassRecord]]:
+               trace: Trace | None = None, keep: list | None = None,
+               stage=None) -> tuple[Graph, list[PassRecord]]:
     """Apply ``passes`` in order; verify and equivalence-check after each one.
 
     ``trace`` may pass a ``record="all"`` run of ``graph`` on ``inputs`` already made; each pass then
     costs one interpreter run (of its result). ``keep``, a list, receives the run of the final graph.
+    ``stage``: a callable ``name -> context manager`` wrapped around each pass (``spikec.app.stages.Stages``).
     """
     records: list[PassRecord] = []
     trace = trace or (run(graph, inputs, progress="verifying") if passes else None)
     for p in passes:
-        before_names = [r.name for r in records]
-        context = f"in pass {p.name!r} (after {', '.join(before_names) if before_names else 'no other pass'})"
-        start = time.perf_counter()
-        try:
-            result = p.run(graph)
-            verify(result.graph, f"after pass {p.name!r}")
-        except SpikecError as e:
-            raise PassError(e.what, where=f"{context}{'; ' + e.where if e.where else ''}", remedy=e.remedy) from e
-        except Exception as e:
-            raise PassError(f"the pass crashed: {type(e).__name__}: {e}", where=context,
-                            remedy="this is a compiler bug: report it; meanwhile compile without this pass") from e
-        if explicit and result.skipped:
-            s = result.skipped[0]
-            raise PassError(f"the pass cannot apply to node {s.node!r}: {s.reason}", where=context,
-                            remedy=s.remedy or f"drop {p.name!r} from --passes, or change the model")
-        if _unchanged(graph, result.graph):  # the very same nodes: the run before is the run after
-            after = trace
-            cmp = compare_traces(graph, trace, result.graph, after)
-        else:
-            after = run(result.graph, inputs, progress=f"verifying {p.name}")
-            cmp = compare_traces(graph, trace, result.graph, after)
-        records.append(PassRecord(p.name, list(result.changed), _params(graph), _params(result.graph), True,
-                                  cmp.spike_mismatches, cmp.max_rel_diff,
-                                  round(time.perf_counter() - start, 4),
-                                  [s.__dict__ for s in result.skipped], list(result.notes), cmp.summary()))
-        if not cmp.equivalent:
-            raise NotEquivalent(f"the graph after the pass is not equivalent to the graph before it:\n{cmp.describe()}",
-                                where=context, remedy="this is a compiler bug: report it with the model; "
-                                                      "meanwhile compile without this pass")
-        graph, trace = result.graph, after
+        with (stage(f"pass {p.name}") if stage else nullcontext()):
+            graph, trace = _run_pass(p, graph, trace, inputs, explicit, records)
     if keep is not None:
         keep.append(trace)
     return graph, records
@@ -110,3 +85,37 @@ def _params(graph: Graph) -> int:
 def _unchanged(before: Graph, after: Graph) -> bool:
     return before.outputs == after.outputs and len(before.nodes) == len(after.nodes) and \
         all(a is b for a, b in zip(before.nodes, after.nodes))
+
+def _run_pass(p: Pass, graph: Graph, trace: Trace, inputs, explicit: bool, records: list) -> tuple[Graph, Trace]:
+    """Apply one pass, verify its graph, check it against ``trace`` (the run of ``graph``); append its record."""
+    before_names = [r.name for r in records]
+    context = f"in pass {p.name!r} (after {', '.join(before_names) if before_names else 'no other pass'})"
+    start = time.perf_counter()
+    try:
+        result = p.run(graph)
+        verify(result.graph, f"after pass {p.name!r}")
+    except SpikecError as e:
+        raise PassError(e.what, where=f"{context}{'; ' + e.where if e.where else ''}", remedy=e.remedy) from e
+    except Exception as e:
+        raise PassError(f"the pass crashed: {type(e).__name__}: {e}", where=context,
+                        remedy="this is a compiler bug: report it; meanwhile compile without this pass") from e
+    if explicit and result.skipped:
+        s = result.skipped[0]
+        raise PassError(f"the pass cannot apply to node {s.node!r}: {s.reason}", where=context,
+                        remedy=s.remedy or f"drop {p.name!r} from --passes, or change the model")
+    if _unchanged(graph, result.graph):  # the very same nodes: the run before is the run after
+        after = trace
+        cmp = compare_traces(graph, trace, result.graph, after)
+    else:
+        after = run(result.graph, inputs, progress=f"verifying {p.name}")
+        cmp = compare_traces(graph, trace, result.graph, after)
+    records.append(PassRecord(p.name, list(result.changed), _params(graph), _params(result.graph), True,
+                              cmp.spike_mismatches, cmp.max_rel_diff,
+                              round(time.perf_counter() - start, 4),
+                              [s.__dict__ for s in result.skipped], list(result.notes), cmp.summary()))
+    if not cmp.equivalent:
+        raise NotEquivalent(f"the graph after the pass is not equivalent to the graph before it:\n{cmp.describe()}",
+                            where=context, remedy="this is a compiler bug: report it with the model; "
+                                                  "meanwhile compile without this pass")
+    return result.graph, after
+
