@@ -1,10 +1,14 @@
 """Which op each target lowers: every registered op against every target, from a seeded example graph.
 
 ``EXAMPLES`` builds, for each op of the IR, a small graph that uses it (seeded, dyadic weights: exact in
-any summation order), with its inputs. ``cell(op, target)`` runs that graph through the target: the
-target either lowers it and reproduces the reference interpreter (``lowers``), or refuses it by name
-(``refused``, with the target's reason), or fails (a bug: lowered but not reproduced, or crashed, or lowered
-though the target's lowering table has no entry for the op). Which ops each target has a lowering for is read
+any summation order), with its inputs; ``VARIANTS`` one graph per reset variant of a neuron op, which then has
+one row per variant (``rows()``: ``op`` or ``op (variant)``). ``cell(row, column)`` runs that graph through a
+column of ``COLUMNS``: a target (``lava``, ``nir`` -- spikec's NIR interpreter on the written file --, ``onnx``)
+or ``nir-<consumer>`` (the file written with ``nir_consumer=<consumer>`` and run by that importer on the
+example's first output). The target either lowers it and reproduces the reference interpreter (``lowers``), or
+refuses it by name (``refused``, with the target's reason or the consumer limit that kept the file from
+running), or fails (a bug: lowered but not reproduced, or crashed, or lowered though the target's lowering table
+has no entry for the op). Which ops each target has a lowering for is read
 from the targets' own tables (``lowering_tables``): ONNX's ``EMITTERS``, NIR's ``LOWERINGS``, Lava's
 ``vocabulary.LOWERINGS``.
 Ops that only a target or a coding creates (Lava's integer ops ``lava_*``, the TTFS ops) are listed in
@@ -23,13 +27,20 @@ from spikec.compiler.errors import SpikecError
 from spikec.compiler.builder import GraphBuilder
 from spikec.ops import OPS
 
-TARGETS = ("onnx", "nir", "lava")   # the columns, in this order: every one has a lowering table below
+TARGETS = ("onnx", "nir", "lava")   # the targets: every one has a lowering table below
+# the columns, in this order: a target, or the NIR target's file as one consumer runs it (written in its form)
+COLUMNS = ("lava", "nir-snntorch", "nir-norse", "nir", "onnx")
+CONSUMER_NAMES = {"snntorch": "snnTorch", "norse": "Norse"}
 STEPS, BATCH = 4, 2
 INTERNAL = {"lava_": "the Lava target's own integer ops (its integer reference)",
             "ttfs_": "created by the TTFS coding pass, verified by its own simulator",
             "layernorm": "an ANN op of the TTFS coding (decomposed into TTFS sub-layers)",
             "input": "the graph input"}
 BEGIN, END = "<!-- coverage:begin -->", "<!-- coverage:end -->"
+# the plain neurons' threshold: 0.375 + 1/256, off the grid of 1/128 the dyadic weights and beta = 0.5 keep the
+# membrane on over STEPS steps, so no membrane ties the threshold: spikec fires on U >= theta (the NIR file's
+# nextafter(theta, -inf) threshold), which the float32 consumers cannot reproduce at an exact tie
+OFF_GRID = 0.375 + 1 / 256
 
 
 class _Builder(GraphBuilder):
@@ -49,11 +60,11 @@ class _Builder(GraphBuilder):
         return self.add(name, "conv2d", [x], {"stride": (1, 1), "padding": (padding, padding), "dilation": (1, 1),
                                               "groups": 1}, {"weight": self.weights(c_out, c_in, 3, 3)})
 
-    def lif(self, name, x, reset="subtract") -> str:
+    def lif(self, name, x, reset="zero") -> str:
         c = self.types[x].shape[0]
         return self.add(name, "lif", [x], {"reset": reset},
                         {"beta": np.full(c, 0.5), "alpha": np.ones(c), "bias": np.zeros(c),
-                         "threshold": np.full(c, 0.375), "v_reset": np.zeros(c)})
+                         "threshold": np.full(c, OFF_GRID), "v_reset": np.zeros(c)})
 
 
 def _spikes(seed, shape) -> np.ndarray:
@@ -131,7 +142,7 @@ def _dsmpa():
     """As RIPE wires it: a neuron's membrane U and its spikes delayed a step gate the next conv's current."""
     b = _Builder(14, (2, 4, 4))
     c = b.conv("conv", "x", 2)
-    s = b.lif("lif", c)
+    s = b.lif("lif", c, "subtract")   # its membrane twin below reads a subtract-reset run
     params = dict(next(n for n in b.nodes if n.name == "lif").params)
     u = b.add("lif.membrane", "lif", [c], {"reset": "subtract", "output": "membrane"}, params)
     prev = b.add("prev", "delay", [s], {"steps": 1})
@@ -310,6 +321,79 @@ EXAMPLES = {
 }
 
 
+# -- neuron ops per reset variant: one row each (the op's EXAMPLES entry is one of them). Each reads the spikes and
+# the membrane (a read-out of a state is part of what a target must reproduce); the current reads have rows of
+# their own, as the targets treat them apart.
+def _variant(op, attrs, params, reads=("spikes", "mem"), seed=33, shape=(8,)):
+    def build():
+        b = _Builder(seed, shape)
+        outs = _reads(b, "out", op, b.linear("fc", "x", 6), attrs, params, reads)
+        return b.graph(*outs), _spikes(seed + 1, shape)
+    return build
+
+
+def _lif(reset):
+    def build():
+        b = _Builder(35, (8,))
+        params = {"beta": np.full(6, 0.5), "alpha": np.ones(6), "bias": np.zeros(6),
+                  "threshold": np.full(6, OFF_GRID), "v_reset": np.zeros(6)}
+        s = b.add("out", "lif", [b.linear("fc", "x", 6)], {"reset": reset}, params)
+        m = b.add("out.membrane", "lif", ["fc"], {"reset": reset, "output": "membrane"},
+                  params)
+        return b.graph(s, m), _spikes(36, (8,))
+    return build
+
+
+_LEAKY = {"beta": np.array(0.875), "threshold": np.array(1.1)}
+_SYN = {"alpha": np.array(0.75), "beta": np.array(0.875), "threshold": np.array(1.1)}
+_SJ_SOFT = {"threshold": np.array(0.5), "decay": np.array(1 / (1 + np.exp(0.5)))}
+_SJ_HARD = {"threshold": np.array(0.25), "tau": np.array(3.0), "v_reset": np.array(0.0)}
+_NORSE = {"dt_tau_mem_inv": np.array(0.25), "dt_tau_syn_inv": np.array(0.5), "v_leak": np.array(0.0),
+          "threshold": np.array(0.375), "v_reset": np.array(0.0)}
+_NORSE_BOX = {k: v for k, v in _NORSE.items() if k != "dt_tau_syn_inv"}
+_LI = {"dt_tau_mem_inv": np.array(0.25), "dt_tau_syn_inv": np.array(0.5), "v_leak": np.array(0.125)}
+
+
+def _one_to_one(reset, delay):
+    p = dict(_LEAKY, V=np.array(0.5))
+    return _variant("rleaky_snntorch", {"reset": reset, "reset_delay": delay, "recurrent": "one_to_one"}, p)
+
+
+VARIANTS = {   # op: {variant: example}, the rows of the neuron ops
+    "lif": {"subtract": _lif("subtract"), "zero": _lif("zero")},
+    "lif_snntorch": {
+        **{f"{r}, reset_delay={d}": _variant("lif_snntorch", {"reset": r, "reset_delay": d}, _LEAKY)
+           for r in ("subtract", "zero") for d in (True, False)},
+        "none": _variant("lif_snntorch", {"reset": "none", "reset_delay": False}, _LEAKY)},
+    "synaptic_snntorch": {
+        **{f"{r}, reset_delay={d}": _variant("synaptic_snntorch", {"reset": r, "reset_delay": d, "recurrent": "none"},
+                                             _SYN) for r, d in (("subtract", True), ("zero", False))},
+        "none": _variant("synaptic_snntorch", {"reset": "none", "reset_delay": False, "recurrent": "none"}, _SYN),
+        "RSynaptic linear, reads syn": _snntorch_synaptic},
+    "rleaky_snntorch": {"one_to_one, subtract, reset_delay=True": _one_to_one("subtract", True),
+                        "conv2d, zero, reset_delay=False": _snntorch_rleaky},
+    "lif_sj": {"soft (PLIF)": _variant("lif_sj", {"decay_input": True}, _SJ_SOFT, ("spikes",)),
+               "hard (v_reset=0)": _variant("lif_sj", {"decay_input": False}, _SJ_HARD, ("spikes",))},
+    "lif_norse": {"LIFCell, value": _variant("lif_norse", {"current": True, "reset": "value"}, _NORSE, ("spikes", "v")),
+                  **{f"LIFBoxCell, {r}": _variant("lif_norse", {"current": False, "reset": r}, _NORSE_BOX,
+                                                          ("spikes", "v"))
+                     for r in ("value", "subtract")},
+                  "LIFCell, value, reads i": _norse_lif},
+    "li_norse": {"reads v": _variant("li_norse", {"current": True}, _LI, ("v",)), "reads i": _norse_li},
+}
+
+
+def rows() -> list[str]:
+    """The table's rows: every covered op, a neuron op once per variant (``op (variant)``)."""
+    return [r for op in covered_ops() for r in ([f"{op} ({v})" for v in VARIANTS[op]] if op in VARIANTS else [op])]
+
+
+def example(row: str):
+    """The example graph and inputs of a row."""
+    op, _, variant = row.partition(" (")
+    return VARIANTS[op][variant[:-1]]() if variant else EXAMPLES[op]()
+
+
 def lowering_tables() -> dict[str, frozenset]:
     """The ops each target has a lowering for, read from the target's own table (keyed by op)."""
     from spikec.targets.lava.exact_source import LOWERS as LAVA_EXACT
@@ -335,44 +419,89 @@ class Cell:
     detail: str = ""
 
 
-def cell(op: str, target: str) -> Cell:
+def cell(row: str, column: str) -> Cell:
+    """Row ``row`` (an op, or ``op (variant)``) on ``column``: a target (``lava``, ``nir`` -- spikec's own NIR
+    interpreter on the file --, ``onnx``) or ``nir-<consumer>``: the file written for that consumer
+    (``nir_consumer``) and run by it, spike for spike with the interpreter, or the reason it is not."""
     from spikec.compiler.interpreter import run
     from spikec.targets import get_target
-    graph, x = EXAMPLES[op]()
+    op = row.partition(" (")[0]
+    graph, x = example(row)
     if not any(n.op == op for n in graph.nodes):
-        return Cell("fails", f"the example graph of {op} does not contain it")
+        return Cell("fails", f"the example graph of {row} does not contain {op}")
+    target, _, consumer = column.partition("-")
+    options = {"seed": 0, **({"nir_consumer": consumer} if consumer else {})}
+    if consumer:   # nirtorch runs graphs of one output: the consumers run the example's first read (its spikes)
+        graph = _first_output(graph)
     try:
-        result = get_target(target)(graph, x, run(graph, x), {"seed": 0})
+        result = get_target(target)(graph, x, run(graph, x), options)
     except SpikecError as e:
         named = e.where and e.where.split(",")[0] in e.what  # the message already names the node
         where = f"{e.where}: " if e.where and not named else ""
         return Cell("refused", where + e.what.splitlines()[0])
-    if not result.ok:
+    if target == "nir":
+        found = _nir_cell(result.report, consumer)
+        if found is not None:
+            return found
+    elif not result.ok:
         return Cell("fails", "lowered but did not reproduce the interpreter")
     if op not in lowering_tables()[target]:
         return Cell("fails", f"lowered, but the {target} lowering table has no entry for {op}")
     return Cell("lowers")
 
 
-def matrix(ops=None, targets=TARGETS) -> dict:
-    return {op: {t: cell(op, t) for t in targets} for op in (ops or covered_ops())}
+def _first_output(graph):
+    """``graph`` reduced to its first output and the nodes it reads."""
+    from spikec.compiler.ir import Graph
+    keep, todo = set(), [graph.outputs[0]]
+    while todo:
+        name = todo.pop()
+        if name not in keep:
+            keep.add(name)
+            todo.extend(graph.node(name).inputs)
+    return Graph(tuple(n for n in graph.nodes if n.name in keep), graph.outputs[:1], graph.meta)
+
+
+def _nir_cell(report: dict, consumer: str) -> Cell | None:
+    """The NIR file's verdict: the interpreter's (``exact``), then the consumer's; None when both hold."""
+    if not report["exact"]:
+        return Cell("fails", "written, but spikec's NIR interpreter does not reproduce the graph")
+    if not consumer:
+        return None
+    c = report.get("consumers", {}).get(consumer, {"ran": False, "reason": f"{consumer} was not run"})
+    if not c.get("ran"):
+        return Cell("refused", f"not run by {CONSUMER_NAMES[consumer]}: {c['reason']}")
+    if not c.get("spike_exact"):
+        return Cell("fails", f"{CONSUMER_NAMES[consumer]} ran the file and differs: {c.get('spike_mismatches')} "
+                             "spike mismatches, no consumer limit predicted it")
+    return None
+
+
+def matrix(rows_=None, columns=COLUMNS) -> dict:
+    return {r: {c: cell(r, c) for c in columns} for r in (rows_ or rows())}
 
 
 def markdown(table: dict) -> str:
     targets = list(next(iter(table.values())))
-    lines = ["| op | " + " | ".join(targets) + " |", "|---|" + "---|" * len(targets)]
+    lines = ["| op (variant) | " + " | ".join(targets) + " |", "|---|" + "---|" * len(targets)]
     for op, row in table.items():
         text = []
         for t in targets:
             c = row[t]
             text.append("yes" if c.status == "lowers" else
                         f"no: {_short(c.detail)}" if c.status == "refused" else "**FAILS**")
-        lines.append(f"| `{op}` | " + " | ".join(text) + " |")
+        name, _, variant = op.partition(" (")
+        lines.append(f"| `{name}`{' (' + variant if variant else ''} | " + " | ".join(text) + " |")
     return "\n".join(lines)
 
 
-def _short(reason: str, width: int = 90) -> str:
+BOILERPLATE = (r"cannot be exported to NIR exactly: ", r"the Lava target cannot map (?=node )")  # the column says it
+
+
+def _short(reason: str, width: int = 110) -> str:
     reason = re.sub(r"\s+", " ", reason).replace("|", "/").strip()
+    for pattern in BOILERPLATE:
+        reason = re.sub(pattern, "", reason)
     return reason if len(reason) <= width else reason[: width - 3].rstrip() + "..."
 
 

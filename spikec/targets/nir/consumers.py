@@ -200,6 +200,9 @@ def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape) 
                     for t in range(T):
                         x = torch.as_tensor(inputs[t, b], dtype=torch.float32)
                         y, state = module(x, state)  # both return (output, state)
+                        if y.numel() != int(np.prod(out_shape)):
+                            raise ValueError(f"its module returned a {tuple(y.shape)} tensor, not the graph "
+                                             f"output's {tuple(out_shape)}")
                         outs[t, b] = y.detach().double().numpy().reshape(out_shape)
                     for k, v in seen.items():
                         spikes.setdefault(k, []).append(torch.stack(v).numpy())
