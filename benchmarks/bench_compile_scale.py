@@ -13,7 +13,8 @@ its peak is the larger of ``ru_maxrss`` and the stages' peaks): alternately (a) 
 The forward child runs the forward twice and reports the second (warm) call; the compile child times the call to
 ``compile_model`` (cold: its first forward is inside). Ratio per pair = compile seconds / forward seconds; the
 median of the per-pair ratios is printed last. Each compile child also prints a fingerprint of its report
-(sha256 of report.json without its timings: ``seconds``, ``passes[i].seconds``, ``stages``), so a change to the
+(sha256 of report.json without its timings -- ``seconds``, ``passes[i].seconds``, ``stages`` -- and without
+``provenance``, which hashes this very file), so a change to the
 compiler that alters any result shows up as a different fingerprint, and the per-stage seconds / peak memory of
 ``report["stages"]`` when the report has them.
 
@@ -59,7 +60,7 @@ def _peak_mb() -> float:
 
 def fingerprint(report: dict) -> str:
     """sha256 of the report without its timings (what must not change when only speed and memory do)."""
-    r = {k: v for k, v in report.items() if k not in TIMING_KEYS}
+    r = {k: v for k, v in report.items() if k not in TIMING_KEYS + ("provenance",)}  # provenance: file hashes
     r["passes"] = [{k: v for k, v in p.items() if k != "seconds"} for p in r.get("passes", [])]
     return hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

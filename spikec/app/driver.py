@@ -33,7 +33,7 @@ from spikec.frontend.stepping import cast_inputs_to_params
 from spikec.frontend.tracing import traced_root
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, thaw
-from spikec.compiler.passes import run_passes
+from spikec.compiler.passes import first_record, run_passes
 from spikec.compiler.report import layers_report, params_report
 from spikec.compiler.serialize import graph_to_json, load_graph, save_graph
 from spikec.passes import select
@@ -232,11 +232,16 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         graph = trace(model, shape, input_kind=given["kind"], ceiling=given["ceiling"])
     with stages("frontend check"):
         reference = run_torch(model, x, dict(graph.meta.get("module_outputs", ())))
-        traced = run(graph, x, progress="verifying frontend")
+        ahead: dict = {}  # the first pass's rewrite, made first: the run records only what the checks read
+        need = first_record(graph, passes, explicit, ahead)
+        need = need if need == "all" else need | set(dict(graph.meta.get("module_outputs", ())).values())
+        traced = run(graph, x, progress="verifying frontend", record=need)
         front = compare_with_torch(model, graph, x, trace=traced, source=reference)
+        if not front.equivalent and need != "all":  # no pass runs: the traced graph is the one reported on
+            traced = run(graph, x, progress="verifying frontend")
     last: list = []  # the run of the deployed graph the last pass was checked with
-    deployed, records = run_passes(graph, passes, x, explicit=explicit, trace=traced, keep=last, stage=stages) \
-        if front.equivalent else (graph, [])
+    deployed, records = run_passes(graph, passes, x, explicit=explicit, trace=traced, keep=last, stage=stages,
+                                   ahead=ahead, consume=True) if front.equivalent else (graph, [])
     trace_final = last[0] if last else traced
     del traced, last
     coded = None  # the coding's verdict, a TargetResult

@@ -54,11 +54,13 @@ def as_inputs(graph: Graph, inputs) -> dict[str, np.ndarray]:
     return inputs
 
 
-def run(graph: Graph, inputs, *, record: str = "all", integer: bool | None = None,
-        progress: str | None = None) -> Trace:
+def run(graph: Graph, inputs, *, record="all", integer: bool | None = None,
+        progress: str | None = None, visit=None) -> Trace:
     """Run ``graph`` on ``inputs`` (an array for a one-input graph, or name -> array).
 
-    ``record="all"`` keeps every node's output; ``"outputs"`` only the graph outputs (less memory).
+    ``record="all"`` keeps every node's output; ``"outputs"`` only the graph outputs (less memory); a collection
+    of node names keeps those and the outputs (values, and margins of neurons). ``visit(name, value, margin)``,
+    if given, sees every node's output as it is produced (``margin`` None unless a neuron), before it is freed.
     """
     integer = is_integer_graph(graph) if integer is None else integer
     dtype = torch.int64 if integer else torch.float64
@@ -69,7 +71,8 @@ def run(graph: Graph, inputs, *, record: str = "all", integer: bool | None = Non
     for n in graph.nodes:
         for i in n.inputs:
             remaining[i] += 1
-    keep = set(graph.outputs)
+    every = isinstance(record, str) and record == "all"
+    keep = set(graph.outputs) | (set() if isinstance(record, str) else set(record))
     inputs = as_inputs(graph, inputs)
     nodes = tqdm(graph.nodes, desc=progress, delay=1.0, leave=False, disable=progress is None)
     for node in nodes:
@@ -77,7 +80,7 @@ def run(graph: Graph, inputs, *, record: str = "all", integer: bool | None = Non
             x = np.asarray(inputs[node.name])
             if integer and not np.array_equal(x, np.round(x)):
                 raise BadInput(f"input {node.name!r} is not integral; an integer graph needs integer inputs")
-            out = torch.as_tensor(np.array(x, dtype=np.int64 if integer else np.float64))
+            out, margin = torch.as_tensor(np.array(x, dtype=np.int64 if integer else np.float64)), None
         else:
             params = {k: torch.as_tensor(np.array(v)) for k, v in node.params.items()}
             key = dynamics_key(node) if "output" in node.attrs or node.name + ".membrane" in remaining else None
@@ -94,11 +97,13 @@ def run(graph: Graph, inputs, *, record: str = "all", integer: bool | None = Non
                 out, margin = out
             else:
                 margin = None
-            if margin is not None and (record == "all" or node.name in keep):
+            if margin is not None and (every or node.name in keep):
                 trace.margins[node.name] = margin.numpy()
         env[node.name] = out
-        if record == "all" or node.name in keep:
+        if every or node.name in keep:
             trace.values[node.name] = out.numpy()
+        if visit is not None:
+            visit(node.name, out.numpy(), None if margin is None else margin.numpy())
         for i in node.inputs:  # free what no later node reads
             remaining[i] -= 1
             if remaining[i] == 0 and i not in keep:

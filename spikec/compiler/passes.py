@@ -15,6 +15,7 @@ from spikec.compiler.interpreter import Trace, run
 from spikec.compiler.errors import NotEquivalent, PassError, SpikecError
 from spikec.compiler.ir import Graph
 from spikec.ops import deployed_params
+from spikec.compiler.stream import before_names, compare_streamed
 from spikec.compiler.verify import verify
 
 
@@ -61,23 +62,77 @@ class PassRecord:
 
 def run_passes(graph: Graph, passes: list[Pass], inputs, *, explicit: bool = False,
                trace: Trace | None = None, keep: list | None = None,
-               stage=None) -> tuple[Graph, list[PassRecord]]:
+               stage=None, ahead: dict | None = None, consume: bool = False) -> tuple[Graph, list[PassRecord]]:
     """Apply ``passes`` in order; verify and equivalence-check after each one.
 
-    ``trace`` may pass a ``record="all"`` run of ``graph`` on ``inputs`` already made; each pass then
-    costs one interpreter run (of its result). ``keep``, a list, receives the run of the final graph.
+    ``trace`` may pass a run of ``graph`` on ``inputs`` already made, recording at least ``first_record``'s
+    nodes (``record="all"`` does); each pass then costs one interpreter run (of its result), compared with the
+    run before it as it goes (``spikec.compiler.stream``): a run keeps only what the next pass's check reads, the
+    final graph's run keeps everything. ``consume``: ``trace`` is the caller's no more, its values are dropped
+    once checked. ``keep``, a list, receives the run of the final graph (``record="all"``).
     ``stage``: a callable ``name -> context manager`` wrapped around each pass (``spikec.app.stages.Stages``).
+    ``ahead``: the dict given to ``first_record`` (the first pass's rewrite, made once).
     """
     records: list[PassRecord] = []
-    trace = trace or (run(graph, inputs, progress="verifying") if passes else None)
-    for p in passes:
+    ahead = {} if ahead is None else ahead
+    if trace is None and passes:
+        trace, consume = run(graph, inputs, record=first_record(graph, passes, explicit, ahead),
+                             progress="verifying"), True
+    for i, p in enumerate(passes):
         with (stage(f"pass {p.name}") if stage else nullcontext()):
-            graph, trace = _run_pass(p, graph, trace, inputs, explicit, records)
+            graph, trace = _run_pass(i, passes, graph, trace, inputs, explicit, records, ahead, consume)
+        consume = True
     if keep is not None:
         keep.append(trace)
     return graph, records
 
 
+def first_record(graph: Graph, passes: list[Pass], explicit: bool = False, ahead: dict | None = None):
+    """What a run of ``graph`` must record for ``run_passes(graph, passes, ...)``: node names, or "all" (no pass,
+    a pass that keeps the graph, or one that fails: it is raised in its turn). ``ahead`` keeps the rewrite."""
+    return _record(graph, passes, 0, explicit, {} if ahead is None else ahead)
+
+
+@dataclass(frozen=True)
+class _Rewrite:
+    result: PassResult | None
+    error: Exception | None
+    seconds: float
+
+
+def _context(passes: list[Pass], i: int) -> str:
+    before = [p.name for p in passes[:i]]
+    return f"in pass {passes[i].name!r} (after {', '.join(before) if before else 'no other pass'})"
+
+
+def _rewrite(passes: list[Pass], i: int, graph: Graph, ahead: dict) -> _Rewrite:
+    """Pass ``i`` applied to ``graph`` and verified, once (kept in ``ahead``); an error is kept, not raised."""
+    if i in ahead and ahead[i][0] is graph:
+        return ahead[i][1]
+    p, context, start, error, result = passes[i], _context(passes, i), time.perf_counter(), None, None
+    try:
+        result = p.run(graph)
+        verify(result.graph, f"after pass {p.name!r}")
+    except SpikecError as e:
+        error = PassError(e.what, where=f"{context}{'; ' + e.where if e.where else ''}", remedy=e.remedy)
+        error.__cause__ = e
+    except Exception as e:
+        error = PassError(f"the pass crashed: {type(e).__name__}: {e}", where=context,
+                          remedy="this is a compiler bug: report it; meanwhile compile without this pass")
+        error.__cause__ = e
+    done = _Rewrite(result, error, time.perf_counter() - start)
+    ahead[i] = (graph, done)
+    return done
+
+
+def _record(graph: Graph, passes: list[Pass], i: int, explicit: bool, ahead: dict):
+    """What the run of ``graph`` (the input of pass ``i``) must record: "all" or the names pass ``i``'s check reads."""
+    if i >= len(passes):
+        return "all"  # the deployed graph: every consumer of its run reads it
+    rw = _rewrite(passes, i, graph, ahead)
+    if rw.error is not None or (explicit and rw.result.skipped) or _unchanged(graph, rw.result.graph):
+        return "all"
+    return before_names(graph, rw.result.graph)
 def _params(graph: Graph) -> int:
     return sum(deployed_params(n) for n in graph.nodes)
 
@@ -86,19 +141,15 @@ def _unchanged(before: Graph, after: Graph) -> bool:
     return before.outputs == after.outputs and len(before.nodes) == len(after.nodes) and \
         all(a is b for a, b in zip(before.nodes, after.nodes))
 
-def _run_pass(p: Pass, graph: Graph, trace: Trace, inputs, explicit: bool, records: list) -> tuple[Graph, Trace]:
-    """Apply one pass, verify its graph, check it against ``trace`` (the run of ``graph``); append its record."""
-    before_names = [r.name for r in records]
-    context = f"in pass {p.name!r} (after {', '.join(before_names) if before_names else 'no other pass'})"
-    start = time.perf_counter()
-    try:
-        result = p.run(graph)
-        verify(result.graph, f"after pass {p.name!r}")
-    except SpikecError as e:
-        raise PassError(e.what, where=f"{context}{'; ' + e.where if e.where else ''}", remedy=e.remedy) from e
-    except Exception as e:
-        raise PassError(f"the pass crashed: {type(e).__name__}: {e}", where=context,
-                        remedy="this is a compiler bug: report it; meanwhile compile without this pass") from e
+
+def _run_pass(i: int, passes: list[Pass], graph: Graph, trace: Trace, inputs, explicit: bool, records: list,
+              ahead: dict, consume: bool) -> tuple[Graph, Trace]:
+    """Apply pass ``i``, verify its graph, check it against ``trace`` (the run of ``graph``); append its record."""
+    p, context, start = passes[i], _context(passes, i), time.perf_counter()
+    rw = _rewrite(passes, i, graph, ahead)
+    if rw.error is not None:
+        raise rw.error
+    result = rw.result
     if explicit and result.skipped:
         s = result.skipped[0]
         raise PassError(f"the pass cannot apply to node {s.node!r}: {s.reason}", where=context,
@@ -107,15 +158,15 @@ def _run_pass(p: Pass, graph: Graph, trace: Trace, inputs, explicit: bool, recor
         after = trace
         cmp = compare_traces(graph, trace, result.graph, after)
     else:
-        after = run(result.graph, inputs, progress=f"verifying {p.name}")
-        cmp = compare_traces(graph, trace, result.graph, after)
+        record = _record(result.graph, passes, i + 1, explicit, ahead)
+        cmp, after = compare_streamed(graph, trace, result.graph, inputs, record=record, consume=consume,
+                                      progress=f"verifying {p.name}")
     records.append(PassRecord(p.name, list(result.changed), _params(graph), _params(result.graph), True,
                               cmp.spike_mismatches, cmp.max_rel_diff,
-                              round(time.perf_counter() - start, 4),
+                              round(rw.seconds + time.perf_counter() - start, 4),
                               [s.__dict__ for s in result.skipped], list(result.notes), cmp.summary()))
     if not cmp.equivalent:
         raise NotEquivalent(f"the graph after the pass is not equivalent to the graph before it:\n{cmp.describe()}",
                             where=context, remedy="this is a compiler bug: report it with the model; "
                                                   "meanwhile compile without this pass")
     return result.graph, after
-
