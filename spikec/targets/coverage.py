@@ -369,6 +369,9 @@ VARIANTS = {   # op: {variant: example}, the rows of the neuron ops
         **{f"{r}, reset_delay={d}": _variant("synaptic_snntorch", {"reset": r, "reset_delay": d, "recurrent": "none"},
                                              _SYN) for r, d in (("subtract", True), ("zero", False))},
         "none": _variant("synaptic_snntorch", {"reset": "none", "reset_delay": False, "recurrent": "none"}, _SYN),
+        "RSynaptic linear, zero, reset_delay=False": _variant(
+            "synaptic_snntorch", {"reset": "zero", "reset_delay": False, "recurrent": "linear"},
+            dict(_SYN, weight=np.random.default_rng(37).integers(-4, 9, (6, 6)) / 16.0, bias=np.full(6, 0.0625))),
         "RSynaptic linear, reads syn": _snntorch_synaptic},
     "rleaky_snntorch": {"one_to_one, subtract, reset_delay=True": _one_to_one("subtract", True),
                         "conv2d, zero, reset_delay=False": _snntorch_rleaky},

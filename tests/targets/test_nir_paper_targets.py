@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from spikec.app.cli import main
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.targets.lava.pooling import is_sum_pool, operator_of
-from spikec.targets.nir.frontend import nir_model
+from spikec.targets.nir.frontend import load_nir, nir_model
 
 PAPER = Path(__file__).resolve().parents[1] / "fixtures" / "nir_paper"
 DT = 1e-4
@@ -142,3 +142,27 @@ def test_a_sum_pool_folds_into_the_next_synapse(then):
     else:
         got = x.reshape(2, -1) @ op.weight.T
     np.testing.assert_allclose(got, expect, rtol=0, atol=1e-12)
+
+
+# -- the Braille recurrent CubaLIF: refused with the exact reason ------------------------------------------------
+
+@pytest.mark.parametrize("name, biased", [("braille_noDelay_bias_zero", True),
+                                          ("braille_noDelay_noBias_subtract", False)])
+def test_braille_recurrent_cubalif_is_refused_naming_why(name, biased):
+    from spikec.compiler.errors import UnsupportedOp
+    with pytest.raises(UnsupportedOp) as e:
+        load_nir(PAPER / f"{name}.nir", DT)
+    text = f"{e.value.what} {e.value.where} {e.value.remedy}"
+    assert "'lif1.lif' (CubaLIF)" in text and "lif1.w_rec" in text
+    assert "RSynaptic" in text and "alpha*syn + x" in text and "not in float64" in text
+    assert ("rec(0) = bias" in text) == biased
+    assert "reset_delay=False" in e.value.remedy
+
+
+def test_the_remedy_lowers_on_lava_and_onnx():
+    """What the refusal proposes, snnTorch's RSynaptic with a zero reset and reset_delay=False, is a coverage
+    row that Lava and ONNX lower."""
+    from spikec.targets import coverage
+    row = "synaptic_snntorch (RSynaptic linear, zero, reset_delay=False)"
+    assert row in coverage.rows()
+    assert all(coverage.cell(row, t).status == "lowers" for t in ("lava", "onnx"))

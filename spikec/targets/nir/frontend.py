@@ -147,6 +147,8 @@ class _Converter:
             th = self.nodes[th_names[0]] if ok else None
             ok = ok and not isinstance(th, tuple) and kind(th) == "Threshold" and \
                 [s for s, d in self.edges if d == th_names[0]] == [v]
+            if not ok and not isinstance(li, tuple) and kind(li) == "CubaLIF":
+                _unsupported(v, li, recurrent_cubalif_reason(u, fb, self.scheme), RECURRENT_CUBALIF_REMEDY)
             if not ok:
                 _unsupported(v, self.nodes[v], f"the recurrent edge {u!r} -> {v!r} is not the subtract-reset "
                              "pattern LI/I -> Threshold -> diagonal feedback -> LI/I; the IR has no other recurrence",
@@ -417,6 +419,23 @@ class _Converter:
 
     def node_CubaLI(self, n, node, x):
         return self._cuba(n, node, x, False)
+
+
+RECURRENT_CUBALIF_REMEDY = ("deploy the snnTorch model itself (RSynaptic with reset_mechanism='zero', "
+                            "reset_delay=False: spikec traces it to synaptic_snntorch, which ONNX and Lava lower)")
+
+
+def recurrent_cubalif_reason(u: str, fb, scheme: str) -> str:
+    """Why a CubaLIF closing a cycle through feedback ``u`` has no exact IR form (the NIR paper's Braille RNN)."""
+    why = [f"a CubaLIF fed back through {u!r} ({kind(fb)}) has no exact IR form: the IR's recurrent CubaLIF is "
+           "snnTorch's RSynaptic (synaptic_snntorch), which adds rec(spk) to alpha*syn + x, while NIR sums the "
+           "edges first (syn = alpha*syn + (x + rec)): equal in real arithmetic, not in float64"]
+    if kind(fb) == "Affine" and np.any(np.asarray(fb.bias) != 0):
+        why.append("the feedback's bias: a cycle edge carries 0 at the first step as spikec reads NIR, "
+                   "RSynaptic adds rec(0) = bias there")
+    if scheme == "norse":
+        why.append("in the norse scheme the current steps as i + dt/tau_syn (w_in x - i), which RSynaptic does not")
+    return "; ".join(why)
 
 
 def _spikec_names(graph: nir.NIRGraph) -> dict[str, str]:
