@@ -19,7 +19,8 @@ Mapping (per scheme; the IR neuron is ``U = beta H + alpha X + bias``, ``S = [U 
   (threshold = the largest float64), in NIR units.
 * ``Threshold`` -> a stateless ``lif`` (``beta = 0``).
 * the cycle ``LI``/``I`` -> ``Threshold`` -> diagonal feedback -> back into the ``LI``/``I`` (what the spikec
-  exporter writes for a subtract reset) -> one subtract-reset ``lif``; any other cycle is refused.
+  exporter writes for a subtract reset) -> one subtract-reset ``lif``; any other cycle is refused (a CubaLIF
+  fed back through a weight, the Braille RNN, with the reasons of ``recurrent_cubalif_reason``).
 * ``Affine``/``Linear`` -> ``linear``; ``Conv2d`` -> ``conv2d``; ``AvgPool2d`` -> ``avgpool2d`` (zero padding
   counted); ``SumPool2d`` -> a depthwise all-ones ``conv2d``; ``Flatten`` -> ``flatten`` (NIR's batch-free
   dims); ``Scale`` -> ``scale``, or a depthwise 1x1 conv / diagonal linear when per channel; ``Delay`` ->
@@ -426,8 +427,8 @@ RECURRENT_CUBALIF_REMEDY = ("deploy the snnTorch model itself (RSynaptic with re
 
 
 def recurrent_cubalif_reason(u: str, fb, scheme: str) -> str:
-    """Why a CubaLIF closing a cycle through feedback ``u`` has no exact IR form (the NIR paper's Braille RNN)."""
-    why = [f"a CubaLIF fed back through {u!r} ({kind(fb)}) has no exact IR form: the IR's recurrent CubaLIF is "
+    """Why a CubaLIF closing a cycle through feedback ``u`` has no bit-exact IR form (the NIR paper's Braille RNN)."""
+    why = [f"a CubaLIF fed back through {u!r} ({kind(fb)}) has no bit-exact IR form: the IR's recurrent CubaLIF is "
            "snnTorch's RSynaptic (synaptic_snntorch), which adds rec(spk) to alpha*syn + x, while NIR sums the "
            "edges first (syn = alpha*syn + (x + rec)): equal in real arithmetic, not in float64"]
     if kind(fb) == "Affine" and np.any(np.asarray(fb.bias) != 0):
