@@ -2,24 +2,25 @@
 
 Workload: ``examples/ripe/model.py`` ``published(steps=T)`` (widths 32/64/128, DS-MPA on, 2x128x128 input,
 ~1.0 M parameters), untrained (torch's default initialisation after ``torch.manual_seed(seed)``), compiled as
-``spikec compile`` does without probes: ``CompileOptions(model=".../model.py:published", passes="default")`` (through a factory here that passes T), i.e.
-random binary verification inputs ``[T, B, 2, 128, 128]`` (p = 0.3, seed 0), T = 10 (the model's declared steps),
-B = 4 (the default batch), default passes, no target.
+``spikec compile`` does without probes: ``CompileOptions(model=".../model.py:published", passes="default")``
+(through a factory here that passes T), i.e. random binary verification inputs ``[T, B, 2, 128, 128]``
+(p = 0.3, seed 0), T = 10 (the model's declared steps), B = 4 (the default batch), default passes, no target.
 
-Protocol: every measurement runs in a fresh subprocess (so ``ru_maxrss``, the process's peak resident set, belongs
-to that measurement alone; a compile that reports ``stages`` resets the kernel's high-water mark per stage, so
-its peak is the larger of ``ru_maxrss`` and the stages' peaks): alternately (a) one float64 PyTorch forward of the same model (same seed, same weights,
-``.double().eval()``, ``torch.no_grad()``) on the same inputs the compile draws, and (b) one ``compile_model``.
-The forward child runs the forward twice and reports the second (warm) call; the compile child times the call to
-``compile_model`` (cold: its first forward is inside). Ratio per pair = compile seconds / forward seconds; the
-median of the per-pair ratios is printed last. Each compile child also prints a fingerprint of its report
-(sha256 of report.json without its timings -- ``seconds``, ``passes[i].seconds``, ``stages`` -- and without
-``provenance``, which hashes this very file), so a change to the
-compiler that alters any result shows up as a different fingerprint, and the per-stage seconds / peak memory of
-``report["stages"]`` when the report has them.
+Protocol: every measurement runs in a fresh subprocess, so ``ru_maxrss`` (the process's peak resident set) belongs
+to that measurement alone; a compile that reports ``stages`` resets the kernel's high-water mark per stage, so its
+peak is the larger of ``ru_maxrss`` and the stages' peaks. Alternately: (a) one float64 PyTorch forward of the
+same model (same seed, same weights, ``.double().eval()``, ``torch.no_grad()``) on the same inputs the compile
+draws; (b) with ``--baseline DIR``, one ``compile_model`` of another checkout (before/after side by side); (c) one
+``compile_model``. The forward child runs the forward twice and reports the second (warm) call; a compile child
+times the call to ``compile_model`` (cold: its first forward is inside). Ratio per pair = compile seconds /
+forward seconds; the median of the per-pair ratios is printed last. Each compile child also prints a fingerprint
+of its report (sha256 of report.json without its timings -- ``seconds``, ``passes[i].seconds``, ``stages`` -- and
+without ``provenance``, which hashes this very file): a change that alters any result changes the fingerprint.
+The per-stage seconds / peak memory of ``report["stages"]`` are printed when the report has them.
 
-    .venv/bin/python benchmarks/bench_compile_scale.py              # T=10, B=4, 128x128, 2 pairs (~2 min idle)
+    .venv/bin/python benchmarks/bench_compile_scale.py              # T=10, B=4, 128x128, 2 pairs (~1-2 min idle)
     .venv/bin/python benchmarks/bench_compile_scale.py --quick      # T=2, B=2, 1 pair (smoke run)
+    git archive REV | tar -x -C /tmp/old && .venv/bin/python benchmarks/bench_compile_scale.py --baseline /tmp/old
 
 The machine may be shared: the figures are noisy; the per-pair ratio (both measured back to back) is the
 figure to trust, and the load average is printed with every pair.
@@ -99,9 +100,9 @@ def child_compile(steps: int, batch: int, seed: int) -> dict:
             "equivalent": r["equivalent"], "fingerprint": fingerprint(r), "stages": r.get("stages")}
 
 
-def measure(kind: str, args) -> dict:
+def measure(kind: str, args, root=None) -> dict:
     cmd = [sys.executable, __file__, "--child", kind, "--steps", str(args.steps), "--batch", str(args.batch),
-           "--seed", str(args.seed)]
+           "--seed", str(args.seed)] + (["--root", str(root)] if root else [])
     env = {**os.environ, "TQDM_DISABLE": "1"}
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -122,8 +123,15 @@ def main():
     ap.add_argument("--pairs", type=int, default=2, help="alternating (forward, compile) pairs")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="T=2, B=2, 1 pair")
+    ap.add_argument("--baseline", metavar="DIR", help="also compile with the spikec of another checkout DIR (e.g. "
+                    "`git archive REV | tar -x -C DIR`), in each pair: before/after side by side")
     ap.add_argument("--child", choices=("forward", "compile"), help=argparse.SUPPRESS)
+    ap.add_argument("--root", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.root:  # the compile of another checkout: its spikec first on the path
+        sys.path.insert(0, str(Path(args.root).resolve()))
+        import spikec
+        assert Path(spikec.__file__).resolve().is_relative_to(Path(args.root).resolve()), spikec.__file__
     if args.child:
         run = child_forward if args.child == "forward" else child_compile
         print(json.dumps(run(args.steps, args.batch, args.seed)))
@@ -133,9 +141,15 @@ def main():
     import torch
     print(f"RIPE published (32/64/128, DS-MPA, 2x128x128), untrained seed {args.seed}; T={args.steps}, "
           f"B={args.batch}, default passes, no target; torch {torch.__version__}, {os.cpu_count()} CPUs")
-    ratios, fwd, comp = [], [], []
+    ratios, fwd, comp, base = [], [], [], []
     for i in range(args.pairs):
         f = measure("forward", args)
+        if args.baseline:
+            b = measure("compile", args, args.baseline)
+            base.append(b)
+            print(f"pair {i + 1} baseline ({args.baseline}): compile {b['seconds']:.2f} s (user {b['user']:.1f} s, sys "
+                  f"{b['sys']:.1f} s), peak {b['peak_mb']:.0f} MB, fingerprint {b['fingerprint']} | ratio "
+                  f"{b['seconds'] / f['seconds']:.2f}x")
         c = measure("compile", args)
         fwd.append(f), comp.append(c), ratios.append(c["seconds"] / f["seconds"])
         print(f"pair {i + 1}: forward {f['seconds']:.2f} s (cold {f['cold_seconds']:.2f} s), peak {f['peak_mb']:.0f} MB"
@@ -148,6 +162,11 @@ def main():
           f"{statistics.median(x['seconds'] for x in comp):.2f} s, compile peak "
           f"{statistics.median(x['peak_mb'] for x in comp):.0f} MB (forward peak "
           f"{statistics.median(x['peak_mb'] for x in fwd):.0f} MB)")
+    if base:
+        print(f"baseline: compile {statistics.median(x['seconds'] for x in base):.2f} s, peak "
+              f"{statistics.median(x['peak_mb'] for x in base):.0f} MB, compile / forward "
+              f"{statistics.median(b['seconds'] / f['seconds'] for b, f in zip(base, fwd)):.2f}x; same report: "
+              f"{all(b['fingerprint'] == c['fingerprint'] for b, c in zip(base, comp))}")
     print(f"compile / one float64 forward: {statistics.median(ratios):.2f}x")
 
 

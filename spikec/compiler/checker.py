@@ -57,16 +57,19 @@ class Comparison:
         expected, got = np.asarray(expected, dtype=np.float64), np.asarray(got, dtype=np.float64)
         if spike:
             bad = expected != got
+            n_bad = int(bad.sum())
             self.spikes_compared += expected.size
-            self.spike_mismatches += int(bad.sum())
+            self.spike_mismatches += n_bad
         elif np.isfinite(expected).all() and np.isfinite(got).all():  # the rule below, without its masks and copies
             scale = max(np.abs(expected).max(initial=0.0), np.abs(got).max(initial=0.0), np.finfo(float).tiny)
-            diff = np.abs(expected - got)
+            with np.errstate(over="ignore"):
+                diff = np.abs(expected - got)
             diff /= scale
             self.max_rel_diff = max(self.max_rel_diff, float(diff.max(initial=0.0)))
             bad = diff > REL_TOL
+            n_bad = int(np.count_nonzero(bad))
             self.values_compared += expected.size
-            self.real_mismatches += int(np.count_nonzero(bad))
+            self.real_mismatches += n_bad
         else:  # relative to the largest finite magnitude; a NaN or Inf matches only the identical value
             finite = np.isfinite(expected) & np.isfinite(got)
             scale = max(np.abs(expected[finite]).max(initial=0.0), np.abs(got[finite]).max(initial=0.0),
@@ -75,9 +78,11 @@ class Comparison:
                 diff = np.where(finite, np.abs(np.where(finite, expected - got, 0.0)) / scale, 0.0)
             self.max_rel_diff = max(self.max_rel_diff, float(diff.max(initial=0.0)))
             bad = (diff > REL_TOL) | (~finite & (expected != got))
+            n_bad = int(bad.sum())
             self.values_compared += expected.size
-            self.real_mismatches += int(bad.sum())
-        for pos in np.argwhere(bad)[: max(0, MAX_REPORTED - len(self.mismatches))]:
+            self.real_mismatches += n_bad
+        room = max(0, MAX_REPORTED - len(self.mismatches))
+        for pos in np.argwhere(bad)[:room] if n_bad and room else ():
             pos = tuple(int(i) for i in pos)
             m = None if margin is None else float(margin[pos])
             self.mismatches.append(Mismatch(node, pos[0], pos[1:], float(expected[pos]), float(got[pos]), m))
