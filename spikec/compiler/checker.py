@@ -87,6 +87,19 @@ class Comparison:
             m = None if margin is None else float(margin[pos])
             self.mismatches.append(Mismatch(node, pos[0], pos[1:], float(expected[pos]), float(got[pos]), m))
 
+    def add_self(self, node: str, value: np.ndarray, spike: bool, margin=None) -> None:
+        """``add(node, value, value, spike, margin)`` (a run compared with itself), without the arithmetic unless
+        ``value`` holds a NaN: only a NaN differs from itself, every relative difference is 0."""
+        value = np.asarray(value, dtype=np.float64)
+        if np.isnan(value).any():
+            return self.add(node, value, value, spike, margin)
+        self.nodes_compared.append(node)
+        if spike:
+            self.spikes_compared += value.size
+        else:
+            self.values_compared += value.size
+            self.max_rel_diff = max(self.max_rel_diff, 0.0)
+
     def summary(self) -> dict:
         return {"equivalent": self.equivalent, "nodes_compared": len(self.nodes_compared),
                 "spikes_compared": self.spikes_compared, "values_compared": self.values_compared,
@@ -113,7 +126,10 @@ def compare_traces(before: Graph, ta: Trace, after: Graph, tb: Trace) -> Compari
     result = Comparison()
     shared = [n for n in before.nodes if n.op != "input" and n.name in after and after.node(n.name).type == n.type]
     for n in shared:
-        result.add(n.name, ta.values[n.name], tb.values[n.name], n.type.is_spike, tb.margins.get(n.name))
+        if ta is tb:  # a pass that kept the very same nodes: the run is compared with itself
+            result.add_self(n.name, ta.values[n.name], n.type.is_spike, tb.margins.get(n.name))
+        else:
+            result.add(n.name, ta.values[n.name], tb.values[n.name], n.type.is_spike, tb.margins.get(n.name))
     for n in before.nodes:  # re-timed onto D sub-steps: each physical step's sum must equal the old value
         t = after.node(n.name).type if n.name in after else None
         if t is not None and t.shape == n.type.shape and t.substeps > 1 and n.type.substeps == 1:
