@@ -123,3 +123,20 @@ def test_a_run_compared_with_itself_is_add_with_itself(spike):
         slow.add(f"n{i}", v, v, spike, margin)
         fast.add_self(f"n{i}", v, spike, margin)
     assert same(slow, fast) and (slow.spike_mismatches or slow.real_mismatches)
+
+
+def test_the_torch_fast_path_of_add_is_the_numpy_rule():
+    """add() on C-contiguous arrays (torch, no mismatch) vs on Fortran-ordered copies (numpy's rule, always)."""
+    from spikec.compiler.checker import Comparison
+    rng = np.random.default_rng(3)
+    for trial in range(200):
+        e = rng.normal(size=(3, 4, 5)) * 10.0 ** rng.integers(-300, 300)
+        g = [e.copy(), e * (1 + rng.normal(size=e.shape) * 1e-10), e * (1 + rng.normal(size=e.shape) * 1e-9),
+             np.nextafter(e, np.inf), -e, (e > 0).astype(float)][trial % 6]
+        spike = trial % 6 == 5
+        if spike:
+            e = (e > 0).astype(float)
+        fast, slow = Comparison(), Comparison()
+        fast.add("n", e, g, spike, np.abs(e))
+        slow.add("n", np.asfortranarray(e), np.asfortranarray(g), spike, np.abs(e))
+        assert same(fast, slow), trial
