@@ -70,7 +70,13 @@ def run_norse_steps(model, x):
 
 
 def run_loop(model, x):
-    return model(x)
+    out = model(x)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def run_sj_loop(model, x):
+    sj_functional.reset_net(model)
+    return (model(x),)
 
 
 def images(rng, shape):
@@ -86,6 +92,8 @@ CASES = {  # name: (file, factory, --stepping, inputs(rng), the framework's run)
                           run_sj_steps),
     "norse-step": ("norse_step.py", "net", "step", lambda r: images(r, (10, 4, 32)), run_norse_steps),
     "norse-multistep": ("norse_multistep.py", "net", "multistep", lambda r: r.random((6, 4, 1, 8, 8)), run_multistep),
+    "norse-loop": ("norse_loop.py", "net", "loop", lambda r: images(r, (8, 4, 32)), run_loop),
+    "spikingjelly-loop": ("spikingjelly_loop.py", "net", "loop", lambda r: images(r, (8, 4, 32)), run_sj_loop),
 }
 
 
@@ -185,7 +193,7 @@ def test_a_silent_layer_is_warned_by_name_and_strict_exits_1(tmp_path):
     assert strict.exit_code == 1 and "--strict" in strict.output
 
 
-@pytest.mark.parametrize("name", ["spikingjelly-step", "norse-multistep"])  # the others: tests/targets/lava
+@pytest.mark.parametrize("name", ["spikingjelly-step", "norse-multistep", "norse-loop", "spikingjelly-loop"])
 def test_the_trained_checkpoint_is_bit_exact_on_lava(name, tmp_path):
     file, factory, stepping, make_inputs, run = CASES[name]
     x = make_inputs(np.random.default_rng(0))
