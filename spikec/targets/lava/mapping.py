@@ -386,7 +386,10 @@ def _membrane_owner(g: Graph, twin: Node, pops: dict, host: bool = True) -> Popu
                    and m.inputs == twin.inputs and dict(m.attrs, output="membrane") == dict(twin.attrs)),
                   None)   # (an unrolled integer neuron keeps an ``intfire`` membrane twin)
     if neuron is None or neuron.name not in pops:
-        raise refuse(twin, "a membrane read-out needs its neuron on the chip")
+        never = "threshold" in twin.params and bool((np.asarray(twin.params["threshold"]) >= np.finfo(float).max).all())
+        raise refuse(twin, "a synaptic current read as an output (snnTorch's syn: a lif that never fires, read as its "
+                     "membrane) is Lava's u, which the target does not record" if never else
+                     "a membrane read-out needs its neuron on the chip")
     pop = pops[neuron.name]
     if host and pop.membrane not in (None, twin.name):
         raise refuse(twin, "a second membrane read-out of one population")
