@@ -202,6 +202,13 @@ def run_netx(path, x: np.ndarray, steps: int, workdir: Path) -> dict:
     data = np.zeros(tuple(to_lava(np.zeros(x.shape[1:])).shape) + (steps,), dtype=np.int64)
     for t in range(x.shape[0]):
         data[..., t] = to_lava(x[t])
+    port = tuple(net.inp.shape)
+    if port != data.shape[:-1] and int(np.prod(port)) == int(np.prod(data.shape[:-1])):
+        # an image input read flattened by netx's first Dense: the model.net weights take the IR's (C, H, W)
+        # flatten order, so the source sends each step flattened in that order
+        data = np.zeros(port + (steps,), dtype=np.int64)
+        for t in range(x.shape[0]):
+            data[..., t] = np.asarray(x[t]).reshape(port)
     src = RingBuffer(data=data)
     src.s_out.connect(net.inp)
     files, aux = {}, []

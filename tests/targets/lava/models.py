@@ -104,6 +104,13 @@ def conv_hard():
     return _init(m, 15, gain=1.5)
 
 
+def dense_flat_image():
+    """netx's vocabulary fed an image its first Dense reads flattened (the netx run flattens the input port)."""
+    m = Seq(TD(nn.Flatten(), nn.Linear(2 * 4 * 3, 6)), _lif(6, 21, "zero", per_channel=False),
+            TD(nn.Linear(6, 4)), _lif(4, 22, "zero", per_channel=False), input_shape=(2, 4, 3), steps=8)
+    return _init(m, 23, gain=1.5)
+
+
 # -- integer-firing neurons, delays, residual sums, SiLIF/CSiLIF, host partitions, max pooling -----------------
 def _intfire(c, seed, d=4, rounding="round", leak=True):
     g = torch.Generator().manual_seed(seed)

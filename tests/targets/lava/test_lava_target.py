@@ -176,6 +176,13 @@ def test_netx_export_loads_and_runs_bit_exact(tmp_path):
     assert not bad["bit_exact"] and bad["first_mismatches"][0]["node"] == "layers.1"
 
 
+def test_netx_runs_an_image_input_its_first_dense_reads_flattened():
+    """The netx check sends each step flattened in the IR's (C, H, W) order, the order of model.net's weights."""
+    t = compile_fixture("dense_flat_image", seed=3, batch=2).report["target"]
+    v = t["netx"]["verification"]
+    assert t["bit_exact"] and v["loaded"] and v["bit_exact"] and v["spikes_compared"] > 0, t["netx"]
+
+
 def test_netx_refusal_names_the_nodes():
     t = compile_fixture("dense_soft", seed=1).report["target"]
     blocked = {b["node"] for b in t["netx"]["blocking_nodes"]}
