@@ -120,14 +120,20 @@ class _LifBase(_Scheduled, AbstractPyLifModelFixed):
         self.effective_vth = np.left_shift(np.asarray(self.vth, dtype=np.int64), self.vth_shift)
         self.isthrscaled = True
 
+    def step_input(self):
+        """This update's synaptic input (``None`` on a step outside the window), bias and threshold scaled."""
+        a = self.window(self.a_in.recv())
+        if a is not None:
+            self.scale_bias()
+            if not self.isthrscaled:
+                self.scale_threshold()
+        return a
+
     @guarded
     def run_spk(self):
-        a = self.window(self.a_in.recv())
+        a = self.step_input()
         if a is None:
             return self.after_idle()
-        self.scale_bias()
-        if not self.isthrscaled:
-            self.scale_threshold()
         self.subthr_dynamics(activation_in=a.astype(np.int32))
         self.m_out.send(self.v.copy())
         self.s_out.send(self.fire())
@@ -149,12 +155,9 @@ class PySpikecLIFModelFixed(_LifBase):
 
     @guarded
     def run_spk(self):
-        a = self.window(self.a_in.recv())
+        a = self.step_input()
         if a is None:
             return self.after_idle()
-        self.scale_bias()
-        if not self.isthrscaled:
-            self.scale_threshold()
         kind = self.proc_params["reset"]
         theta = np.asarray(self.effective_vth, dtype=np.int64)
         fire = self.proc_params["fire"]
