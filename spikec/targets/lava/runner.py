@@ -100,7 +100,13 @@ def netx_job(path: Path, spec: dict) -> dict:
     return {"samples": samples}
 
 
-JOBS = {"network": network_job, "netx": netx_job}
+def ttfs_job(path: Path, spec: dict) -> dict:
+    """``ttfs_lava.run_lava``'s TTFS network (``ttfs_lava.job``)."""
+    from spikec.targets.lava.ttfs_lava import job
+    return job(path, spec)
+
+
+JOBS = {"network": network_job, "netx": netx_job, "ttfs": ttfs_job}
 
 
 def _describe(e: BaseException) -> dict:
