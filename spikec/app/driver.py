@@ -259,7 +259,8 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         cost = cost_report(deployed, trace_final)
     # a graph that failed its own proof is not emitted: a target's verdict on it would mean nothing
     with stages(f"targets {','.join(targets.names)}".rstrip()):
-        emitted = run_targets(targets, deployed, x, trace_final, {"seed": opts.seed, "nir_consumer": opts.nir_consumer},
+        emitted = run_targets(targets, deployed, x, trace_final, {"seed": opts.seed, "nir_consumer": opts.nir_consumer,
+                                                                **_coding_target_options(coding, opts, model)},
                               not opts.report_refusals,
                               no_lowering) if targets.names and front.equivalent and final_ok \
             else not_emitted(targets, front.equivalent)
@@ -323,6 +324,11 @@ def _coding(opts: CompileOptions, targets):
         raise BadInput(f"--target {without[0]} has no lowering for a {opts.coding.upper()} graph",
                        remedy=f"use --target {' or '.join(coding.targets)}")
     return coding, {t: f"{t} has no lowering for a {opts.coding.upper()} graph" for t in without}
+
+
+def _coding_target_options(coding, opts: CompileOptions, model) -> dict:
+    """What a target lowering a coded graph reads: the model (its evaluation data) and the coding's time step."""
+    return {"model": model, "ttfs_dt": opts.ttfs_dt} if coding else {}
 
 
 def _recode(coding, opts: CompileOptions, model, graph: Graph, x, records: list):

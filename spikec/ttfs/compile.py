@@ -54,7 +54,7 @@ def _options(opts) -> dict:
     return {"dt": opts.ttfs_dt}
 
 
-TTFS_CODING = Coding(lower_ttfs, verify_ttfs, _options, targets=("none", "onnx"))
+TTFS_CODING = Coding(lower_ttfs, verify_ttfs, _options, targets=("none", "onnx", "lava"))  # lava: TTFS on a tick grid
 
 
 @dataclass(frozen=True)

@@ -93,6 +93,10 @@ def choose_deployment(graph, inputs, options) -> tuple:
 
 def compile_lava(graph, inputs, reference, options) -> TargetResult:
     from spikec.targets.lava import exact_source, netx
+    from spikec.targets.lava.ttfs import is_ttfs
+    if is_ttfs(graph):   # --coding ttfs: the discretised TTFS network (ttfs.py, ttfs_target.py)
+        from spikec.targets.lava.ttfs_target import compile_ttfs_lava
+        return compile_ttfs_lava(graph, inputs, reference, options)
     if exact_source.applies(graph):   # only spikec.nn.loihi modules: their integers, checked against the source
         result = exact_source.compile_exact(graph, inputs, reference, options)
         _chip_ready(result, graph)
@@ -262,6 +266,10 @@ def load_deployed(outdir) -> tuple:
 def verify_lava(outdir, graph, inputs, reference) -> dict:
     """Re-run the *written* Lava network on ``inputs`` and compare it bit for bit with the written
     integer reference; also check the network is the lowering of that reference."""
+    from spikec.targets.lava.ttfs import is_ttfs
+    if is_ttfs(graph):
+        from spikec.targets.lava.ttfs_target import verify_ttfs_lava
+        return verify_ttfs_lava(outdir, graph, inputs, reference)
     q, net, arrays = load_deployed(outdir)
     from spikec.targets.lava import exact_source
     if exact_source.applies(graph):  # spikec.nn.loihi modules: checked against the source, as compiled

@@ -63,7 +63,7 @@ def counts(net: TTFSNet, ticks: dict) -> dict:
         for i, src in enumerate(layer.sources):
             k = ticks[src]
             fan = (layer.wq[i] != 0).sum(1)
-            ops += float(((k >= 0) & (k < layer.k_min)).astype(np.int64) @ fan) / n
+            ops += float((((k >= 0) & (k < layer.k_min)).astype(np.int64) @ fan).sum()) / n
         per_layer[layer.name] = {"neurons": layer.size, "spikes_per_inference": s,
                                  "synaptic_ops_per_inference": ops}
         spikes += s
