@@ -1,10 +1,16 @@
-"""Compile time and peak memory at scale: ``compile_model`` on the published RIPE backbone vs one float64 forward.
+"""Compile time and peak memory at scale: ``compile_model`` on the published RIPE backbone (or SEW-ResNet-18) vs one
+float64 forward.
 
 Workload: ``examples/ripe/model.py`` ``published(steps=T)`` (widths 32/64/128, DS-MPA on, 2x128x128 input,
 ~1.0 M parameters), untrained (torch's default initialisation after ``torch.manual_seed(seed)``), compiled as
 ``spikec compile`` does without probes: ``CompileOptions(model=".../model.py:published", passes="default")``
 (through a factory here that passes T), i.e. random binary verification inputs ``[T, B, 2, 128, 128]``
 (p = 0.3, seed 0), T = 10 (the model's declared steps), B = 4 (the default batch), default passes, no target.
+
+``--model sew_resnet18``: ``examples/sew_resnet/model.py`` ``sew_resnet18(steps=T)``, SpikingJelly's style (``layer.*``
+wrappers, ``SeqToANNContainer``, multi-step ``IFNode``, SEW blocks with the ADD connect function), ResNet-18's
+layout (11.7 M parameters), 3x224x224 input, untrained with calibrated BN statistics (its neurons fire at ~25 %),
+compiled the same way on random binary inputs ``[T, B, 3, 224, 224]``, T = 4, B = 2 by default.
 
 Protocol: every measurement runs in a fresh subprocess, so ``ru_maxrss`` (the process's peak resident set) belongs
 to that measurement alone; a compile that reports ``stages`` resets the kernel's high-water mark per stage, so its
@@ -20,6 +26,7 @@ The per-stage seconds / peak memory of ``report["stages"]`` are printed when the
 
     .venv/bin/python benchmarks/bench_compile_scale.py              # T=10, B=4, 128x128, 2 pairs (~1-2 min idle)
     .venv/bin/python benchmarks/bench_compile_scale.py --quick      # T=2, B=2, 1 pair (smoke run)
+    .venv/bin/python benchmarks/bench_compile_scale.py --model sew_resnet18   # T=4, B=2, 224x224, 2 pairs
     git archive REV | tar -x -C /tmp/old && .venv/bin/python benchmarks/bench_compile_scale.py --baseline /tmp/old
 
 The machine may be shared: the figures are noisy; the per-pair ratio (both measured back to back) is the
@@ -39,8 +46,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # `spikec` without an install
 RIPE = ROOT / "examples" / "ripe" / "model.py"
+SEW = ROOT / "examples" / "sew_resnet" / "model.py"
 TIMING_KEYS = ("seconds", "stages")
 STEPS_ENV = "SPIKEC_BENCH_COMPILE_STEPS"
+# --model NAME -> (factory in this file, default T, default B, what it is)
+MODELS = {"ripe": ("published_model", 10, 4, "RIPE published (32/64/128, DS-MPA, 2x128x128)"),
+          "sew_resnet18": ("sew_model", 4, 2, "SEW-ResNet-18, SpikingJelly style (IFNode, ADD, 3x224x224)")}
 
 
 def published_model():
@@ -49,10 +60,16 @@ def published_model():
     return load_factory(f"{RIPE}:published")(steps=int(os.environ.get(STEPS_ENV, "10")))
 
 
-def _options(steps: int, batch: int):
+def sew_model():
+    """Factory for the spikec loader: ``sew_resnet18(steps=T)`` with T from the environment (default 4)."""
+    from spikec.app.loader import load_factory
+    return load_factory(f"{SEW}:sew_resnet18")(steps=int(os.environ.get(STEPS_ENV, "4")))
+
+
+def _options(steps: int, batch: int, model: str = "ripe"):
     from spikec.app.driver import CompileOptions
     os.environ[STEPS_ENV] = str(steps)
-    return CompileOptions(model=f"{Path(__file__).resolve()}:published_model", passes="default", batch=batch)
+    return CompileOptions(model=f"{Path(__file__).resolve()}:{MODELS[model][0]}", passes="default", batch=batch)
 
 
 def _peak_mb() -> float:
@@ -66,11 +83,11 @@ def fingerprint(report: dict) -> str:
     return hashlib.sha256(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def child_forward(steps: int, batch: int, seed: int) -> dict:
+def child_forward(steps: int, batch: int, seed: int, model_name: str = "ripe") -> dict:
     import torch
     from spikec.app.driver import load_source, make_inputs
     torch.manual_seed(seed)
-    opts = _options(steps, batch)
+    opts = _options(steps, batch, model_name)
     model = load_source(opts)
     x, _, _ = make_inputs(model, opts)
     model = model.double().eval()
@@ -84,28 +101,34 @@ def child_forward(steps: int, batch: int, seed: int) -> dict:
     return {"seconds": times[-1], "cold_seconds": times[0], "peak_mb": _peak_mb()}
 
 
-def child_compile(steps: int, batch: int, seed: int) -> dict:
+def child_compile(steps: int, batch: int, seed: int, model_name: str = "ripe") -> dict:
     import torch
     from spikec.app.driver import compile_model
     torch.manual_seed(seed)
     start = time.perf_counter()
-    compiled = compile_model(_options(steps, batch))
+    compiled = compile_model(_options(steps, batch, model_name))
     seconds = time.perf_counter() - start
     r = compiled.report
     usage = resource.getrusage(resource.RUSAGE_SELF)
     # report["stages"] resets the kernel's high-water mark at each stage: the process peak is the larger of
     # ru_maxrss and the stages' peaks
     peak = max([_peak_mb()] + [s["peak_memory_mb"] for s in r.get("stages") or ()])
+    rates = [v["rate"] for v in r.get("firing_rates", {}).values()]
     return {"seconds": seconds, "peak_mb": peak, "user": usage.ru_utime, "sys": usage.ru_stime,
-            "equivalent": r["equivalent"], "fingerprint": fingerprint(r), "stages": r.get("stages")}
+            "equivalent": r["equivalent"], "fingerprint": fingerprint(r), "stages": r.get("stages"),
+            "rates": [min(rates), max(rates)] if rates else None, "warnings": len(r.get("warnings") or ())}
 
 
 def measure(kind: str, args, root=None) -> dict:
     cmd = [sys.executable, __file__, "--child", kind, "--steps", str(args.steps), "--batch", str(args.batch),
-           "--seed", str(args.seed)] + (["--root", str(root)] if root else [])
+           "--seed", str(args.seed), "--model", args.model] + (["--root", str(root)] if root else [])
     env = {**os.environ, "TQDM_DISABLE": "1"}
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _rates(c: dict) -> str:
+    return "none" if not c.get("rates") else f"{c['rates'][0]:.2f}-{c['rates'][1]:.2f}"
 
 
 def print_stages(stages) -> None:
@@ -118,8 +141,9 @@ def print_stages(stages) -> None:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--model", choices=tuple(MODELS), default="ripe")
+    ap.add_argument("--steps", type=int, help="T (default: ripe 10, sew_resnet18 4)")
+    ap.add_argument("--batch", type=int, help="B (default: ripe 4, sew_resnet18 2)")
     ap.add_argument("--pairs", type=int, default=2, help="alternating (forward, compile) pairs")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="T=2, B=2, 1 pair")
@@ -134,13 +158,15 @@ def main():
         assert Path(spikec.__file__).resolve().is_relative_to(Path(args.root).resolve()), spikec.__file__
     if args.child:
         run = child_forward if args.child == "forward" else child_compile
-        print(json.dumps(run(args.steps, args.batch, args.seed)))
+        print(json.dumps(run(args.steps, args.batch, args.seed, args.model)))
         return
+    _, steps, batch, what = MODELS[args.model]
+    args.steps, args.batch = args.steps or steps, args.batch or batch
     if args.quick:
         args.steps, args.batch, args.pairs = 2, 2, 1
     import torch
-    print(f"RIPE published (32/64/128, DS-MPA, 2x128x128), untrained seed {args.seed}; T={args.steps}, "
-          f"B={args.batch}, default passes, no target; torch {torch.__version__}, {os.cpu_count()} CPUs")
+    print(f"{what}, untrained seed {args.seed}; T={args.steps}, B={args.batch}, default passes, no target; "
+          f"torch {torch.__version__}, {os.cpu_count()} CPUs")
     ratios, fwd, comp, base = [], [], [], []
     for i in range(args.pairs):
         f = measure("forward", args)
@@ -154,7 +180,8 @@ def main():
         fwd.append(f), comp.append(c), ratios.append(c["seconds"] / f["seconds"])
         print(f"pair {i + 1}: forward {f['seconds']:.2f} s (cold {f['cold_seconds']:.2f} s), peak {f['peak_mb']:.0f} MB"
               f" | compile {c['seconds']:.2f} s (user {c['user']:.1f} s, sys {c['sys']:.1f} s), peak "
-              f"{c['peak_mb']:.0f} MB, equivalent {c['equivalent']}, report fingerprint {c['fingerprint']} | ratio "
+              f"{c['peak_mb']:.0f} MB, equivalent {c['equivalent']}, firing rates {_rates(c)}, "
+              f"{c['warnings']} warning(s), report fingerprint {c['fingerprint']} | ratio "
               f"{ratios[-1]:.2f}x | load average {os.getloadavg()[0]:.1f}")
     print("  stages of the last compile:")
     print_stages(comp[-1]["stages"])
@@ -167,7 +194,8 @@ def main():
               f"{statistics.median(x['peak_mb'] for x in base):.0f} MB, compile / forward "
               f"{statistics.median(b['seconds'] / f['seconds'] for b, f in zip(base, fwd)):.2f}x; same report: "
               f"{all(b['fingerprint'] == c['fingerprint'] for b, c in zip(base, comp))}")
-    print(f"compile / one float64 forward: {statistics.median(ratios):.2f}x")
+    print(f"compile / one float64 forward: {statistics.median(ratios):.2f}x, compile peak "
+          f"{statistics.median(x['peak_mb'] for x in comp):.0f} MB")
 
 
 if __name__ == "__main__":
