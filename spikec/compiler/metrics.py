@@ -35,13 +35,13 @@ counting, with the differences above), marked ``"exact": False``.
 """
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from spikec.compiler.cost import cost_report
 from spikec.compiler.interpreter import Trace
 from spikec.compiler.ir import Graph, Node
 from spikec.compiler.report import synaptic_kind
 from spikec.ops import OPS
+from spikec.ops.synapses import tap_sums
 
 NEUROBENCH_LAYERS = ("linear", "conv2d")   # spikec ops NeuroBench's SynapticOperations hooks (nn.Linear, nn.Conv2d)
 PER_SAMPLE = "one sample over all T steps (sub-steps included), averaged over the verification batch"
@@ -73,11 +73,16 @@ def _flat(x: np.ndarray) -> torch.Tensor:
 
 
 def _binarized_sum(node: Node, x: torch.Tensor, weight: torch.Tensor) -> int:
-    """NeuroBench's single_layer_MACs: the layer with 0/1 weights and no bias applied to 0/1 inputs, summed."""
+    """NeuroBench's single_layer_MACs: the layer with 0/1 weights and no bias applied to 0/1 inputs, summed.
+
+    A conv's summed output is read from its tap sums (``spikec.ops.synapses.tap_sums``): per group, the weights
+    summed over the group's output channels times what each tap reads; exact integers, as the conv's sum is."""
     if node.op == "linear":
         return int((x.reshape(-1, x.shape[-1]) @ weight.T).sum())
-    a = node.attrs
-    return int(F.conv2d(x, weight, None, a["stride"], a["padding"], a["dilation"], a["groups"]).sum())
+    a, g = node.attrs, node.attrs["groups"]
+    taps = tap_sums(x, weight.shape[2:], a["stride"], a["padding"], a["dilation"])
+    per_group = weight.reshape(g, weight.shape[0] // g, *weight.shape[1:]).sum(1).reshape(taps.shape)
+    return int((per_group * taps).sum())
 
 
 def _layer_ops(graph: Graph, node: Node, x: np.ndarray) -> dict:

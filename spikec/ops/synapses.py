@@ -72,16 +72,39 @@ def windowsum(ctx, node, p, x):
 
 
 # -- cost: dense multiply-accumulates per step and sample, and measured synaptic events (spikec.compiler.cost) --
+def tap_sums(active: torch.Tensor, kernel, stride, padding, dilation) -> torch.Tensor:
+    """``S[c, i, j]``: the sum, over the samples ``N`` and every output position, of the input value that kernel tap
+    ``(i, j)`` reads from channel ``c`` of ``active`` ``[N, C, H, W]`` (a padding tap reads 0).
+
+    The sum of a convolution's output over everything is ``sum_{o, c, i, j} w[o, c, i, j] S[c, i, j]`` (per group):
+    the event counts below and NeuroBench's binarized sums (``spikec.compiler.metrics``) are read from ``S``
+    without running the convolution. For integer-valued ``active`` every sum is an exact float64 integer (below
+    2**53), so the counts equal the summed output of ``F.conv2d`` exactly (``tests/compiler/test_cost_hooks.py``)."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    a = active.sum(0)
+    ho, wo = window(a.shape[1], kh, sh, ph, dh), window(a.shape[2], kw, sw, pw, dw)
+    a = F.pad(a, (pw, pw, ph, ph))
+    out = torch.empty(a.shape[0], kh, kw, dtype=a.dtype)
+    for i in range(kh):
+        rows = a[:, i * dh: i * dh + (ho - 1) * sh + 1: sh]
+        for j in range(kw):
+            out[:, i, j] = rows[:, :, j * dw: j * dw + (wo - 1) * sw + 1: sw].sum((1, 2))
+    return out
+
+
 def conv_events(node, active):
+    """``F.conv2d(active, ones)`` summed: each of the ``C_out / groups`` outputs of a group reads every tap of its
+    ``C_in / groups`` channels, and the groups partition the input channels."""
     a, w = node.attrs, node.params["weight"]
-    ones = torch.ones(w.shape, dtype=torch.float64)
-    return int(F.conv2d(active, ones, None, a["stride"], a["padding"], a["dilation"], a["groups"]).sum())
+    s = tap_sums(active, w.shape[2:], a["stride"], a["padding"], a["dilation"])
+    return int(s.sum()) * (w.shape[0] // a["groups"])
 
 
 def windowsum_events(node, active):
+    """An all-ones depthwise ``k x k`` conv (same padding) summed: one output channel per input channel."""
     k, d = node.attrs["kernel"], node.attrs["dilation"]
-    ones = torch.ones(active.shape[1], 1, k, k, dtype=torch.float64)
-    return int(F.conv2d(active, ones, padding=d * (k - 1) // 2, dilation=d, groups=active.shape[1]).sum())
+    pad = d * (k - 1) // 2
+    return int(tap_sums(active, (k, k), (1, 1), (pad, pad), (d, d)).sum())
 
 
 CONV_COST = Cost(lambda n: int(np.prod(n.type.shape)) * int(np.prod(n.params["weight"].shape[1:])), conv_events,
