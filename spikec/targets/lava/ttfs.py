@@ -130,15 +130,16 @@ def map_ttfs(graph: Graph, states: int = DEFAULT_STATES) -> TTFSNet:
     inp = InputLayer(e.name, graph.node(e.inputs[0]).type.shape, float(a["gain"]), float(a["lo"]), float(a["hi"]),
                      float(a["t_min"]), float(a["t_ref"]), float(a["t_max"]), _tick(e, a["t_min"], dt, "t_min"),
                      _tick(e, a["t_max"], dt, "t_max"))
-    layers = []
-    for node in graph.nodes:
-        if node.op == "ttfs_fire":
-            layers.append(_layer(graph, node, dt, {l.name: l for l in [inp, *layers]}))
-        elif node.op in ("ttfs_dynsyn", "ttfs_dynmatmul"):
+    for node in graph.nodes:   # products first: they, not their residual delays, are what Loihi lacks
+        if node.op in ("ttfs_dynsyn", "ttfs_dynmatmul"):
             raise _refuse(node, "a product sub-layer uses a dynamic-weight synapse (one operand's value is the "
                                 "weight of the other's spike); Loihi 2 synapses hold static weights",
                           "models with products or LayerNorm (mlp_ln, transformer) compile with --target none; "
                           "the Lava TTFS lowering maps Linear/Conv + ReLU/identity layers, pooling and flatten")
+    layers = []
+    for node in graph.nodes:
+        if node.op == "ttfs_fire":
+            layers.append(_layer(graph, node, dt, {l.name: l for l in [inp, *layers]}))
     outs = []
     for o in graph.outputs:
         d = graph.node(o)

@@ -16,7 +16,7 @@
 5. Spikes and synaptic operations per inference, populations on chip, host partitions (the input encoder and
    the output decoder), Loihi 2 resources, chip readiness (``SpikecTTFS`` is custom: CPU model only).
 
-Artifacts: ``lava/ttfs/network.json`` and ``lava/ttfs/params.npz`` (``spikec verify`` re-maps the graph,
+Artifacts: ``lava/network.json`` (``"coding": "ttfs"``) and ``lava/params.npz`` (``spikec verify`` re-maps the graph,
 checks them, and re-runs Lava against the reference: ``verify_ttfs_lava``).
 """
 import json
@@ -135,9 +135,11 @@ def resources(net: TTFSNet) -> dict:
     cores = sum(p["cores"] for p in pops)
     return {"populations": pops, "neurons": neurons, "synapses": synapses, "dense_entries": dense,
             "cores": cores, "chips": -(-cores // CORES_PER_CHIP),
-            "note": "synapses: non-zero weights (what a conv/sparse encoding holds; the run uses Dense with the "
-                    "effective matrix, pooling folded); one core at least per population; per-core limits are "
-                    "the chip maxima / 128 (docs/targets.md), an optimistic estimate"}
+            "note": "synapses: non-zero entries of each layer's effective fan-out matrix (conv with pooling and "
+                    "flatten folded), what the run's Dense holds and a sparse encoding would store; a Conv process "
+                    "sharing kernels would store fewer weights (not emitted here); one core at least per "
+                    "population; per-core limits are the chip maxima / 128 (docs/targets.md), an optimistic "
+                    "estimate"}
 
 
 def activity(net: TTFSNet, ticks: dict, lava: dict | None = None) -> dict:
@@ -239,8 +241,8 @@ def summary(r: dict, name: str) -> str:
 
 def write(path: Path, net: TTFSNet) -> None:
     network, arrays = spec(net)
-    network["states"] = net.states
-    d = Path(path) / "ttfs"
+    network.update(coding="ttfs", states=net.states)
+    d = Path(path)
     d.mkdir(parents=True, exist_ok=True)
     (d / "network.json").write_text(json.dumps(network, indent=1))
     with open(d / "params.npz", "wb") as f:
@@ -250,16 +252,16 @@ def write(path: Path, net: TTFSNet) -> None:
 def verify_ttfs_lava(outdir, graph, inputs, reference) -> dict:
     """``spikec verify``: the written network is the mapping of ``graph``, and Lava matches the reference on
     ``inputs`` again."""
-    d = Path(outdir) / "lava" / "ttfs"
-    if not (d / "network.json").exists():
-        raise BadInput(f"{outdir} holds no Lava TTFS deployment (lava/ttfs/network.json)",
+    d = Path(outdir) / "lava"
+    written = json.loads((d / "network.json").read_text()) if (d / "network.json").exists() else {}
+    if written.get("coding") != "ttfs":
+        raise BadInput(f"{outdir} holds no Lava TTFS deployment (lava/network.json with coding ttfs)",
                        remedy="compile with --coding ttfs --target lava")
-    written = json.loads((d / "network.json").read_text())
     with np.load(d / "params.npz", allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     net = map_ttfs(graph, int(written["states"]))
     fresh, fresh_arrays = spec(net)
-    fresh["states"] = net.states
+    fresh.update(coding="ttfs", states=net.states)
     differs = [k for k in sorted(set(arrays) | set(fresh_arrays))
                if k not in arrays or k not in fresh_arrays or not np.array_equal(arrays[k], fresh_arrays[k])]
     if fresh != written:
