@@ -83,8 +83,9 @@ def test_a_coding_without_a_lowering_is_refused_under_all(tmp_path):
     result = cli("compile", f"{HERE / 'models.py'}:relu_mlp", "--coding", "ttfs", "--target", "all", "-o", out)
     assert result.exit_code == 0, result.output
     r = report(out)
-    assert r["targets"]["lava"]["refused"] and "no lowering for a TTFS graph" in r["targets"]["lava"]["reason"]
-    assert r["targets"]["nir"]["refused"] and r["targets"]["onnx"]["name"] == "onnx" and r["equivalent"]
+    assert r["targets"]["nir"]["refused"] and "no lowering for a TTFS graph" in r["targets"]["nir"]["reason"]
+    assert r["targets"]["lava"]["bit_exact"] is True and r["targets"]["lava"]["coding"] == "ttfs"   # TTFS on a grid
+    assert r["targets"]["onnx"]["name"] == "onnx" and r["equivalent"]
 
 
 def test_target_values():
