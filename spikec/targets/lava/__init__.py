@@ -38,7 +38,7 @@ from spikec.compiler.errors import BadInput
 from spikec.compiler.interpreter import run
 from spikec.compiler.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
-from spikec.targets.lava import chip
+from spikec.targets.lava import chip, products
 from spikec.targets.lava import ops as _ops  # noqa: F401  (defines the lava_* ops)
 from spikec.targets.lava.compare import compare
 from spikec.targets.lava.limits import int_inputs
@@ -68,6 +68,7 @@ def lava_available() -> str | None:
 def deploy(graph, inputs, options=None):
     """Quantize and lower ``graph``: ``(quantized, network, arrays)`` (no Lava needed)."""
     options = options or {}
+    graph = products.prepare(graph).graph   # products placed: AND populations, all-equal windows, host ops
     q = quantize(graph, options.get("calibration", inputs), headroom_bits=options.get("headroom_bits", 1),
                  vth_override=options.get("vth_override"), bias_unit=options.get("bias_unit", 1))
     net, arrays = lower(q.graph)
@@ -102,6 +103,7 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
         _chip_ready(result, graph)
         return result
     start = time.perf_counter()
+    graph, reference, placed = products.placed(graph, inputs, reference)
     q, net, arrays, netx_note = choose_deployment(graph, inputs, options)
     x = _int_inputs(q.graph, inputs)
     t_ref = time.perf_counter()
@@ -163,6 +165,8 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
         "netx": netx_info,
         "seconds": round(time.perf_counter() - start, 3),
     }
+    if placed:
+        report["products"] = products.report(placed, q.graph, net, trace, lava)
     report.update(exact_source.float_report_fields(graph))
     report["summary"] = _summary(report) + "\n             bit_exact_vs_source false: " + report["vs_source"]
     files = {"lava": lambda p: _write_lava_dir(p, q.graph, net, arrays)}
@@ -275,6 +279,7 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     if exact_source.applies(graph):  # spikec.nn.loihi modules: checked against the source, as compiled
         return exact_source.verify_exact(graph, inputs, q, net, arrays)
     x = _int_inputs(q, inputs)
+    graph, reference, _ = products.placed(graph, inputs, reference)
     fresh_net, fresh = lower(q)
     lowered = [k for k in sorted(set(fresh) | set(arrays))
                if k not in fresh or k not in arrays or not np.array_equal(fresh[k], arrays[k])]

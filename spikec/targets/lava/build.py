@@ -104,6 +104,9 @@ def _build_population(p: dict, arrays: dict, batch: int, aux: list):
         if np.any(bias):   # the bias starts with the first input: written after Lava step `start`
             aux.append(VarWriter(var=proc.bias_mant, step=p["bias_on_after_step"], value=bias))
         return proc
+    if typ == "SpikecAND":
+        from spikec.targets.lava.procs.and_gate import SpikecAND
+        return SpikecAND(shape=shape, name=name, **sched)
     if typ == "OR":
         return LIF(shape=shape, du=4095, dv=4095, vth=0, bias_mant=0, bias_exp=0, name=name)
     if typ == "SpikecLIF":

@@ -28,6 +28,10 @@ def host_gains(graph: Graph, hosts: dict, x: dict) -> dict:
     lim = 2 ** (PAYLOAD_BITS - 1) - 1
     out = {}
     for name in hosts:
+        t = graph.node(name).type
+        if t.kind in ("integer", "binary") and (t.ceiling or 1) <= lim:   # integers that fit go across exactly
+            out[name] = 1.0
+            continue
         peak = float(np.abs(trace.values[name]).max(initial=0))
         out[name] = lim / peak if peak > 0 else 1.0
     return out

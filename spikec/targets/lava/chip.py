@@ -30,6 +30,8 @@ CUSTOM = {
     "Readout": "spikec's read-out: the synaptic sum plus a bias, sent every step as a 24-bit graded value",
     "Relay": "spikec's Relay: a delay line before a Conv or a direct connection (on Loihi 2 it would be an "
              "axonal delay of the synapses it feeds)",
+    "SpikecAND": "spikec's two-input AND neurons (s = [a >= 2], no state: the product of two binary spike tensors, "
+                 "products.py)",
     "Host": "spikec's HostRegion: float64 ops on a CPU beside the chip (a host partition by design)",
 }
 RULE = ("chip_ready: a standard Lava process class (LIF, Dense, DelayDense, Conv) whose Loihi 2 model is in "

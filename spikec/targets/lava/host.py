@@ -15,7 +15,9 @@ from spikec.ops import OPS, KernelContext
 
 # ops a host partition runs: the dense ops of the IR and the per-time-step affine ones (no static synapse
 # holds a different gain at every step)
-HOST = ("dsmpa", "matmul", "softmax", "bntt", "step_bias", "batchnorm")
+HOST = ("dsmpa", "matmul", "softmax", "bntt", "step_bias", "batchnorm",
+        # products with an integer or real operand, and the views and scales around them (products.py)
+        "mul", "reshape", "transpose", "scale", "sdna_pairwise")
 
 
 def params_of(node) -> dict:
@@ -38,8 +40,21 @@ class _Node:
         self.type = TensorType((1,))
 
 
+def stateful(op: str) -> bool:
+    """A host op with state over time (SDNA Pairwise's pair neurons): ``host_step`` is given its inputs' history."""
+    _ensure(op)
+    return bool(OPS[op].stateful)
+
+
+def _ensure(op: str) -> None:
+    if op == "sdna_pairwise" and op not in OPS:
+        import spikec.frontend.sdna  # noqa: F401  (defines the op)
+
+
 def host_step(op: str, attrs: dict, params: dict, t: int, inputs: list) -> np.ndarray:
     """One physical step ``t`` of host op ``op``: ``inputs`` are float64 ``[B, ...]``; returns ``[B, ...]``.
+    A ``stateful`` op is given every step so far instead, ``[t + 1, B, ...]``, and run from step 0 (its state is
+    the history's; a recomputation, exact, and the same in the integer reference and the Lava host process).
 
     Runs torch single-threaded: results then cannot depend on thread scheduling, and a Lava process
     (forked from a parent whose OpenMP pool is live) never enters a parallel region, which can hang."""
@@ -54,7 +69,10 @@ def host_step(op: str, attrs: dict, params: dict, t: int, inputs: list) -> np.nd
 
 
 def _host_step(op, attrs, params, t, inputs):
+    _ensure(op)
     node = _Node(op, attrs)
+    if OPS[op].stateful:
+        return _stateful_step(node, op, params, inputs)
     p = {}
     for k, v in params.items():
         v = np.asarray(v, dtype=np.float64)
@@ -65,4 +83,16 @@ def _host_step(op, attrs, params, t, inputs):
         xs = [torch.from_numpy(np.ascontiguousarray(np.asarray(x[b], dtype=np.float64)[None, None]))
               for x in inputs]
         outs.append(kernel(_FLOAT, node, p, *xs).numpy()[0, 0])
+    return np.stack(outs)
+
+
+def _stateful_step(node, op, params, history):
+    """The last step of ``op`` run over ``history`` (``[t + 1, B, ...]`` per input), sample by sample."""
+    p = {k: torch.from_numpy(np.array(np.asarray(v, dtype=np.float64))) for k, v in params.items()}
+    outs = []
+    for b in range(history[0].shape[1]):
+        xs = [torch.from_numpy(np.ascontiguousarray(np.asarray(x[:, b:b + 1], dtype=np.float64))) for x in history]
+        y = OPS[op].kernel(_FLOAT, node, p, *xs)
+        y = y[0] if isinstance(y, tuple) else y   # (output, margins) of a neuron op
+        outs.append(y.numpy()[-1, 0])
     return np.stack(outs)

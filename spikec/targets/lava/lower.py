@@ -36,7 +36,7 @@ from spikec.targets.lava.layout import conv_weight_to_lava, flatten_perm, lava_s
 
 FORMAT, VERSION = "spikec-lava-network", 2
 MAX_AXON_DELAY = 62          # DelayDense on Loihi 2: delays 0..62
-POPULATION_TYPES = ("LIF", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout")
+POPULATION_TYPES = ("LIF", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout", "SpikecAND")
 STATE_VARS = {"LIF": ("v", "u"), "SpikecLIF": ("v", "u"), "SpikecIntFire": ("v", "u"), "SpikecSiLIF": ("v",),
               "SpikecCSiLIF": ("v", "w")}
 PARAMS = {"SpikecLIF": ("du", "dv", "vth", "v_reset", "bias_u"), "SpikecIntFire": ("du", "dv", "vth"),
@@ -303,6 +303,7 @@ POPULATIONS: dict[str, PopulationLowering] = {
     "lava_csilif": PopulationLowering(_custom_process("SpikecCSiLIF")),
     "lava_or": PopulationLowering(lambda n, base, arrays: dict(base, type="OR"), stateless=True),
     "lava_readout": PopulationLowering(_readout_process, readout=True),
+    "lava_and": PopulationLowering(lambda n, base, arrays: dict(base, type="SpikecAND")),   # products.py
 }
 POPULATION_OPS = tuple(POPULATIONS)
 

@@ -260,6 +260,11 @@ def _csilif_params(get) -> dict:
             "threshold": get("threshold") / 2}
 
 
+def _products():
+    from spikec.targets.lava import products
+    return products
+
+
 def _framework() -> dict:
     from spikec.targets.lava.framework_neurons import FRAMEWORK
     return {op: NeuronLowering("lif", params, _lif_node, check, with_node=True)
@@ -273,4 +278,6 @@ NEURONS: dict[str, NeuronLowering] = {
     "silif": NeuronLowering("silif", _silif_params, _silif_node),
     "csilif": NeuronLowering("csilif", _csilif_params, _csilif_node),
     **_framework(),   # snnTorch, SpikingJelly and Norse neurons on the LIF process (framework_neurons.py)
+    "and_gate": NeuronLowering("and", lambda get: _products().and_params(get),
+                               lambda *a: _products().and_node(*a)),   # products of binary spikes (products.py)
 }

@@ -393,8 +393,9 @@ def _host(node, p, *xs):
         g = p.get(f"gain{i}")
         ins.append(v if g is None else v / channel(g, v.ndim - 1).numpy())
     steps = ins[0].shape[0]
+    past = host.stateful(node.attrs["op"])   # a stateful host op is given its inputs' history
     outs = [host.host_step(node.attrs["op"], dict(node.attrs["attrs"]), host.params_of(node), t,
-                           [v[t] for v in ins]) for t in range(steps)]
+                           [v[:t + 1] if past else v[t] for v in ins]) for t in range(steps)]
     return torch.from_numpy(np.stack(outs))
 
 
@@ -470,7 +471,8 @@ def register() -> None:
 
 
 # parameters a wrapped host op may carry (prefixed "p_" to keep them apart from the input gains)
-HOST_PARAMS = tuple(f"p_{k}" for k in ("wq", "wk", "wv", "gamma", "beta", "mean", "var", "lam", "bias", "weight"))
+HOST_PARAMS = tuple(f"p_{k}" for k in ("wq", "wk", "wv", "gamma", "beta", "mean", "var", "lam", "bias", "weight",
+                                        "threshold", "alpha", "bn_gamma", "bn_beta", "bn_mean", "bn_var"))
 HOST_OPS = ("lava_host", "lava_host2", "lava_host3")
 
 

@@ -261,7 +261,7 @@ class _Product(nn.Module):
 
 
 def with_spike_product():
-    """Not mappable: a product of two spike tensors (an AND unit) has no static synapse here."""
+    """A product of two spike tensors: AND neurons on the Lava target (products.py)."""
     return _Product()
 
 

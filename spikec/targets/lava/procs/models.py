@@ -340,6 +340,10 @@ class PyHostRegionModel(_Scheduled, PyLoihiProcessModel):
                 if node["kind"] == "host":
                     xs = [x.astype(np.float64) / _per_channel(node["gains"][k], x.ndim)
                           if node["gains"][k] is not None else x for k, x in enumerate(xs)]
+                    if host.stateful(node["op"]):   # given its inputs' history (host.host_step)
+                        self.past = getattr(self, "past", None) or {}
+                        self.past.setdefault(node["name"], []).append(xs)
+                        xs = [np.stack(h) for h in zip(*self.past[node["name"]])]
                     values[node["name"]] = host.host_step(node["op"], node["attrs"], node["params"], t, xs)
                 else:
                     values[node["name"]] = quantize_values(xs[0], _per_channel(node["gain"], xs[0].ndim),

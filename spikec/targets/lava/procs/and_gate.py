@@ -1,0 +1,51 @@
+"""SpikecAND: a population of two-input AND neurons (the product of two binary spike tensors), and its
+fixed_pt ProcessModel.
+
+Each neuron receives two binary spike streams through weight-1 synapses (``products.py`` builds them: one
+Dense per operand, each selecting the operand's element the product needs). Its input port therefore sums
+to ``a`` in {0, 1, 2} per physical step, and the neuron fires iff ``a >= 2``: both inputs arrived in that
+step. It keeps no state from one step to the next (no membrane, no leak, no reset): the spike of step ``t``
+is ``x_t AND y_t``, the product ``x_t * y_t`` of binary spikes, exactly. Scheduled like spikec's other
+populations (``start``, ``period``: the input port is summed over each period, one update per period).
+
+``chip_ready: false``: spikec's Python CPU model only. On Loihi 2 the same neuron is a LIF compartment with
+``du = dv = 4095`` (nothing carried over) and a threshold between one and two weight units, or a NeuroCore
+microcode neuron; neither is built or run here.
+"""
+import numpy as np
+
+from lava.magma.core.decorator import implements, requires, tag
+from lava.magma.core.model.py.model import PyLoihiProcessModel
+from lava.magma.core.model.py.ports import PyInPort, PyOutPort
+from lava.magma.core.model.py.type import LavaPyType
+from lava.magma.core.resources import CPU
+from lava.magma.core.sync.protocols.loihi_protocol import LoihiProtocol
+
+from spikec.targets.lava.procs.models import _Scheduled, guarded
+from spikec.targets.lava.procs.process import _Population
+
+BOTH = 2   # the sum of two binary inputs when both arrived
+
+
+class SpikecAND(_Population):
+    """Two-input AND neurons: ``s = [a >= 2]`` on the input port's sum ``a`` over each period; no state."""
+
+    def __init__(self, *, shape, start=0, period=1, name=None):
+        super().__init__(shape=shape, start=start, period=period, name=name)
+
+
+@implements(proc=SpikecAND, protocol=LoihiProtocol)
+@requires(CPU)
+@tag("fixed_pt")
+class PySpikecANDModelFixed(_Scheduled, PyLoihiProcessModel):
+    a_in: PyInPort = LavaPyType(PyInPort.VEC_DENSE, np.int32, precision=24)
+    s_out: PyOutPort = LavaPyType(PyOutPort.VEC_DENSE, np.int32, precision=24)
+    m_out: PyOutPort = LavaPyType(PyOutPort.VEC_DENSE, np.int32, precision=24)
+
+    @guarded
+    def run_spk(self):
+        a = self.window(self.a_in.recv())
+        if a is None:
+            return self.silent()
+        self.m_out.send(np.zeros(self.s_out.shape, dtype=np.int32))
+        self.s_out.send((a >= BOTH).astype(np.int32))

@@ -1,0 +1,155 @@
+"""Products of two activations on the Lava target (issue 17): SDNA (examples/sdna) and the Spike-driven
+Transformer (examples/sdt) compile with ``--target lava`` and run bit-exact in Lava's fixed-point simulation
+against the integer reference; binary x binary products run on chip as AND neurons (SpikecAND), products with an
+integer or real operand on host partitions, and the report says which ran where. Inputs are cut to one sample
+(and two steps for the event model) to keep each Lava run short."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spikec.targets.lava import lava_available
+
+REASON = lava_available()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"Lava does not import here: {REASON}")
+
+ROOT = Path(__file__).resolve().parents[3]
+SDNA, SDT = ROOT / "examples" / "sdna", ROOT / "examples" / "sdt"
+
+
+def _compile(model, weights, inputs, tmp_path, samples=1, steps=None):
+    from spikec.app.driver import CompileOptions, compile_model
+    with np.load(inputs) as z:
+        x = z["input"][:steps, :samples]
+    np.savez(tmp_path / "x.npz", input=x)
+    c = compile_model(CompileOptions(model, weights=str(weights), inputs=str(tmp_path / "x.npz"), target="lava"))
+    return c.report
+
+
+def _bit_exact(report):
+    t = report["target"]
+    assert t["bit_exact"] is True, t["first_mismatches"]
+    assert t["quantization_checks"]["ok"], t["quantization_checks"]["failures"]
+    assert report["equivalent"] is True
+    assert t["products"]["rewrite_check"]["rewritten"] is True
+    return t
+
+
+def test_sdna_static_linear_is_bit_exact_with_products_on_host_and_windows_on_chip(tmp_path):
+    t = _bit_exact(_compile(f"{SDNA / 'model.py'}:static_linear", SDNA / "static.pt", SDNA / "inputs_static.npz",
+                            tmp_path))
+    p = t["products"]
+    # Q, K, V and the gate are integer (0..4) spikes: every product has an integer operand -> host
+    assert p["binary_products_on_chip"] == []
+    assert sorted(p["products_on_host"]) == sorted(["stages.0.0.sdna.attn.kv", "stages.0.0.sdna.attn",
+                                                    "stages.1.1.sdna.attn.kv", "stages.1.1.sdna.attn"])
+    # the window sum (times 1/9) is an all-equal depthwise Conv on chip feeding the gate neuron
+    kinds = {x["name"]: x["type"] for x in t["processes"]}
+    assert kinds["stages.0.0.sdna.attn.mean"] == "Conv" and kinds["stages.0.0.sdna.attn.gate"] == "SpikecIntFire"
+    w = t["quantization"]["layers"]["stages.0.0.sdna.attn.gate"]
+    assert w["streams"][0]["source"] == "stages.0.0.sdna.attn.kv"
+    # integer host values cross exactly (gain 1) and are compared
+    assert t["quantization"]["calibration"]["host_payload_gains"]["stages.0.0.sdna.attn.kv"] == 1.0
+    assert t["host_values_compared"] > 0
+    chip, host = p["per_inference"]["chip"], p["per_inference"]["host"]
+    assert chip["spikes_per_inference"] > 0 and chip["synaptic_ops_per_inference"] > 0
+    assert host["partitions"] == len(t["partitions"]["host"]) and host["multiply_accumulates_per_inference"] > 0
+
+
+def test_sdna_event_pairwise_is_bit_exact_with_its_stateful_op_on_host(tmp_path):
+    t = _bit_exact(_compile(f"{SDNA / 'model.py'}:event_pairwise", SDNA / "event.pt", SDNA / "inputs_event.npz",
+                            tmp_path, steps=2))
+    p = t["products"]
+    assert p["products_on_host"] == ["stages.0.0.sdna.attn", "stages.1.1.sdna.attn"]
+    assert all(x["op"] == "sdna_pairwise" and x["runs"] == "host" for x in p["placement"])
+    ops = [o for h in t["partitions"]["host"] for o in h["ops"]]
+    assert ops.count("sdna_pairwise") == 2
+
+
+def test_stateful_host_op_is_given_its_history():
+    """SDNA Pairwise's pair neurons leak over time: step t of the host op, given steps 0..t, is step t of the op
+    run over the whole sequence (and differs from running step t alone, so a lost history would show)."""
+    import torch
+    from spikec.targets.lava import host
+    import spikec.frontend.sdna  # noqa: F401
+    from spikec.ops import OPS, KernelContext
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.integers(0, 5, (4, 2, 3, 5, 5)).astype(np.float64) for _ in range(3))
+    attrs = {"kernel": 3, "dilation": 1, "max_spikes": 4, "rounding": "round"}
+    params = {"threshold": np.array(1.0), "beta": np.array(0.5), "alpha": np.array(0.5)}
+    node = type("N", (), {"op": "sdna_pairwise", "name": "n", "attrs": attrs})()
+    full = OPS["sdna_pairwise"].kernel(KernelContext(False, {}), node, {k_: torch.tensor(v_) for k_, v_ in
+                                                                     params.items()},
+                                       *(torch.from_numpy(a) for a in (q, k, v)))[0].numpy()
+    for t in range(4):
+        got = host.host_step("sdna_pairwise", attrs, params, t, [q[:t + 1], k[:t + 1], v[:t + 1]])
+        assert np.array_equal(got, full[t])
+    alone = host.host_step("sdna_pairwise", attrs, params, 0, [q[3:4], k[3:4], v[3:4]])
+    assert not np.array_equal(alone, full[3])
+
+
+def _product_model(seed):
+    """``la(A x) * lb(B x)``: two LIF populations of 5 neurons (positive weights, so both fire often) and their
+    element-wise product."""
+    import torch
+    from torch import nn
+    import spikec.nn as snn
+
+    class Product(nn.Module):
+        def __init__(self):
+            super().__init__()
+            g = torch.Generator().manual_seed(seed)
+            self.a, self.b = snn.TimeDistributed(nn.Linear(6, 5)), snn.TimeDistributed(nn.Linear(6, 5))
+            with torch.no_grad():
+                for lin in (self.a[0], self.b[0]):
+                    lin.weight.copy_(0.5 * torch.rand(5, 6, generator=g))
+                    lin.bias.zero_()
+            self.la, self.lb = snn.LIF(beta=0.5, threshold=1.0, reset="zero"), snn.LIF(beta=0.7, threshold=0.8)
+            self.input_shape, self.steps = (6,), 8
+
+        def forward(self, x):
+            return self.la(self.a(x)) * self.lb(self.b(x))
+    return Product().eval()
+
+
+def _product_graph(batch=4, seed=0, density=0.5):
+    from spikec.compiler.passes import run_passes
+    from spikec.frontend import trace
+    from spikec.passes import select
+    model = _product_model(seed)
+    x = (np.random.default_rng(seed).random((model.steps, batch, *model.input_shape)) < density).astype(np.float64)
+    g = trace(model, model.input_shape, input_kind="binary")
+    g, _ = run_passes(g, select("default")[0], x)
+    return g, x
+
+
+def test_binary_product_is_an_and_population_exact_in_the_integer_reference():
+    """``la * lb`` of two LIF spike tensors: one AND neuron per element, fed by weight-1 synapses; in the integer
+    reference its spikes are the product of the two populations' spikes, on random inputs."""
+    from spikec.compiler.interpreter import run
+    from spikec.targets.lava import deploy, products
+    from spikec.targets.lava.ops import with_readouts
+    g, x = _product_graph(batch=6, seed=1)
+    mul = next(n for n in g.nodes if n.op == "mul")
+    prep = products.prepare(g)
+    assert [p["runs"] for p in prep.products] == ["chip"] and prep.graph.node(mul.name).op == "and_gate"
+    assert products.check(g, prep.graph, x)["outputs_equal"] is True
+    q, net, _ = deploy(g, x)
+    kinds = {p["name"]: p["type"] for p in net["processes"]}
+    assert kinds[mul.name] == "SpikecAND"
+    tr = run(with_readouts(q.graph), {"input": x.astype(np.int64)}, integer=True)
+    a, b = (tr.values[i] for i in mul.inputs)
+    assert np.array_equal(tr.values[mul.name], a * b) and (a * b).any() and (a != b).any()
+
+
+def test_binary_product_runs_bit_exact_in_lava_and_is_not_chip_ready():
+    from spikec.compiler.interpreter import run
+    from spikec.targets.lava import compile_lava
+    g, x = _product_graph(batch=3, seed=2)
+    t = compile_lava(g, x, run(g, x), {}).report
+    assert t["bit_exact"] is True, t["first_mismatches"]
+    mul = next(n for n in g.nodes if n.op == "mul").name
+    assert t["products"]["binary_products_on_chip"] == [mul]
+    proc = next(p for p in t["processes"] if p["name"] == mul)
+    assert proc["type"] == "SpikecAND" and proc["chip_ready"] is False and "AND" in proc["why"]
+    assert t["products"]["per_inference"]["chip"]["and_neurons"] == 5
