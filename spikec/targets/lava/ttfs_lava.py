@@ -133,13 +133,14 @@ def job(path: Path, spec_: dict) -> dict:
     return {"chunks": chunks, "build_seconds": build_s, "sim_seconds": sim_s}
 
 
-def run_lava(net: TTFSNet, in_ticks: np.ndarray) -> dict:
-    """Run ``net`` on input ticks ``[N, n]`` in a supervised Lava session; per layer first ticks and counts."""
+def run_lava(net: TTFSNet, in_ticks: np.ndarray, written: tuple | None = None) -> dict:
+    """Run ``net`` (or the ``written`` ``(network, arrays)`` of its artifacts) on input ticks ``[N, n]`` in a
+    supervised Lava session; per layer first ticks and spike counts."""
     import json
     from spikec.compiler.errors import IRError
     from spikec.targets.lava import supervisor
-    network, arrays = spec(net)
-    lag = lags(net)
+    network, arrays = spec(net) if written is None else written
+    lag = {p["name"]: p["lag"] for p in network["layers"]}
     firsts, counts = {}, {}
     with supervisor.workdir("spikec-ttfs-") as workdir:
         (workdir / "network.json").write_text(json.dumps(network))

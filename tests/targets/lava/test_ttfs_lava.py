@@ -151,3 +151,19 @@ def test_refusal_is_an_unsupported_op(mlp):
     g2 = replace(g, nodes=tuple(bad if n is fire else n for n in g.nodes))
     with pytest.raises(UnsupportedOp, match="not on the time grid"):
         map_ttfs(g2, 64)
+
+
+def test_verify_reruns_the_written_network_and_catches_a_tampered_one(mlp, tmp_path):
+    from spikec.targets.lava.ttfs_target import verify_ttfs_lava
+    out = mlp.save(tmp_path / "out")
+    with np.load(out / "io.npz") as z:
+        x = z["input"]
+    v = verify_ttfs_lava(out, mlp.graph, x, None)
+    assert v["equivalent"] and v["bit_exact"] and not v["arrays_differing_from_mapping"]
+    name = mlp.report["target"]["partitions"]["chip"][0]
+    with np.load(out / "lava" / "params.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays[f"{name}/vth"] = arrays[f"{name}/vth"] + 3 * mlp.report["target"]["quantization"][name]["ramp"]
+    np.savez(out / "lava" / "params.npz", **arrays)
+    v = verify_ttfs_lava(out, mlp.graph, x, None)   # Lava runs the written files: later spikes, and said why
+    assert not v["equivalent"] and not v["bit_exact"] and v["arrays_differing_from_mapping"] == [f"{name}/vth"]
