@@ -83,6 +83,17 @@ class NeuronOut:
     def put(self, t, s, u, margin):
         self.spikes[t], self.membrane[t], self.margin[t] = s, u, margin
 
+    def fire(self, t, theta) -> torch.Tensor:
+        """Step ``t`` once ``membrane[t]`` holds ``U``: ``margin[t] = U - theta`` and ``spikes[t] = [U - theta >= 0]``
+        (returned, a view); ``finish`` makes every margin ``|U - theta|`` at once. The values of ``put(t, s, U,
+        (U - theta).abs())`` with ``s = (U - theta >= 0).to(U.dtype)``, written in place."""
+        d = torch.sub(self.membrane[t], theta, out=self.margin[t])
+        return self.spikes[t].copy_(d >= 0)
+
+    def finish(self) -> "NeuronOut":
+        self.margin.abs_()
+        return self
+
     def output(self, node) -> torch.Tensor:
         return self.membrane if node.attrs.get("output") == "membrane" else self.spikes
 

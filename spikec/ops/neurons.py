@@ -48,16 +48,22 @@ def _binary(node, t):
 
 
 def lif(ctx, node, p, x):
+    """``U_t = (beta H + alpha X_t) + bias`` written in place (``alpha X`` of every step first, into ``membrane``):
+    the values of the literal per-step expressions (``tests/ops/test_neurons.py`` checks the bits)."""
     float_only(ctx, node)
     beta, alpha, bias, theta, v_reset = (channel(p[k], x.dim() - 1) for k in LIF_PARAMS)
     out = NeuronOut(x)
-    h = torch.zeros_like(x[0])
+    torch.mul(alpha, x, out=out.membrane)
+    h, tmp = torch.zeros_like(x[0]), torch.empty_like(x[0])
+    subtract = node.attrs["reset"] == "subtract"
     for t in range(x.shape[0]):
-        u = beta * h + alpha * x[t] + bias
-        s = (u - theta >= 0).to(x.dtype)
-        h = u - theta * s if node.attrs["reset"] == "subtract" else u * (1 - s) + v_reset * s
-        out.put(t, s, u, (u - theta).abs())
-    return out
+        u = out.membrane[t].add_(torch.mul(beta, h, out=tmp)).add_(bias)
+        s = out.fire(t, theta)
+        if subtract:  # H = U - theta S
+            torch.sub(u, torch.mul(theta, s, out=tmp), out=h)
+        else:  # H = U (1 - S) + v_reset S; 1 - S is -S + 1 exactly for S in {0, 1}
+            torch.mul(u, torch.mul(s, -1, out=tmp).add_(1), out=h).add_(torch.mul(v_reset, s, out=tmp))
+    return out.finish()
 
 
 def _integer_update(node, p, x):
@@ -104,31 +110,39 @@ def intfire_unrolled(ctx, node, p, x):
 
 
 def silif(ctx, node, p, x):
+    """In place, as ``lif``: ``b x`` of every step first into ``membrane``, then ``U_t = a (U_{t-1} - kappa S_{t-1})
+    + b x_t`` over it."""
     float_only(ctx, node)
     a, b, v_th = (channel(p[k], x.dim() - 1) for k in ("decay", "b", "threshold"))
     kappa = node.attrs["kappa"]
     out = NeuronOut(x)
-    u, s = torch.zeros_like(x[0]), torch.zeros_like(x[0])
+    torch.mul(b, x, out=out.membrane)
+    u, s, tmp = torch.zeros_like(x[0]), torch.zeros_like(x[0]), torch.empty_like(x[0])
     for t in range(x.shape[0]):
-        u = a * (u - kappa * s) + b * x[t]
-        s = (u - v_th >= 0).to(x.dtype)
-        out.put(t, s, u, (u - v_th).abs())
-    return out
+        z = torch.sub(u, torch.mul(s, kappa, out=tmp), out=tmp)
+        u = out.membrane[t].add_(z.mul_(a))
+        s = out.fire(t, v_th)
+    return out.finish()
 
 
 def csilif(ctx, node, p, x):
+    """In place, as ``silif``, over four step buffers: ``z = m_re - kappa s``; ``m_re' = (a_re z - a_im m_im) + b x_t``;
+    ``m_im' = a_re m_im + a_im z``; ``U = 2 m_re'``."""
     float_only(ctx, node)
     a_re, a_im, b, v_th = (channel(p[k], x.dim() - 1) for k in ("a_re", "a_im", "b", "threshold"))
     kappa = node.attrs["kappa"]
     out = NeuronOut(x)
+    torch.mul(b, x, out=out.membrane)
     m_re, m_im, s = torch.zeros_like(x[0]), torch.zeros_like(x[0]), torch.zeros_like(x[0])
+    z, re, im = (torch.empty_like(x[0]) for _ in range(3))
     for t in range(x.shape[0]):
-        z_re = m_re - kappa * s
-        m_re, m_im = a_re * z_re - a_im * m_im + b * x[t], a_re * m_im + a_im * z_re
-        u = 2 * m_re
-        s = (u - v_th >= 0).to(x.dtype)
-        out.put(t, s, u, (u - v_th).abs())
-    return out
+        torch.sub(m_re, torch.mul(s, kappa, out=z), out=z)
+        torch.mul(a_re, z, out=re).sub_(torch.mul(a_im, m_im, out=im)).add_(out.membrane[t])
+        torch.mul(a_re, m_im, out=im).add_(z.mul_(a_im))
+        m_re, re, m_im, im = re, m_re, im, m_im
+        torch.mul(m_re, 2, out=out.membrane[t])
+        s = out.fire(t, v_th)
+    return out.finish()
 
 
 def substep_sum(ctx, node, p, x):

@@ -49,8 +49,10 @@ def bntt(ctx, node, p, x):
                        where=f"node {node.name!r}", remedy=f"give inputs of T = {p['gamma'].shape[0]} steps")
     scale = p["gamma"] / torch.sqrt(p["var"] + node.attrs["eps"])
     shift = p["beta"] - p["mean"] * scale
-    return torch.stack([x[t] * channel(scale[t], x.dim() - 1) + channel(shift[t], x.dim() - 1)
-                        for t in range(x.shape[0])])
+    out = torch.empty_like(x)  # y_t = x_t scale_t + shift_t, written step by step into one tensor
+    for t in range(x.shape[0]):
+        torch.mul(x[t], channel(scale[t], x.dim() - 1), out=out[t]).add_(channel(shift[t], x.dim() - 1))
+    return out
 
 
 def scale(ctx, node, p, x):
