@@ -353,7 +353,9 @@ class Deployed:
 
 
 def load(outdir) -> Deployed:
-    return Deployed(outdir)
+    """The integer reference of ``outdir``'s Lava deployment (a ``TTFSDeployed`` for ``--coding ttfs``)."""
+    from spikec.targets.lava.ttfs_target import TTFSDeployed, is_ttfs_deployment
+    return TTFSDeployed(outdir) if is_ttfs_deployment(outdir) else Deployed(outdir)
 
 
 def network(outdir, batch: int = 1, steps: int | None = None):

@@ -273,3 +273,35 @@ def verify_ttfs_lava(outdir, graph, inputs, reference) -> dict:
     return {"equivalent": result["bit_exact"] and not differs, "bit_exact": result["bit_exact"],
             "arrays_differing_from_mapping": differs, "spikes_compared": result["spikes_compared"],
             "first_mismatches": result["first_mismatches"], "steps": lava_steps(net)}
+
+
+def is_ttfs_deployment(outdir) -> bool:
+    p = Path(outdir) / "lava" / "network.json"
+    return p.exists() and json.loads(p.read_text()).get("coding") == "ttfs"
+
+
+class TTFSDeployed:
+    """A compiled Lava TTFS deployment, runnable without Lava: its integer reference (bit-exact with Lava) on new
+    inputs. ``model(x)`` returns the decoded outputs ``[T, B, ...]`` (float64 values of the output spike ticks);
+    ``model.ticks(x)`` every layer's spike ticks. The written arrays must be the mapping of ``graph.json``."""
+
+    def __init__(self, outdir):
+        from spikec.compiler.serialize import load_graph
+        outdir = Path(outdir)
+        self.graph = load_graph(outdir)
+        written = json.loads((outdir / "lava" / "network.json").read_text())
+        self.net = map_ttfs(self.graph, int(written["states"]))
+        fresh, arrays = spec(self.net)
+        with np.load(outdir / "lava" / "params.npz", allow_pickle=False) as z:
+            same = sorted(z.files) == sorted(arrays) and all(np.array_equal(z[k], arrays[k]) for k in arrays)
+        if not same or fresh != {k: v for k, v in written.items() if k not in ("coding", "states")}:
+            raise BadInput(f"{outdir}/lava does not hold the mapping of its graph.json",
+                           where=str(outdir / "lava"), remedy="recompile; spikec verify shows which arrays differ")
+
+    def ticks(self, x) -> dict:
+        return ref.run(self.net, np.asarray(x, dtype=np.float64))
+
+    def __call__(self, x):
+        x = np.asarray(x, dtype=np.float64)
+        out = ref.decode(self.net, self.ticks(x), x.shape[:2])
+        return out[self.graph.outputs[0]] if len(out) == 1 else out

@@ -160,6 +160,10 @@ def test_verify_reruns_the_written_network_and_catches_a_tampered_one(mlp, tmp_p
         x = z["input"]
     v = verify_ttfs_lava(out, mlp.graph, x, None)
     assert v["equivalent"] and v["bit_exact"] and not v["arrays_differing_from_mapping"]
+    from spikec.targets.lava import load
+    with np.load(out / "io.npz") as z:
+        err = np.abs(load(out)(x) - z["output"]).max()    # the integer reference, Lava-free, decoded
+    assert err == pytest.approx(mlp.report["target"]["float_vs_fixed"]["verification_outputs_max_abs_error"])
     name = mlp.report["target"]["partitions"]["chip"][0]
     with np.load(out / "lava" / "params.npz") as z:
         arrays = {k: z[k] for k in z.files}
@@ -167,3 +171,5 @@ def test_verify_reruns_the_written_network_and_catches_a_tampered_one(mlp, tmp_p
     np.savez(out / "lava" / "params.npz", **arrays)
     v = verify_ttfs_lava(out, mlp.graph, x, None)   # Lava runs the written files: later spikes, and said why
     assert not v["equivalent"] and not v["bit_exact"] and v["arrays_differing_from_mapping"] == [f"{name}/vth"]
+    with pytest.raises(BadInput, match="does not hold the mapping of its graph.json"):
+        load(out)
