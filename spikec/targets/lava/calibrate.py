@@ -66,6 +66,8 @@ def calibrate(graph: Graph, layers: list, hosts: dict, gains: dict, x: dict, *, 
                 continue
             if _lower_scale(layer, m, limit):
                 changed = True
+        if rounds < max_rounds and _lower_payload_gains(q, peaks, gains):
+            changed = True
         if not changed:
             break
     first = next(iter(x.values()))
@@ -76,6 +78,20 @@ def calibrate(graph: Graph, layers: list, hosts: dict, gains: dict, x: dict, *, 
                    "host_payload_gains": gains,
                    "overflow": any(p["overflow_events"] for p in peaks.values())}
     return q, calibration
+
+
+def _lower_payload_gains(q: Graph, peaks: dict, gains: dict) -> bool:
+    """Lower the gain of every host payload the deployment clipped (its value beyond the float graph's peak, from
+    which the gain was set) so that its measured peak fits; whether one changed."""
+    changed = False
+    for n in q.nodes:
+        m = peaks.get(n.name, {})
+        src = n.inputs[0] if n.op == "lava_quant" else None
+        if m.get("payload_clipped") and src in gains and m.get("peak_unclipped", 0) > 0:
+            lim = 2 ** (n.attrs["bits"] - 1) - 1
+            gains[src] = gains[src] * lim / m["peak_unclipped"]
+            changed = True
+    return changed
 
 
 def _lower_scale(layer: Population, m: dict, limit: int) -> bool:
@@ -124,7 +140,8 @@ def measure(q: Graph, x) -> tuple[dict, "Trace"]:
             y = np.floor(trace.values[n.inputs[0]] * np.asarray(n.params["gain"]) + 0.5)
             clipped = int((np.abs(y) > lim).sum())
             peaks[n.name] = {"payload_clipped": clipped, "overflow_events": clipped,
-                             "peak_payload": int(np.abs(trace.values[n.name]).max(initial=0))}
+                             "peak_payload": int(np.abs(trace.values[n.name]).max(initial=0)),
+                             "peak_unclipped": float(np.abs(y).max(initial=0))}
     return peaks, trace
 
 

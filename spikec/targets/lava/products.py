@@ -101,7 +101,7 @@ def prepare(graph: Graph) -> Prepared:
         else:
             r.keep(n)
     out = _drop_dead(Graph(tuple(r.nodes), graph.outputs, graph.meta))
-    return Prepared(_unshare(out, r.rewrites), r.products, r.rewrites)
+    return Prepared(_host_late(_unshare(out, r.rewrites)), r.products, r.rewrites)
 
 
 def _is_binary(g: Graph, name: str) -> bool:
@@ -329,6 +329,32 @@ def _unshare(g: Graph, rewrites: list) -> Graph:
         rewrites.append({"nodes": sorted({k for k, _ in made}), "as": f"{len(made)} synaptic expression node(s) "
                          "copied for their second reader (<node>.for.<reader>): one set of synapses per population"})
     return Graph(tuple(nodes), g.outputs, g.meta)
+
+
+def _host_late(g: Graph) -> Graph:
+    """The same graph, host nodes ordered as late as their readers allow (a stable topological order preferring
+    chip nodes): a host region is lowered at its first node, so every chip value it reads (an AND count) must
+    come before it."""
+    import heapq
+    from spikec.targets.lava.host import HOST
+    index = {n.name: k for k, n in enumerate(g.nodes)}
+    waiting = {n.name: len(set(n.inputs)) for n in g.nodes}
+    readers: dict = {}
+    for n in g.nodes:
+        for i in set(n.inputs):
+            readers.setdefault(i, []).append(n.name)
+    key = lambda name: (g.node(name).op in HOST, index[name])
+    ready = [key(n.name) + (n.name,) for n in g.nodes if not waiting[n.name]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        *_, name = heapq.heappop(ready)
+        order.append(g.node(name))
+        for c in readers.get(name, ()):
+            waiting[c] -= 1
+            if not waiting[c]:
+                heapq.heappush(ready, key(c) + (c,))
+    return Graph(tuple(order), g.outputs, g.meta)
 
 
 def _drop_dead(g: Graph) -> Graph:

@@ -153,3 +153,28 @@ def test_binary_product_runs_bit_exact_in_lava_and_is_not_chip_ready():
     proc = next(p for p in t["processes"] if p["name"] == mul)
     assert proc["type"] == "SpikecAND" and proc["chip_ready"] is False and "AND" in proc["why"]
     assert t["products"]["per_inference"]["chip"]["and_neurons"] == 5
+
+
+def test_sdt_is_bit_exact_with_k_transpose_v_on_chip_as_and_neurons(tmp_path):
+    """The reassociated ``Q (K^T V)``: K^T V's binary x binary products are AND neurons on chip (4 heads x 8 x 16
+    tokens x 8), their sum over the 16 tokens a weight-1 Dense into a read-out (exact counts); ``Q (K^T V)``
+    (binary x integer) and the scale on the host; the real-valued embedding (a conv of the real image) reads
+    8-bit graded spikes."""
+    t = _bit_exact(_compile(f"{SDT / 'model.py'}:small", SDT / "checkpoint.pt", SDT / "inputs.npz", tmp_path))
+    p = t["products"]
+    assert p["binary_products_on_chip"] == ["blocks.0.attn.matmul_1.kv"]
+    assert p["products_on_host"] == ["blocks.0.attn.matmul_1"]
+    chip = p["per_inference"]["chip"]
+    assert chip["and_populations"] == ["blocks.0.attn.matmul_1.kv.and"] and chip["and_neurons"] == 4 * 8 * 16 * 8
+    assert chip["and_spikes_per_inference"] > 0
+    procs = {x["name"]: x for x in t["processes"]}
+    assert procs["blocks.0.attn.matmul_1.kv.and"]["type"] == "SpikecAND"
+    assert procs["blocks.0.attn.matmul_1.kv.and"]["chip_ready"] is False
+    assert procs["blocks.0.attn.matmul_1.kv.count"]["type"] == "Readout"
+    for name in ("blocks.0.attn.q_spike", "blocks.0.attn.k_spike", "blocks.0.attn.v_spike"):
+        assert procs[name]["type"] in ("LIF", "SpikecLIF")
+    layers = t["quantization"]["layers"]
+    assert layers["blocks.0.attn.matmul_1.kv.count"]["scaling"].startswith("none: a count of AND spikes")
+    host = t["partitions"]["host"]
+    assert len(host) == 1 and "matmul" in host[0]["ops"] and t["host_values_compared"] > 0
+    assert not t["overflow"]
