@@ -4,7 +4,10 @@
 model's ``forward`` does: ``[T, B, ...]`` when it reads ``x[step]``, a static ``[B, ...]`` when its loop
 feeds the same input every step; its ``[T, B, ...]`` form repeats that input over the loop's T steps.
 ``auto`` tries each convention (trace, and for ``loop`` the capture) and takes the only one that fits; a model
-without state fits ``multistep`` and ``step`` alike, and is taken as ``multistep``.
+without state fits ``multistep`` and ``step`` alike, and is taken as ``multistep``. The capture runs the model's
+forward for real: when ``multistep`` or ``step`` already fits, ``loop`` is first captured on one sample of the
+``[T, B, ...]`` inputs (``x[:, :1]``), and on all of them only if that fits (a multi-step model then costs a
+forward of one sample, not of the batch, to be told apart from a loop).
 """
 from dataclasses import dataclass
 
@@ -78,6 +81,8 @@ def choose(model, stepping: str, x: np.ndarray, kind: str, ceiling, as_given=Fal
     fits, errors = {}, {}
     for s in STEPPINGS if x.ndim >= 3 else ("loop",):
         try:
+            if s == "loop" and fits and not as_given and x.ndim >= 3 and x.shape[1] > 1:
+                _fits(model, s, x[:, :1], shape, kind, ceiling, as_given, random)  # raises if the loop does not fit
             fits[s] = _fits(model, s, x, shape, kind, ceiling, as_given, random)
         except SpikecError as e:
             errors[s] = e

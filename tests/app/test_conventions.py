@@ -51,3 +51,31 @@ def test_none_fitting_lists_each_conventions_reason():
 def test_an_unknown_convention_is_refused():
     with pytest.raises(BadInput, match="not a model convention"):
         choose(nn.Linear(6, 4), "sideways", X, "binary", None)
+
+
+
+class Loop(nn.Module):
+    """Its own time loop (``for x_t in x``), stateless: no other convention can trace it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 4)
+
+    def forward(self, x):
+        return torch.stack([torch.relu(self.fc(x_t)) for x_t in x])
+
+
+def test_auto_captures_the_loop_on_one_sample_first_when_another_convention_fits(monkeypatch):
+    """multistep fits a multi-step model: the loop capture (a real forward) runs on x[:, :1] only, then stops;
+    a loop model that nothing else fits is captured once, on all samples, as before."""
+    import spikec.app.conventions as conventions
+    seen = []
+    real = conventions.loop_convention
+    monkeypatch.setattr(conventions, "loop_convention", lambda m, raw, *a, **k: seen.append(raw.shape) or
+                        real(m, raw, *a, **k))
+    model = nn.Sequential(nn.Linear(6, 4), snc.LIF(beta=0.5))
+    assert choose(model, "auto", X, "binary", None).stepping == "multistep"
+    assert seen == [(5, 1, 6)]
+    seen.clear()
+    conv = choose(Loop(), "auto", X, "binary", None)
+    assert conv.stepping == "loop" and conv.x.shape == X.shape and seen == [X.shape]
