@@ -2,6 +2,10 @@
 
 Pipeline (``compile_lava``), on the deployed float graph and the verification inputs:
 
+0. ``products.placed``: products of two activations placed (``products.py``): binary x binary as on-chip AND
+   neurons (SpikecAND), the rest on host partitions; window sums as all-equal Conv windows; checked by running
+   the rewritten float graph against the original (``report.products``).
+
 1. ``quantize``: the float graph -> an integer IR graph of ``lava_*`` ops (``ops.py``), scales from
    the weights and lowered by calibration on the inputs until states keep headroom; overflow or
    saturation in the integer reference is counted and reported, never silent. This integer graph,

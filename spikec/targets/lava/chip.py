@@ -7,7 +7,7 @@ process is ``chip_ready: true`` when it is a *standard Lava process class that I
 implements*: ``LIF`` (lava.proc.lif), ``Dense`` / ``DelayDense`` (lava.proc.dense), ``Conv`` (lava.proc.conv) --
 the classes lava-dl's netx builds its networks from and Intel's tutorials run with ``Loihi2HwCfg``. Every
 spikec process (``procs/process.py``: SpikecLIF, SpikecIntFire, SpikecSiLIF, SpikecCSiLIF, Readout, Relay,
-HostRegion, and the verification harness's Recorder / StateProbe / VarWriter) is ``chip_ready: false``: it has
+HostRegion; ``procs/and_gate.py``: SpikecAND, the two-input AND neurons of binary products, and the verification harness's Recorder / StateProbe / VarWriter) is ``chip_ready: false``: it has
 only spikec's Python CPU model and no Loihi 2 microcode model in the open packages. ``chip_ready`` says the
 process class has a chip model in Intel's stack; it is not a claim that the chip reproduces Lava's
 fixed-point simulation (those CPU models are not validated against silicon, lava#322), and spikec cannot
