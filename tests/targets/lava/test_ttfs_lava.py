@@ -173,3 +173,29 @@ def test_verify_reruns_the_written_network_and_catches_a_tampered_one(mlp, tmp_p
     assert not v["equivalent"] and not v["bit_exact"] and v["arrays_differing_from_mapping"] == [f"{name}/vth"]
     with pytest.raises(BadInput, match="does not hold the mapping of its graph.json"):
         load(out)
+
+
+def test_the_weight_exponent_keeps_voltages_within_24_bits_or_the_layer_is_refused():
+    from spikec.compiler.ir import Node, TensorType
+    from spikec.targets.lava.fixed_point import full_range
+    from spikec.targets.lava.ttfs import V_LIMIT, _exponent, _v_bound
+    node = Node("l", "ttfs_fire", (), TensorType((8,)))
+    w = np.random.default_rng(0).normal(size=(64, 8))
+    q = np.full(64, 64)
+    e, ramp = _exponent(node, w, full_range(w), q, 64)
+    wq = np.round(w * ramp / 2.0 ** e).astype(np.int64)
+    assert np.abs(wq).max() <= 128 and _v_bound(wq << e, q, ramp, 64) <= V_LIMIT
+    if e < 7:   # the next exponent would overflow: the largest one was taken
+        r2 = int(np.floor(full_range(w) * 2 ** (e + 1)))
+        assert _v_bound(np.round(w * r2 / 2.0 ** (e + 1)).astype(np.int64) << (e + 1), q, r2, 64) > V_LIMIT
+    wide = np.ones((40000, 1))                              # 40000 inputs x 127 x 64 ticks > 2^23 even at e = 0
+    with pytest.raises(UnsupportedOp, match="within 24 bits"):
+        _exponent(node, wide, full_range(wide), np.full(40000, 64), 64)
+
+
+def test_real_voltages_stay_inside_the_static_bound(mlp):
+    x, _ = _digits("mlp", 200)
+    net = map_ttfs(mlp.graph, 64)
+    ticks = ref.run(net, x)
+    for layer in net.layers:
+        assert np.abs(ticks[layer.name + "/U"]).max() <= layer.info["voltage_bound"] < 2 ** 23
