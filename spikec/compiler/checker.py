@@ -57,7 +57,7 @@ class Comparison:
         expected, got = np.asarray(expected, dtype=np.float64), np.asarray(got, dtype=np.float64)
         if spike:
             bad = expected != got
-            n_bad = int(bad.sum())
+            n_bad = int(np.count_nonzero(bad))
             self.spikes_compared += expected.size
             self.spike_mismatches += n_bad
         elif _finite_range(expected) and _finite_range(got):  # the rule below, without its masks and copies
@@ -65,10 +65,16 @@ class Comparison:
             with np.errstate(over="ignore"):
                 diff = np.subtract(expected, got)
             np.abs(diff, out=diff)
-            diff /= scale
-            self.max_rel_diff = max(self.max_rel_diff, float(diff.max(initial=0.0)))
-            bad = diff > REL_TOL
-            n_bad = int(np.count_nonzero(bad))
+            # division by scale > 0, correctly rounded, is monotone: max(|d| / scale) is max|d| / scale, and when
+            # that is within REL_TOL no value is out (the per-value quotients are made only when one may be)
+            worst = float(diff.max(initial=0.0) / scale)
+            self.max_rel_diff = max(self.max_rel_diff, worst)
+            if worst > REL_TOL:
+                diff /= scale
+                bad = diff > REL_TOL
+                n_bad = int(np.count_nonzero(bad))
+            else:
+                n_bad = 0
             self.values_compared += expected.size
             self.real_mismatches += n_bad
         else:  # relative to the largest finite magnitude; a NaN or Inf matches only the identical value

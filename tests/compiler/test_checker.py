@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from spikec.compiler import checker
-from spikec.compiler.checker import REL_TOL, compare_graphs, compare_with_torch
+from spikec.compiler.checker import REL_TOL, Comparison, compare_graphs, compare_with_torch
 from spikec.frontend import trace
 from spikec.compiler.interpreter import run
 from spikec.app.loader import build_model, load_weights
@@ -200,3 +200,25 @@ def test_static_run_of_the_digits_model_is_compared(graph, inputs):
     spiking = [n for n in graph.nodes if n.op != "input" and n.type.is_spike]
     assert c.spikes_compared == sum(n.type.size for n in spiking) * one.shape[1]
     assert {m.step for m in c.mismatches} == {0}
+
+
+def _old_real_rule(expected, got):
+    """Comparison.add's finite real-value rule as it was: every quotient |e - g| / scale made, then counted."""
+    scale = max(np.abs(expected).max(), np.abs(got).max(), np.finfo(float).tiny)
+    diff = np.abs(expected - got) / scale
+    return float(diff.max(initial=0.0)), int(np.count_nonzero(diff > REL_TOL))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_real_rule_without_quotients_gives_the_same_max_and_count(seed):
+    """max |d| / scale is the largest quotient (division by scale > 0 is monotone), and no quotient exceeds
+    REL_TOL when it does not: the same max_rel_diff and mismatch count, at and around the tolerance."""
+    rng = np.random.default_rng(seed)
+    expected = rng.normal(size=(4, 3, 50)) * 10.0 ** rng.integers(-3, 4)
+    scale = np.abs(expected).max()
+    cases = [expected.copy(), expected * (1 + 1e-12), expected + REL_TOL * scale,
+             expected + np.nextafter(REL_TOL, 1) * scale, expected + rng.normal(size=expected.shape) * 1e-8 * scale]
+    for got in cases:
+        c = Comparison()
+        c.add("n", expected, got, spike=False)
+        assert (c.max_rel_diff, c.real_mismatches) == _old_real_rule(expected, got)
