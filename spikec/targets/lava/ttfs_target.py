@@ -119,14 +119,28 @@ def accuracy_table(graph, states: int, x_eval, labels, x_ver, reference) -> dict
     return table
 
 
-def resources(net: TTFSNet) -> dict:
+def source_weights(graph, fire: str) -> int:
+    """Weights the source graph stores for a layer's synapses (conv kernels shared, pooling and flatten none)."""
+    total, stack, seen = 0, [graph.node(fire).inputs[0]], set()
+    while stack:
+        node = graph.node(stack.pop())
+        if node.name in seen or node.op == "ttfs_charge":
+            continue
+        seen.add(node.name)
+        total += int(node.params["weight"].size) if "weight" in node.params else 0
+        stack.extend(node.inputs)
+    return total
+
+
+def resources(net: TTFSNet, graph) -> dict:
     """Populations on chip, synapses, bits, and a core estimate (the Lava target's per-core figures)."""
     pops, neurons, synapses, dense = [], 0, 0, 0
     for l in net.layers:
         nz = int(sum((w != 0).sum() for w in l.wq))
         ent = int(sum(w.size for w in l.wq))
         pops.append({"name": l.name, "process": "SpikecTTFS", "neurons": l.size, "synapses": nz,
-                     "dense_entries": ent, "weight_bits": 8, "weight_exp": l.weight_exp, "ramp": l.ramp,
+                     "dense_entries": ent, "source_weights": source_weights(graph, l.name),
+                     "weight_bits": 8, "weight_exp": l.weight_exp, "ramp": l.ramp,
                      "voltage_bits_needed": int(l.info["voltage_bound"]).bit_length() + 1,
                      "cores": max(-(-l.size // NEURONS_PER_CORE), -(-nz // SYNAPSES_PER_CORE))})
         neurons += l.size
@@ -136,8 +150,9 @@ def resources(net: TTFSNet) -> dict:
     return {"populations": pops, "neurons": neurons, "synapses": synapses, "dense_entries": dense,
             "cores": cores, "chips": -(-cores // CORES_PER_CHIP),
             "note": "synapses: non-zero entries of each layer's effective fan-out matrix (conv with pooling and "
-                    "flatten folded), what the run's Dense holds and a sparse encoding would store; a Conv process "
-                    "sharing kernels would store fewer weights (not emitted here); one core at least per "
+                    "flatten folded), what the run's Dense holds and a sparse encoding would store; source_weights: "
+                    "the kernels' own weights, what a Conv process sharing them would store (not emitted here); "
+                    "state per neuron: u, v (24 bits), vth, a lock-out bit; one core at least per "
                     "population; per-core limits are the chip maxima / 128 (docs/targets.md), an optimistic "
                     "estimate"}
 
@@ -198,7 +213,7 @@ def compile_ttfs_lava(graph, inputs, reference, options) -> TargetResult:
         "accuracy": accuracy_table(graph, states, x_eval, labels, x_ver, reference),
         "activity": activity(net, base_ticks, None),
         "lava_activity": activity(net, ticks, lava),
-        "resources": resources(net),
+        "resources": resources(net, graph),
         "partitions": {"chip": [l.name for l in net.layers],
                        "host": [{"name": net.input.name, "what": "input encoder: value -> spike tick (float64, "
                                  "the float simulator's rounding up to the grid), sent as binary spikes"},

@@ -61,11 +61,14 @@ def _check_report(c, continuous_acc, min_acc):
 def test_mlp_is_bit_exact_in_lava_and_reports_its_accuracy(mlp):
     r = _check_report(mlp, 0.9711111111111111, 0.95)
     assert len(r["resources"]["populations"]) == 3 and r["resources"]["neurons"] == 64 + 32 + 10
+    assert [p["source_weights"] for p in r["resources"]["populations"]] == [64 * 64, 64 * 32, 32 * 10]
 
 
 def test_cnn_is_bit_exact_in_lava_and_reports_its_accuracy(cnn):
     r = _check_report(cnn, 0.9644444444444444, 0.94)
-    assert len(r["resources"]["populations"]) == 4
+    pops = r["resources"]["populations"]
+    assert len(pops) == 4 and pops[0]["source_weights"] == 8 * 1 * 3 * 3    # conv1's kernel, shared
+    assert pops[0]["synapses"] > pops[0]["source_weights"]                   # the effective matrix repeats it
 
 
 def _digits(name, n):
