@@ -23,6 +23,9 @@ largest exponent (<= 7) keeping every voltage within 24 bits (a static bound). T
 LSB of 8 bits) and of ``Theta`` (``1/(2R)`` tick) are the only approximations besides the time grid; their
 effect on the outputs and the accuracy is measured (``ttfs_target.py``), never assumed.
 
+Delays (``ttfs_delay``, a residual operand moved into the window before its layer's) must be whole ticks ``D``:
+the source's spikes arrive at ``k_j + D``.
+
 Refused (UnsupportedOp naming the node): products (a dynamic-weight synapse has no static-synapse form on
 Loihi), delays that are not whole ticks, windows off the grid, several inputs. Pooling, flatten and conv are
 folded into each layer's effective fan-out matrix (``spikec.ttfs.simulate``'s ``_synapses``), lowered as a
@@ -73,6 +76,7 @@ class Layer:
     activation: str
     shape: tuple
     sources: tuple          # the layers (encode / fire node names) whose spikes it reads, in weight-row order
+    delays: tuple           # per source: ticks its spikes are delayed by (a residual operand's ttfs_delay)
     wq: tuple               # per source: int64 (n_in, n_out) 8-bit mantissas
     weight_exp: int         # Wint = wq << weight_exp
     ramp: int               # R: voltage gained per tick in the window
@@ -156,17 +160,16 @@ def _layer(graph: Graph, node: Node, dt: float, known: dict) -> Layer:
     if syn.dynsyn is not None:
         raise _refuse(node, "it reads a product (dynamic-weight synapse)",
                       "models with products or LayerNorm compile with --target none")
+    delays = []
     for (src, d), c in zip(syn.sources, syn.charges):
-        if d:
-            raise _refuse(graph.node(c), f"its source {src!r} arrives through a delay of {d:g} (a residual "
-                                         "operand); delays are not lowered to Lava yet",
-                          "compile residual TTFS models with --target none")
         if src not in known:
             raise _refuse(node, f"its source {src!r} is not an earlier TTFS layer", "report it with the model")
+        delays.append(_tick(graph.node(c), d, dt, f"delay from {src!r}") if d else 0)
     k_min, k_max = _tick(node, a["t_min"], dt, "t_min"), _tick(node, a["t_max"], dt, "t_max")
     w = syn.wt                                    # (n_in total, n_out): float W'
     theta = np.asarray(node.params["threshold"], dtype=np.float64).reshape(-1) * float(a["tau"]) / dt
-    q_max = np.concatenate([np.full(size, k_min - known[src].k_min) for (src, _), size in zip(syn.sources, syn.sizes)])
+    q_max = np.concatenate([np.full(size, max(0, k_min - known[src].k_min - dl))
+                            for (src, _), dl, size in zip(syn.sources, delays, syn.sizes)])
     c = full_range(w)
     e, ramp = _exponent(node, w, c, q_max, k_max - k_min)
     wq, _, winfo = round_weights(w, np.array([ramp / 2.0 ** e]), 1.0, node=node.name, what="TTFS weight")
@@ -180,6 +183,7 @@ def _layer(graph: Graph, node: Node, dt: float, known: dict) -> Layer:
                                        "(bounded by voltage_bound < 2^23) crosses neither, so no spike changes"}
     starts = np.cumsum([0, *syn.sizes])
     return Layer(node.name, a["source"], a["activation"], tuple(node.type.shape), tuple(s for s, _ in syn.sources),
+                 tuple(delays),
                  tuple(wq[starts[i]:starts[i + 1]] for i in range(len(syn.sizes))), int(e), int(ramp), vth,
                  k_min, k_max, float(a["t_min"]), float(a["t_ref"]), float(a["t_max"]), float(a["scale"]), info)
 

@@ -8,6 +8,8 @@ block-diagonal.
 
 Latency: Lava step ``s`` (1-based) sends RingBuffer column ``s - 1``; every Dense delivers one step later.
 So a layer's ``lag`` (tick ``k`` at Lava step ``k + lag + 1``) is ``1 + max(lag of its sources)``, the input's 0.
+A source delayed by ``D`` ticks, or with a smaller lag, goes through spikec's ``Relay`` (a delay line of
+``D + lag - 1 - lag_src`` steps; custom, CPU only) before its Dense.
 """
 import time
 from pathlib import Path
@@ -49,7 +51,7 @@ def spec(net: TTFSNet) -> tuple[dict, dict]:
             key = f"{layer.name}/w{i}"
             arrays[key] = emitted.astype(np.int64)
             dense.append({"source": src, "weights": key, "weight_exp": int(wexp + layer.weight_exp),
-                          "sign_mode": mode})
+                          "sign_mode": mode, "relay": int(layer.delays[i] + lag[layer.name] - 1 - lag[src])})
         arrays[f"{layer.name}/vth"] = layer.vth
         layers.append({"name": layer.name, "size": layer.size, "dense": dense, "ramp": layer.ramp,
                        "k_min": layer.k_min, "k_max": layer.k_max, "lag": lag[layer.name]})
@@ -73,7 +75,7 @@ def build(network: dict, arrays: dict, in_ticks: np.ndarray, workdir: Path):
     import_lava()
     from lava.proc.dense.process import Dense
     from lava.proc.io.source import RingBuffer
-    from spikec.targets.lava.procs.process import Recorder
+    from spikec.targets.lava.procs.process import Recorder, Relay
     from spikec.targets.lava.ttfs_procs.process import SpikecTTFS
 
     b, steps = in_ticks.shape[0], network["steps"]
@@ -86,7 +88,12 @@ def build(network: dict, arrays: dict, in_ticks: np.ndarray, workdir: Path):
         for d in p["dense"]:
             w = np.kron(np.eye(b, dtype=np.int64), arrays[d["weights"]])
             syn = Dense(weights=w, weight_exp=d["weight_exp"], num_message_bits=0, name=f"{p['name']}/{d['source']}")
-            ports[d["source"]].connect(syn.s_in)
+            if d["relay"]:   # a delayed (residual) source, or one from an earlier layer: an axonal delay line
+                relay = Relay(shape=ports[d["source"]].shape, delay=d["relay"], name=f"{p['name']}/{d['source']}/relay")
+                ports[d["source"]].connect(relay.s_in)
+                relay.s_out.connect(syn.s_in)
+            else:
+                ports[d["source"]].connect(syn.s_in)
             syn.a_out.connect(proc.a_in)
         ports[p["name"]] = proc.s_out
         files[p["name"]] = workdir / f"{p['name'].replace('/', '_')}.spikes.npy"

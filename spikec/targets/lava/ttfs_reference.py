@@ -6,7 +6,7 @@ checks both. Spike times are absolute ticks (``-1``: silent).
 Input encoding (host, float64, as ``spikec.ttfs.simulate``'s ``dt`` mode): ``t = t_ref - clip(gain x, lo, hi)``,
 tick ``k_min + max(0, ceil((t - t_min)/dt - 1e-9))``, silent when that is ``>= k_max``.
 
-A layer: ``q_j = k_min - k_j`` for a source spike before ``k_min`` (else 0), ``U = q @ Wint`` (int64),
+A layer: ``q_j = k_min - (k_j + D)`` for a source spike arriving (after its delay ``D``) before ``k_min`` (else 0), ``U = q @ Wint`` (int64),
 ``m = max(0, ceil((vth - U) / R))``; it fires at ``k_min + m`` when ``m < k_max - k_min``.
 Decoding (host): ``value = (t_ref - (t_min + m dt)) / scale``, a silent neuron ``(t_ref - t_max) / scale``.
 """
@@ -30,7 +30,7 @@ def run(net: TTFSNet, x: np.ndarray) -> dict:
     for layer in net.layers:
         u = 0
         for i, src in enumerate(layer.sources):
-            k = ticks[src]
+            k = np.where(ticks[src] >= 0, ticks[src] + layer.delays[i], -1)   # arrival ticks
             q = np.where((k >= 0) & (k < layer.k_min), layer.k_min - k, 0)
             u = u + q @ layer.wint(i)
         u = np.asarray(u, dtype=np.int64)
@@ -61,7 +61,7 @@ def counts(net: TTFSNet, ticks: dict) -> dict:
         s = float((ticks[layer.name] >= 0).sum()) / n
         ops = 0.0
         for i, src in enumerate(layer.sources):
-            k = ticks[src]
+            k = np.where(ticks[src] >= 0, ticks[src] + layer.delays[i], -1)
             fan = (layer.wq[i] != 0).sum(1)
             ops += float((((k >= 0) & (k < layer.k_min)).astype(np.int64) @ fan).sum()) / n
         per_layer[layer.name] = {"neurons": layer.size, "spikes_per_inference": s,

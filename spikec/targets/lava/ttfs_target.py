@@ -219,9 +219,7 @@ def compile_ttfs_lava(graph, inputs, reference, options) -> TargetResult:
                                  "the float simulator's rounding up to the grid), sent as binary spikes"},
                                 *[{"name": o, "what": f"output decoder: spike tick of {ln} -> value "
                                    "(t_ref - t) / scale"} for o, ln, _, _ in net.outputs]]},
-        "processes": [{"name": l.name, "type": "SpikecTTFS", "latency": lag} for l, lag in
-                      zip(net.layers, [p["lag"] for p in spec(net)[0]["layers"]])]
-        + [{"name": f"{l.name}/{s}", "type": "Dense"} for l in net.layers for s in l.sources],
+        "processes": processes(net),
         "sim_seconds": lava["sim_seconds"], "build_seconds": lava["build_seconds"],
         "reference_seconds": round(ref_s, 3), "batch": {"per_network": lava["chunk"]},
     }
@@ -233,6 +231,18 @@ def compile_ttfs_lava(graph, inputs, reference, options) -> TargetResult:
             p["why"] = PROCESS_WHY
     files = {"lava": lambda p: write(p, net)}
     return TargetResult(report, result["bit_exact"], files)
+
+
+def processes(net: TTFSNet) -> list[dict]:
+    """The Lava processes of the network (the verification's RingBuffer and Recorders aside)."""
+    out = []
+    for p in spec(net)[0]["layers"]:
+        out.append({"name": p["name"], "type": "SpikecTTFS", "latency": p["lag"]})
+        for d in p["dense"]:
+            out.append({"name": f"{p['name']}/{d['source']}", "type": "Dense"})
+            if d["relay"]:
+                out.append({"name": f"{p['name']}/{d['source']}/relay", "type": "Relay", "delay": d["relay"]})
+    return out
 
 
 def summary(r: dict, name: str) -> str:
