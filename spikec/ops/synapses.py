@@ -78,18 +78,21 @@ def tap_sums(active: torch.Tensor, kernel, stride, padding, dilation) -> torch.T
 
     The sum of a convolution's output over everything is ``sum_{o, c, i, j} w[o, c, i, j] S[c, i, j]`` (per group):
     the event counts below and NeuroBench's binarized sums (``spikec.compiler.metrics``) are read from ``S``
-    without running the convolution. For integer-valued ``active`` every sum is an exact float64 integer (below
-    2**53), so the counts equal the summed output of ``F.conv2d`` exactly (``tests/compiler/test_cost_hooks.py``)."""
+    without running the convolution. Tap ``(i, j)`` reads rows ``i d_h + m s_h`` and columns ``j d_w + n s_w`` of
+    the padded input, so ``S[c] = R A[c] K^T`` with 0/1 row and column selectors ``R`` ``(kH, H_p)``, ``K``
+    ``(kW, W_p)`` and ``A`` the input summed over the samples. For integer-valued ``active`` every partial sum is
+    an integer below 2**53, exact in float64 in any order: the counts equal the summed output of ``F.conv2d``
+    (``tests/ops/test_synapses.py``)."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    a = active.sum(0)
+    a = np.asarray(active, dtype=np.float64).sum(0)
     ho, wo = window(a.shape[1], kh, sh, ph, dh), window(a.shape[2], kw, sw, pw, dw)
-    a = F.pad(a, (pw, pw, ph, ph))
-    out = torch.empty(a.shape[0], kh, kw, dtype=a.dtype)
+    a = np.pad(a, ((0, 0), (ph, ph), (pw, pw)))
+    rows, cols = np.zeros((kh, a.shape[1])), np.zeros((kw, a.shape[2]))
     for i in range(kh):
-        rows = a[:, i * dh: i * dh + (ho - 1) * sh + 1: sh]
-        for j in range(kw):
-            out[:, i, j] = rows[:, :, j * dw: j * dw + (wo - 1) * sw + 1: sw].sum((1, 2))
-    return out
+        rows[i, i * dh: i * dh + (ho - 1) * sh + 1: sh] = 1.0
+    for j in range(kw):
+        cols[j, j * dw: j * dw + (wo - 1) * sw + 1: sw] = 1.0
+    return torch.as_tensor(rows @ a @ cols.T)
 
 
 def conv_events(node, active):
