@@ -14,6 +14,8 @@ threshold and ``x`` the step's input::
                                mem = beta * mem + x
                                subtract: mem = mem - r * θ
     Synaptic, RSynaptic        syn = alpha * syn + x  [+ rec(spk_prev)]   (RSynaptic; syn is never reset)
+                               rec_add "input": syn = alpha * syn + (x + rec(spk_prev)), the order of a NIR
+                               CubaLIF fed back through an Affine/Linear (NIR sums a node's edges first)
       (synaptic_snntorch)      b   = beta * mem + syn
                                subtract: mem = b - r * θ;   zero: mem = b - b * r;   none: mem = b
     RLeaky (rleaky_snntorch)   b   = beta * mem + x + rec(spk_prev)       (left to right)
@@ -48,7 +50,8 @@ Ops and parameter layouts (C = ``shape[0]`` of a step)::
                      attrs reset "subtract" | "zero" | "none", reset_delay (bool), read "spikes" | "mem"
   synaptic_snntorch  alpha, beta, threshold: () or (C,); the recurrence's params (below)
                      attrs reset, reset_delay, recurrent "none" | "one_to_one" | "linear" | "conv2d",
-                     padding [ph, pw] (conv2d), read "spikes" | "syn" | "mem"
+                     padding [ph, pw] (conv2d), read "spikes" | "syn" | "mem", rec_add "after" (default,
+                     snnTorch's order) | "input" (a NIR file's: the recurrence summed with the input first)
   rleaky_snntorch    beta, threshold: () or (C,); the recurrence's params
                      attrs reset, reset_delay, recurrent "one_to_one" | "linear" | "conv2d", padding, read
                      "spikes" | "mem"
@@ -74,6 +77,7 @@ from spikec.ops.common import channel, per_channel, sizes
 from spikec.ops.registry import need
 
 RESETS = ("subtract", "zero", "none")
+REC_ADD = ("after", "input")  # where rec(spk) joins the synaptic current: after alpha*syn + x, or with x first
 RECURRENT = ("one_to_one", "linear", "conv2d")
 READS = {"lif_snntorch": ("spikes", "mem"), "synaptic_snntorch": ("spikes", "syn", "mem"),
          "rleaky_snntorch": ("spikes", "mem"), "alpha_snntorch": ("spikes", "syn_exc", "syn_inh", "mem")}
@@ -93,6 +97,9 @@ def _infer(node, ins):
     need(read in READS[op], node, f"read must be one of {READS[op]}, got {read!r}")
     if op in ("synaptic_snntorch", "rleaky_snntorch"):
         _infer_recurrence(node, t)
+    if op == "synaptic_snntorch":
+        need(node.attrs.get("rec_add", "after") in REC_ADD, node,
+             f"rec_add must be one of {REC_ADD}, got {node.attrs.get('rec_add')!r}")
     return TensorType(t.shape, "binary") if read == "spikes" else TensorType(t.shape)
 
 
@@ -214,9 +221,12 @@ def recurrent_kernel(node, p, x):
     for t, x_t in enumerate(x):
         reset = _fire(mem, theta)
         if synaptic:
-            syn = alpha * syn + x_t
-            if rec is not None:
-                syn = syn + rec(spk)
+            if rec is not None and node.attrs.get("rec_add", "after") == "input":
+                syn = alpha * syn + (x_t + rec(spk))
+            else:
+                syn = alpha * syn + x_t
+                if rec is not None:
+                    syn = syn + rec(spk)
             base = beta * mem + syn
         else:
             base = beta * mem + x_t + rec(spk)

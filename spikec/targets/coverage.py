@@ -372,7 +372,10 @@ VARIANTS = {   # op: {variant: example}, the rows of the neuron ops
         "RSynaptic linear, zero, reset_delay=False": _variant(
             "synaptic_snntorch", {"reset": "zero", "reset_delay": False, "recurrent": "linear"},
             dict(_SYN, weight=np.random.default_rng(37).integers(-4, 9, (6, 6)) / 16.0, bias=np.full(6, 0.0625))),
-        "RSynaptic linear, reads syn": _snntorch_synaptic},
+        "RSynaptic linear, reads syn": _snntorch_synaptic,
+        "NIR CubaLIF cycle (linear, zero, rec_add=input)": _variant(
+            "synaptic_snntorch", {"reset": "zero", "reset_delay": False, "recurrent": "linear", "rec_add": "input"},
+            dict(_SYN, weight=np.random.default_rng(39).integers(-4, 9, (6, 6)) / 16.0), ("spikes",))},
     "rleaky_snntorch": {"one_to_one, subtract, reset_delay=True": _one_to_one("subtract", True),
                         "conv2d, zero, reset_delay=False": _snntorch_rleaky},
     "lif_sj": {"soft (PLIF)": _variant("lif_sj", {"decay_input": True}, _SJ_SOFT, ("spikes",)),

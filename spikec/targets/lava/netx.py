@@ -45,6 +45,10 @@ def structural_blocking(q: Graph) -> list[dict]:
             blocking.append({"node": n.name, "op": n.op,
                              "why": f"{n.attrs['reset']}-reset LIF with per-channel leak or soft reset runs in "
                                     "spikec's custom SpikecLIF process; netx builds only Lava's LIF"})
+        elif n.op == "lava_lif" and n.attrs.get("recurrent"):
+            blocking.append({"node": n.name, "op": n.op,
+                             "why": "a recurrent population (a self-synapse from its s_out to its a_in): netx's "
+                                    "network is a feed-forward chain of blocks"})
         elif n.op == "input" and n.type.kind != "binary":
             blocking.append({"node": n.name, "op": n.op, "why": "graded inputs are not exported"})
     return blocking

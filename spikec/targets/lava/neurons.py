@@ -125,7 +125,7 @@ def _lif_node(pop, p, x, scale, vth, mant, exp) -> Node:
         if bias_u.any():
             params["bias_u"] = scalar_or_channels(bias_u)
     rec_attrs = _recurrent(pop, p, scale, params)
-    lava_lif = reset == "zero" and fire == "gt" and not {"v_reset", "bias_u", "rec_weight"} & set(params) \
+    lava_lif = reset == "zero" and fire == "gt" and not {"v_reset", "bias_u"} & set(params) \
         and all(params[k].ndim == 0 for k in ("du", "dv", "vth")) and int(params["vth"]) <= VTH_MAX \
         and not pop.membrane and not pop.reads
     process = "LIF" if lava_lif else "SpikecLIF"

@@ -186,7 +186,26 @@ def nir_diagnostics(graph: nir.NIRGraph, dt: float, scheme: str) -> list[dict]:
         for check in (_check_kind, _check_shape, _check_bias, _check_taus, _check_r, _check_if,
                       _check_snntorch_cuba, _check_norse_tau):
             found += check(name, node, dt)
-    return found
+    return found + _check_cycle_bias(nodes, edges)
+
+
+def _check_cycle_bias(nodes: dict, edges: list) -> list[dict]:
+    """A biased Affine on a cycle: its first-step value is read differently by the consumers."""
+    from spikec.targets.nir.interpreter import schedule
+    if not any(kind(v) == "Input" for v in nodes.values()):
+        return []
+    try:
+        _, back = schedule(nodes, edges)
+    except BadInput:
+        return []   # unreachable nodes: reported by the frontend
+    return [finding(src, "cycle_bias_first_step", WARNING,
+                    f"the recurrence {src!r} -> {dst!r} carries a bias ({_show(nodes[src].bias)}): at the first step "
+                    "spikec and snnTorch 1.0.0 (RSynaptic/RLeaky: rec(0) = bias) give it the bias, its value at "
+                    "rest, while nirtorch-based importers (Norse 1.1.0) read a cycle's edge as 0 there: the first "
+                    "step's input differs by the bias")
+            for src, dst in sorted(back)
+            if not isinstance(nodes[src], tuple) and kind(nodes[src]) == "Affine"
+            and np.any(np.asarray(nodes[src].bias) != 0)]
 
 
 def _check_kind(name, node, dt) -> list[dict]:

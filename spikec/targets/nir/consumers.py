@@ -81,10 +81,26 @@ def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
         if isinstance(node, nir.NIRGraph):
             for lst in (snn, nor):
                 lst.append(f"node {name!r}: a nested graph (recurrence) is not checked here")
-    if any(s == d or _reaches(graph, d, s) for s, d in graph.edges):
-        for lst in (snn, nor):
-            lst.append("the graph has a cycle (feedback edge)")
+    cyclic = [(s, d) for s, d in graph.edges if s == d or _reaches(graph, d, s)]
+    for s, d in cyclic:
+        fb = s if _snntorch_rnn(graph, d, s) else d if _snntorch_rnn(graph, s, d) else None
+        if fb is None:
+            nor.append(f"edge ({s!r}, {d!r}) closes a cycle other than a neuron's dense recurrence")
+        elif _kind(graph.nodes[fb]) == "Affine" and np.any(np.asarray(graph.nodes[fb].bias) != 0):
+            nor.append(f"node {fb!r}: a recurrence with a bias: Norse's from_nir (nirtorch) reads a cycle's edge as 0 "
+                       "at the first step, the file's feedback carries its bias from the first step")
+    if any(not _snntorch_rnn(graph, s, d) and not _snntorch_rnn(graph, d, s) for s, d in cyclic):
+        snn.append("the graph has a cycle (feedback edge) other than snnTorch's RNN pattern (a LIF/CubaLIF and an "
+                   "Affine/Linear that only it feeds and only it reads, which snnTorch imports as RLeaky/RSynaptic)")
     return out
+
+
+def _snntorch_rnn(graph, neuron: str, dense: str) -> bool:
+    """``neuron`` <-> ``dense`` is the cycle snnTorch's importer turns into an RLeaky / RSynaptic."""
+    n, w = graph.nodes.get(neuron), graph.nodes.get(dense)
+    return (_kind(n) in ("LIF", "CubaLIF") and _kind(w) in ("Affine", "Linear")
+            and [d for s, d in graph.edges if s == dense] == [neuron]
+            and [s for s, d in graph.edges if d == dense] == [neuron])
 
 
 def _snntorch_if(node) -> str:

@@ -77,11 +77,6 @@ REASONS = {
                     "negative threshold), or read as mem, is not lowered to NIR: NIR's LIF resets to v_reset on the "
                     "step it fires, while snnTorch subtracts the float32 threshold on the step after a spike (and "
                     "again on the spiking step with reset_delay=False), and NIR's LIF outputs no membrane",
-    "synaptic_snntorch": "snnTorch's Synaptic/RSynaptic as this op (a subtract or no reset, a delayed reset, a "
-                         "negative threshold, a recurrence, or read as mem) is not lowered to NIR: NIR's CubaLIF "
-                         "resets to v_reset on the step it fires, while snnTorch resets the membrane from the "
-                         "previous step's spike (subtracting the float32 threshold, or zeroing), and CubaLIF outputs "
-                         "no membrane",
     "rleaky_snntorch": "snnTorch's RLeaky is not lowered to NIR: it resets from the previous step's spike (NIR's LIF "
                        "resets on the step it fires) and adds its recurrence after beta * mem + x, where a NIR neuron "
                        "sums its inputs first (another rounding)",
@@ -97,6 +92,15 @@ REASONS = {
     "li_norse": "Norse's LI adds the input to its current as a jump before the membrane step, which NIR's CubaLI "
                 "(the current integrated by an Euler step) does not; Norse's LIBox form (its rest state v_leak, its "
                 "float32 dt * tau_mem_inv) is not lowered to NIR here",
+}
+# ops that lower some variants (their lowering refuses the others with this reason)
+VARIANT_REASONS = {
+    "synaptic_snntorch": "snnTorch's Synaptic/RSynaptic with a subtract or no reset, a delayed reset, a negative "
+                         "threshold, or read as mem, is not lowered to NIR: NIR's CubaLIF resets to v_reset on the "
+                         "step it fires, while snnTorch resets the membrane from the previous step's spike "
+                         "(subtracting the float32 threshold, or zeroing), and CubaLIF outputs no membrane; a conv "
+                         "or one-to-one recurrence, or one snnTorch adds after alpha * syn + x (NIR sums a node's "
+                         "inputs first: another rounding), has no exact NIR cycle here",
 }
 REMEDY = "keep this model on another target (--target none/onnx), or replace the node with an exportable op"
 # what a user can do instead, per op refused by name (else REMEDY): each alternative named here is one that
@@ -497,6 +501,37 @@ def _lif(ex: _Exporter, node: Node):
     if "membrane" not in known:
         known["membrane"], known["spikes"] = ex.subtract_reset(node, beta, alpha, bias, theta)
     ex.single(node, known["membrane" if membrane else "spikes"])
+
+
+@lowering("synaptic_snntorch")
+def _synaptic(ex: _Exporter, node: Node):
+    """A Synaptic / RSynaptic that NIR's CubaLIF computes (zero reset on the spiking step, ``theta >= 0``, read as
+    spikes; a dense recurrence summed with the input first, ``rec_add="input"``, as a NIR file read by spikec
+    gives): ``CubaLIF`` (``forms.cuba``: current ``alpha``, membrane ``beta``, firing ``mem > theta``) and the
+    recurrence as an ``Affine``/``Linear`` cycle back into it (read one step late, its bias at the first step)."""
+    a, prm = node.attrs, node.params
+    p = {k: ex.per_neuron(node, np.asarray(prm[k], dtype=np.float64)) for k in ("alpha", "beta", "threshold")}
+    recurrent = a.get("recurrent", "none")
+    if a["reset"] != "zero" or a["reset_delay"] or a.get("read", "spikes") != "spikes" or \
+            (p["threshold"] < 0).any() or recurrent not in ("none", "linear") or \
+            (recurrent == "linear" and a.get("rec_add", "after") != "input"):
+        _refuse(node, VARIANT_REASONS["synaptic_snntorch"], REMEDIES["synaptic_snntorch"])
+    ones, zeros = np.ones_like(p["beta"]), np.zeros_like(p["beta"])
+    mem = {"beta": p["beta"], "alpha": ones, "bias": zeros, "theta": np.nextafter(p["threshold"], np.inf),
+           "v_reset": zeros}
+    cuba, ok = forms.cuba(ex.form, {"beta": p["alpha"], "alpha": ones}, mem, True)
+    ex.exact_params &= ok
+    name = ex.add(node.name, cuba, node.inputs)
+    ex.single(node, name)
+    if recurrent == "linear":
+        w = np.asarray(prm["weight"], dtype=np.float64)
+        fb = nir.Affine(weight=w, bias=np.asarray(prm["bias"], dtype=np.float64)) if "bias" in prm else \
+            nir.Linear(weight=w)
+        rec = ex.add(a.get("nir_feedback", f"{node.name}.w_rec"), fb)
+        ex.edges += [(name, rec), (rec, name)]
+        ex.notes.append(f"{node.name}: RSynaptic as NIR CubaLIF with its recurrence {rec!r} as a cycle")
+    else:
+        ex.notes.append(f"{node.name}: Synaptic (zero reset) as NIR CubaLIF")
 
 
 def export(graph: Graph, dt: float | None = None, consumer: str = CONSUMER) -> Exported:

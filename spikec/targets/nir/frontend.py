@@ -14,13 +14,15 @@ Mapping (per scheme; the IR neuron is ``U = beta H + alpha X + bias``, ``S = [U 
   +inf)``, ``v_reset/g`` with ``g = r*dt/tau`` -- the interpreter's arithmetic, bit for bit.
   Scheme norse: ``beta = 1 - a``, ``alpha = a r``, ``bias = a v_leak``, ``theta = nextafter(v_th, +inf)``
   with ``a = dt/tau`` (equal in exact arithmetic to Euler's ``v + a(r I + v_leak - v)``).
-* ``IF``: as LIF with ``beta = 1``, ``g = r dt``. ``CubaLIF``: a synapse node (a never-firing ``lif`` read out as
-  its membrane) feeding a ``lif``. ``LI``, ``I``, ``CubaLI``: never-firing ``lif`` nodes read out as membrane
-  (threshold = the largest float64), in NIR units.
+* ``IF``: as LIF with ``beta = 1``, ``g = r dt``. ``CubaLIF``, scheme snntorch, ``v_leak = v_reset = 0``, decays in
+  [0, 1], ``v_threshold >= 0``: snnTorch's Synaptic (``synaptic_snntorch``, zero reset, no reset delay: Lava's CUBA
+  neuron); otherwise a synapse node (a never-firing ``lif`` read out as its membrane) feeding a ``lif``. ``LI``,
+  ``I``, ``CubaLI``: never-firing ``lif`` nodes read out as membrane (largest float64 threshold), in NIR units.
 * ``Threshold`` -> a stateless ``lif`` (``beta = 0``).
 * the cycle ``LI``/``I`` -> ``Threshold`` -> diagonal feedback -> back into the ``LI``/``I`` (what the spikec
-  exporter writes for a subtract reset) -> one subtract-reset ``lif``; any other cycle is refused (a CubaLIF
-  fed back through a weight, the Braille RNN, with the reasons of ``recurrent_cubalif_reason``).
+  exporter writes for a subtract reset) -> one subtract-reset ``lif``; a CubaLIF <-> dense Affine/Linear cycle (the
+  NIR paper's Braille RNN) -> RSynaptic summing its recurrence with the input (``rec_add="input"``), when
+  ``recurrent_cubalif_reason`` finds nothing against it; any other cycle is refused.
 * ``Affine``/``Linear`` -> ``linear``; ``Conv2d`` -> ``conv2d``; ``AvgPool2d`` -> ``avgpool2d`` (zero padding
   counted); ``SumPool2d`` -> a depthwise all-ones ``conv2d``; ``Flatten`` -> ``flatten`` (NIR's batch-free
   dims); ``Scale`` -> ``scale``, or a depthwise 1x1 conv / diagonal linear when per channel; ``Delay`` ->
@@ -54,6 +56,7 @@ from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.verify import verify
 from spikec.targets.nir import interpreter
 from spikec.targets.nir.conformance import nir_diagnostics, read_nir
+from spikec.targets.nir.cuba import RECURRENT_CUBALIF_REMEDY, recurrent_cubalif_reason, synaptic_misfits
 from spikec.targets.nir.interpreter import SCHEMES, inline, kind, schedule
 
 DT = 1e-4
@@ -130,6 +133,7 @@ class _Converter:
         self.value: dict[str, str] = {}
         self.rename = _spikec_names(graph)  # a spikec-written file: give nodes back their IR names
         self.patterns: dict[str, tuple] = {}  # LI/I node -> (threshold node, feedback node, feedback weight)
+        self.recurrent: dict[str, str] = {}  # CubaLIF node -> its dense feedback node (RSynaptic's recurrence)
         self._find_patterns()
 
     # -- structure --------------------------------------------------------------------------
@@ -149,7 +153,11 @@ class _Converter:
             ok = ok and not isinstance(th, tuple) and kind(th) == "Threshold" and \
                 [s for s, d in self.edges if d == th_names[0]] == [v]
             if not ok and not isinstance(li, tuple) and kind(li) == "CubaLIF":
-                _unsupported(v, li, recurrent_cubalif_reason(u, fb, self.scheme), RECURRENT_CUBALIF_REMEDY)
+                why = recurrent_cubalif_reason(self, u, v)
+                if why:
+                    _unsupported(v, li, why, RECURRENT_CUBALIF_REMEDY)
+                self.recurrent[v] = u
+                continue
             if not ok:
                 _unsupported(v, self.nodes[v], f"the recurrent edge {u!r} -> {v!r} is not the subtract-reset "
                              "pattern LI/I -> Threshold -> diagonal feedback -> LI/I; the IR has no other recurrence",
@@ -247,8 +255,8 @@ class _Converter:
                 self.value[n] = self.summed(n)
                 outputs.append(self.value[n])
                 continue
-            if any(n == p[1] for p in self.patterns.values()):
-                continue  # a subtract-reset feedback: folded into its neuron
+            if any(n == p[1] for p in self.patterns.values()) or n in self.recurrent.values():
+                continue  # a subtract-reset feedback, or a CubaLIF's recurrence: folded into its neuron
             if any(n == p[0] for p in self.patterns.values()):
                 continue  # the spikes of a subtract-reset neuron, emitted with its LI/I
             handler = getattr(self, f"node_{k}", None)
@@ -400,6 +408,8 @@ class _Converter:
         ch = lambda v, what: self.channel(n, node, v, shape, what)
         tau_syn, tau_mem, r, v_leak, w_in = (ch(node.tau_syn, "tau_syn"), ch(node.tau_mem, "tau_mem"),
                                              ch(node.r, "r"), ch(node.v_leak, "v_leak"), ch(node.w_in, "w_in"))
+        if fire and self.scheme == "snntorch" and not synaptic_misfits(node, dt):
+            return self._synaptic(n, node, x, None)  # snnTorch's own Synaptic form: one op, Lava's CUBA neuron
         if fire and self.scheme == "snntorch":
             self._nonzero(n, node, r)
             self._nonzero(n, node, w_in)
@@ -416,27 +426,35 @@ class _Converter:
         return self.lif(n, syn, 1 - a_m, a_m * r, a_m * v_leak, np.nextafter(v_th, np.inf), v_reset)
 
     def node_CubaLIF(self, n, node, x):
+        if n in self.recurrent:
+            return self._synaptic(n, node, x, self.recurrent[n])
         return self._cuba(n, node, x, True)
+
+    def _synaptic(self, n, node, x, u):
+        """A CubaLIF in the snntorch scheme with zero ``v_leak`` and ``v_reset`` (``synaptic_misfits``), alone or
+        fed back through a dense Affine/Linear ``u`` (``recurrent_cubalif_reason`` checked it): snnTorch's
+        Synaptic / RSynaptic with a zero reset and no reset delay, the recurrence summed with the input first
+        (``rec_add="input"``) as NIR sums a node's edges. ``alpha = 1 - dt/tau_syn``, ``beta = 1 - dt/tau_mem``,
+        ``theta = v_th/(g_mem g_syn)`` with the interpreter's gains: its spike ``v > theta`` is RSynaptic's
+        ``v - theta > 0``, and after the reset to 0 the delayed reset never fires again (``theta >= 0``)."""
+        shape, dt = self.ctx.type(x).shape, self.dt
+        full = lambda v, what: np.broadcast_to(self.channel(n, node, v, shape, what), (shape[0],)).copy()
+        tau_syn, tau_mem, r, w_in, v_th = (full(node.tau_syn, "tau_syn"), full(node.tau_mem, "tau_mem"),
+                                           full(node.r, "r"), full(node.w_in, "w_in"),
+                                           full(node.v_threshold, "v_threshold"))
+        gs, gm = w_in * dt / tau_syn, r * dt / tau_mem
+        params = {"alpha": 1 - dt / tau_syn, "beta": 1 - dt / tau_mem, "threshold": v_th / (gm * gs)}
+        attrs = {"reset": "zero", "reset_delay": False, "recurrent": "none", "nir_dt": dt, "nir_scheme": self.scheme}
+        if u is not None:
+            fb = self.nodes[u]
+            params["weight"] = np.asarray(fb.weight, dtype=np.float64)
+            if kind(fb) == "Affine":
+                params["bias"] = np.asarray(fb.bias, dtype=np.float64)
+            attrs.update(recurrent="linear", rec_add="input", nir_feedback=_ir_name(self.rename.get(u, u)))
+        return self.emit(n, "synaptic_snntorch", [x], attrs, params)
 
     def node_CubaLI(self, n, node, x):
         return self._cuba(n, node, x, False)
-
-
-RECURRENT_CUBALIF_REMEDY = ("deploy the snnTorch model itself (RSynaptic with reset_mechanism='zero', "
-                            "reset_delay=False: spikec traces it to synaptic_snntorch, which ONNX and Lava lower)")
-
-
-def recurrent_cubalif_reason(u: str, fb, scheme: str) -> str:
-    """Why a CubaLIF closing a cycle through feedback ``u`` has no bit-exact IR form (the NIR paper's Braille RNN)."""
-    why = [f"a CubaLIF fed back through {u!r} ({kind(fb)}) has no bit-exact IR form: the IR's recurrent CubaLIF is "
-           "snnTorch's RSynaptic (synaptic_snntorch), which adds rec(spk) to alpha*syn + x, while NIR sums the "
-           "edges first (syn = alpha*syn + (x + rec)): equal in real arithmetic, not in float64"]
-    if kind(fb) == "Affine" and np.any(np.asarray(fb.bias) != 0):
-        why.append("the feedback's bias: a cycle edge carries 0 at the first step as spikec reads NIR, "
-                   "RSynaptic adds rec(0) = bias there")
-    if scheme == "norse":
-        why.append("in the norse scheme the current steps as i + dt/tau_syn (w_in x - i), which RSynaptic does not")
-    return "; ".join(why)
 
 
 def _spikec_names(graph: nir.NIRGraph) -> dict[str, str]:

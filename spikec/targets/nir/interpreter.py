@@ -5,8 +5,11 @@
 
 Time: every node is evaluated once per step, inputs before consumers. The inputs of a node sum.
 An edge that closes a cycle (found by a depth-first walk from the Input nodes, edges in file order)
-is read one step late: it carries its source's output of the previous step (0 at the first step),
-as nirtorch does. Nested ``NIRGraph`` nodes are inlined (their Input/Output nodes pass values through).
+is read one step late: it carries its source's output of the previous step; at the first step, its
+source's output at rest (every neuron and Delay outputs 0 there, stateless nodes compute from that: a feedback
+``Affine`` carries its bias). That is the file's continuous-time meaning at ``t = 0`` and what snnTorch's
+importer computes (``RSynaptic``/``RLeaky`` add ``rec(0) = bias`` at the first step); nirtorch-based importers
+(Norse) read 0 there, which differs only when a back edge carries a bias. Nested ``NIRGraph`` nodes are inlined (their Input/Output nodes pass values through).
 Every neuron state starts at 0.
 
 Neurons, two discretizations of NIR's ODEs (equal in exact arithmetic; they differ only in rounding):
@@ -387,7 +390,7 @@ def _run(source, inputs, *, dt: float, scheme: str, record) -> NIRRun:
         into[e[1]].append(e)
     keep = set(order) if record is None else set(record)
     trace = {n: [] for n in order if n in keep}
-    prev: dict[str, torch.Tensor] = {}
+    prev = _rest(order, nodes, into, back, data, dt, scheme) if back else {}
     for t in range(T):
         cur: dict[str, torch.Tensor] = {}
         for n in order:
@@ -417,3 +420,24 @@ def _run(source, inputs, *, dt: float, scheme: str, record) -> NIRRun:
                 trace[n].append(cur[n])
         prev = cur
     return NIRRun({n: torch.stack(v).numpy() for n, v in trace.items()})
+
+
+def _rest(order, nodes, into, back, data, dt, scheme) -> dict:
+    """Every node's output at rest, before the first step (what a back edge carries at the first step): the
+    inputs are 0, every neuron and Delay outputs 0, stateless nodes compute from their rest inputs (fresh
+    evaluators: no state is touched). A node fed only by back edges has no rest value (None)."""
+    rest: dict = {}
+    for n in order:
+        if n in data:
+            rest[n] = torch.zeros_like(data[n][0])
+            continue
+        parts = [rest[s] for s, _ in into[n] if (s, n) not in back and rest.get(s) is not None]
+        if not parts:
+            rest[n] = None
+            continue
+        x = parts[0]
+        for p in parts[1:]:
+            x = x + p
+        node = _Node(n, nodes[n], dt, scheme)
+        rest[n] = torch.zeros_like(x) if node.kind in NEURONS + ("Delay",) else node.step(x)
+    return rest

@@ -150,9 +150,12 @@ def _recurrent_dynamics(b: Builder, node: Node, steps: list[str]) -> dict:
         with b.scope(f"{node.name}/t{t}"):
             reset = _greater(b, mem, theta)                                        # (mem - theta > 0)
             if synaptic:
-                syn = b.add(b.mul(alpha, syn), xt)                                 # alpha * syn + x
-                if rec is not None:
-                    syn = b.add(syn, rec(spk, f"{node.name}/t{t}/rec"))           # syn + rec(spk)
+                if rec is not None and node.attrs.get("rec_add", "after") == "input":   # a NIR file's order
+                    syn = b.add(b.mul(alpha, syn), b.add(xt, rec(spk, f"{node.name}/t{t}/rec")))
+                else:
+                    syn = b.add(b.mul(alpha, syn), xt)                             # alpha * syn + x
+                    if rec is not None:
+                        syn = b.add(syn, rec(spk, f"{node.name}/t{t}/rec"))       # syn + rec(spk)
                 base = b.add(b.mul(beta, mem), syn)                                # beta * mem + syn
             else:
                 base = b.add(b.add(b.mul(beta, mem), xt), rec(spk, f"{node.name}/t{t}/rec"))   # beta mem + x + rec(spk)

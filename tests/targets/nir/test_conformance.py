@@ -162,8 +162,8 @@ EXPECTED = {  # file: (exit code, kinds that must be there)
     "lif_rockpool": (0, {"lenient_read", "type_inferred", "r_not_one"}),
     "two_lif_neurons": (0, {"discretization"}),
     "cnn_sinabs": (0, {"if_as_leaky", "zero_bias", "nirtorch_affine_bias"}),
-    "braille_noDelay_bias_zero": (1, {"spikec_refuses", "nirtorch_affine_bias", "snntorch_cubalif_threshold"}),
-    "braille_noDelay_noBias_subtract": (1, {"spikec_refuses"}),
+    "braille_noDelay_bias_zero": (0, {"nirtorch_affine_bias", "snntorch_cubalif_threshold", "cycle_bias_first_step"}),
+    "braille_noDelay_noBias_subtract": (0, {"discretization", "r_not_one"}),
     "braille_noDelay_bias_zero_subgraph": (1, {"lenient_read", "dangling_edge"}),
     "braille_noDelay_noBias_subtract_subgraph": (1, {"lenient_read", "dangling_edge"}),
 }
@@ -280,3 +280,14 @@ def test_every_nir_compile_reports_its_diagnostics():
     kinds = {d["kind"] for d in report["frontend"]["nir_diagnostics"]}
     assert "discretization" in kinds and all({"node", "kind", "message"} <= set(d)
                                              for d in report["frontend"]["nir_diagnostics"])
+
+
+def test_nir_check_names_a_file_spikec_refuses(tmp_path):
+    """The Braille RNN with a nonzero v_reset is no longer RSynaptic: nir-check exits 1 with spikec's reason."""
+    g = nir.read(PAPER / "braille_noDelay_noBias_subtract.nir")
+    g.nodes["lif1.lif"].v_reset = np.full(40, 0.5)
+    nir.write(tmp_path / "reset.nir", g)
+    result = CliRunner().invoke(main, ["nir-check", str(tmp_path / "reset.nir"), "--dt", "1e-4", "--json"])
+    assert result.exit_code == 1, result.output
+    refused = [f for f in json.loads(result.output)["findings"] if f["kind"] == "spikec_refuses"]
+    assert len(refused) == 1 and "v_reset != 0" in refused[0]["message"]

@@ -117,3 +117,26 @@ def test_malformed_inputs(tmp_path, x):
                           edges=[("input", "s"), ("s", "output"), ("t", "output")], metadata={}, type_check=False)
     with pytest.raises(BadInput, match="cannot be reached"):
         run(lonely, x, dt=DT)
+
+
+def test_a_biased_feedback_carries_its_bias_at_the_first_step(x):
+    """A cycle's edge at the first step carries its source's output at rest: the LIF's spikes are 0 there, so an
+    Affine feedback gives its bias (as snnTorch's RSynaptic/RLeaky add rec(0) = bias), not 0."""
+    n = 3
+    w, b = np.array([[0.0, -0.5, 0.25], [0.5, 0.0, -0.25], [0.125, 0.375, 0.0]]), np.array([0.3, -0.2, 0.1])
+    nodes = {"input": nir.Input(np.array([n])),
+             "lif": nir.LIF(tau=np.full(n, 4 * DT), r=np.ones(n), v_leak=np.zeros(n), v_threshold=np.full(n, 0.05),
+                            v_reset=np.zeros(n)),
+             "rec": nir.Affine(weight=w, bias=b), "output": nir.Output(np.array([n]))}
+    edges = [("input", "lif"), ("lif", "rec"), ("rec", "lif"), ("lif", "output")]
+    got = run(nir.NIRGraph(nodes=nodes, edges=edges, metadata={}), x, dt=DT).values["output"]
+    beta, gain = 1 - DT / (4 * DT), DT / (4 * DT)   # snnTorch scheme: v in input units, threshold v_th / (r dt/tau)
+    v, s, expected = np.zeros_like(x[0]), np.zeros_like(x[0]), []
+    for xt in x:
+        v = beta * v + (xt + (s @ w.T + b))
+        s = (v > 0.05 / gain).astype(float)
+        v = np.where(s > 0, 0.0, v)
+        expected.append(s)
+    assert np.array_equal(got, np.stack(expected)) and 0 < got.sum() < got.size
+    zero_first = (beta * 0 + x[0] > 0.05 / gain).astype(float)   # what reading the cycle as 0 at step 0 gives
+    assert not np.array_equal(zero_first, got[0])   # the bias changes this input's first spikes

@@ -44,6 +44,12 @@ def if_():
     return nir.IF(r=np.ones(N), v_threshold=np.ones(N), v_reset=np.zeros(N))
 
 
+def decays(g) -> np.ndarray:
+    """Every decay of the IR's neurons: lif's beta; synaptic_snntorch's (a CubaLIF read as Synaptic) alpha, beta."""
+    keys = {"lif": ("beta",), "synaptic_snntorch": ("alpha", "beta")}
+    return np.concatenate([np.atleast_1d(n.params[k]) for n in g.nodes for k in keys.get(n.op, ())])
+
+
 def graph(neuron, name="cell"):
     return nir.NIRGraph(nodes={"input": nir.Input(np.array([N])), "fc": nir.Linear(weight=np.eye(N) * 20.0),
                                name: neuron, "output": nir.Output(np.array([N]))},
@@ -75,7 +81,7 @@ def test_unstable_parameters_name_the_node_and_parameter(case, make, kind, param
         assert "smaller --dt" in e.value.remedy
     # allowed on request: the IR keeps the decay the file implies
     g = load_nir(graph(make()), dt=DT, scheme=scheme, allow_unstable=True)
-    betas = np.concatenate([np.atleast_1d(n.params["beta"]) for n in g.nodes if n.op == "lif"])
+    betas = decays(g)
     assert ((betas < 0) | (betas > 1)).any()
 
 
@@ -133,7 +139,7 @@ def test_cli_exits_2_naming_the_node(tmp_path):
                                                                        "CubaLI", "IF"])
 def test_stable_files_still_compile(make, scheme):
     g = load_nir(graph(make()), dt=DT, scheme=scheme)
-    betas = np.concatenate([np.atleast_1d(n.params["beta"]) for n in g.nodes if n.op == "lif"])
+    betas = decays(g)
     assert ((betas >= 0) & (betas <= 1)).all()
 
 
