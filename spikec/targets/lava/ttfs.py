@@ -139,7 +139,8 @@ def map_ttfs(graph: Graph, states: int = DEFAULT_STATES) -> TTFSNet:
             raise _refuse(node, "a product sub-layer uses a dynamic-weight synapse (one operand's value is the "
                                 "weight of the other's spike); Loihi 2 synapses hold static weights",
                           "models with products or LayerNorm (mlp_ln, transformer) compile with --target none; "
-                          "the Lava TTFS lowering maps Linear/Conv + ReLU/identity layers, pooling and flatten")
+                          "the Lava TTFS lowering maps Linear/Conv + ReLU/identity layers, pooling, flatten and "
+                          "residual additions")
     layers = []
     for node in graph.nodes:
         if node.op == "ttfs_fire":
