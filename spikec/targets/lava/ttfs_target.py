@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from spikec.compiler.cost import ENERGY_SOURCE, energy_pj
 from spikec.compiler.errors import BadInput
 from spikec.compiler.interpreter import run
 from spikec.targets import TargetResult
@@ -164,8 +165,11 @@ def activity(net: TTFSNet, ticks: dict, lava: dict | None = None) -> dict:
            "synaptic_ops_per_inference": c["synaptic_ops_per_inference"],
            "neurons": net.input.size + sum(l.size for l in net.layers), "per_layer": c["per_layer"],
            "samples": c["samples"],
+           "synaptic_energy_pj": energy_pj(c["synaptic_ops_per_inference"], 0.0),
+           "energy_source": ENERGY_SOURCE,
            "note": "one AC per input spike per non-zero fan-out, spikes at or after the window start carry none; "
-                   "input-encoding spikes included"}
+                   "input-encoding spikes included; synaptic_energy_pj: the shared cost model's AC estimate of "
+                   "synaptic arithmetic only (never measured; not Loihi's energy)"}
     if lava is not None:
         out["lava_spikes_per_inference_excluding_input"] = float(
             sum(v.sum() for v in lava["spike_counts"].values())) / c["samples"]

@@ -49,6 +49,11 @@ def _check_report(c, continuous_acc, min_acc):
     assert rows[256]["output_max_abs_error"] < rows[16]["output_max_abs_error"]   # finer grid, closer
     act = r["activity"]
     assert 0 < act["spikes_per_inference"] < act["neurons"] and act["synaptic_ops_per_inference"] > 0
+    assert act["synaptic_energy_pj"] == pytest.approx(0.9 * act["synaptic_ops_per_inference"])
+    lava_spikes = r["lava_activity"]["lava_spikes_per_inference_excluding_input"]   # counted from Lava's raster
+    assert lava_spikes == pytest.approx(r["lava_activity"]["spikes_per_inference"]
+                                        - r["lava_activity"]["per_layer"][r["partitions"]["host"][0]["name"]]
+                                        ["spikes_per_inference"])
     assert r["partitions"]["chip"] == [p["name"] for p in r["resources"]["populations"]]
     assert [h["name"] for h in r["partitions"]["host"]][0].endswith(".ttfs")     # the input encoder
     ttfs_procs = [p for p in r["processes"] if p["type"] == "SpikecTTFS"]
