@@ -174,7 +174,8 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
 @click.option("--coding", type=click.Choice(["native", "ttfs"]), default="native", show_default=True,
               help="native: the model's own coding; ttfs: map a ReLU ANN onto time-to-first-spike neurons.")
 @click.option("--ttfs-dt", type=click.FloatRange(min=0, min_open=True),
-              help="TTFS: discrete time step reported first (default: window/64).")
+              help="TTFS: discrete time step reported first (default: window/64); with --target lava, the "
+                   "tick of the deployed grid (it must divide the window).")
 @click.option("--probes/--no-probes", default=True, show_default=True,
               help="append seeded probe samples (saturation, checkerboards, each border) to the inputs.")
 @click.option("--nir-consumer", type=click.Choice(["any", "snntorch", "norse"]), default="any", show_default=True,
