@@ -76,6 +76,12 @@ def _build_synapse(p: dict, arrays: dict, batch: int):
 
     name = p["name"]
     if p["type"] == "Conv":
+        from spikec.targets.lava.simulate import MAX_CONV_GROUPS
+        if p["groups"] * batch > MAX_CONV_GROUPS:
+            raise BadInput(f"Lava's Conv holds groups in an int8: {p['groups']} groups x {batch} samples side by side "
+                           f"is beyond {MAX_CONV_GROUPS} (it wraps and the Conv sends nothing)",
+                           where=f"process {name!r}",
+                           remedy=f"run at most {max(1, MAX_CONV_GROUPS // p['groups'])} samples per network")
         w = np.tile(arrays[f"{name}/weight"], (batch, 1, 1, 1))
         return Conv(weight=w, input_shape=folded_shape(p["input_lava_shape"], batch), stride=tuple(p["stride"]),
                     padding=tuple(p["padding"]), dilation=tuple(p["dilation"]), groups=p["groups"] * batch,

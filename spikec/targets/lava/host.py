@@ -40,10 +40,12 @@ class _Node:
         self.type = TensorType((1,))
 
 
+STATEFUL = ("sdna_pairwise",)   # host ops with state over time (per-step ops like bntt take step t's parameters)
+
+
 def stateful(op: str) -> bool:
     """A host op with state over time (SDNA Pairwise's pair neurons): ``host_step`` is given its inputs' history."""
-    _ensure(op)
-    return bool(OPS[op].stateful)
+    return op in STATEFUL
 
 
 def _ensure(op: str) -> None:
@@ -71,7 +73,7 @@ def host_step(op: str, attrs: dict, params: dict, t: int, inputs: list) -> np.nd
 def _host_step(op, attrs, params, t, inputs):
     _ensure(op)
     node = _Node(op, attrs)
-    if OPS[op].stateful:
+    if stateful(op):
         return _stateful_step(node, op, params, inputs)
     p = {}
     for k, v in params.items():

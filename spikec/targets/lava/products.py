@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.ops import OPS, KernelContext
 from spikec.ops.registry import define, infer_type, need
@@ -62,6 +61,7 @@ class _Rewriter:
         self.rename: dict = {}
         self.products: list = []
         self.rewrites: list = []
+        self.identity: dict = {}   # (source, reader's inputs) -> its identity synapse (shared by twins)
 
     def emit(self, name, op, inputs, attrs=None, params=None, scope="") -> str:
         inputs = tuple(self.rename.get(i, i) for i in inputs)
@@ -100,8 +100,10 @@ def prepare(graph: Graph) -> Prepared:
             _identity_streams(r, n)
         else:
             r.keep(n)
-    out = _drop_dead(Graph(tuple(r.nodes), graph.outputs, graph.meta))
-    return Prepared(_host_late(_unshare(out, r.rewrites)), r.products, r.rewrites)
+    out = _unshare(_drop_dead(Graph(tuple(r.nodes), graph.outputs, graph.meta)), r.rewrites)
+    if not r.products and not r.rewrites:
+        return Prepared(graph)   # nothing to place: the graph as it was, node order included
+    return Prepared(_host_late(out) if r.products else out, r.products, r.rewrites)
 
 
 def _is_binary(g: Graph, name: str) -> bool:
@@ -273,7 +275,12 @@ def _identity_streams(r: _Rewriter, n: Node) -> None:
             continue
         shape = r.g.node(i).type.shape
         c = shape[0]
+        name = r.identity.get((i, n.inputs)) if n.op != "add" else None
+        if name is not None:   # a twin of a neuron already given its identity synapse reads the same one
+            ins.append(name)
+            continue
         name = f"{i}.to.{n.name}"
+        r.identity[(i, n.inputs)] = name
         if len(shape) == 3:
             w = np.eye(c).reshape(c, c, 1, 1)
             r.emit(name, "conv2d", [i], {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1},
@@ -301,11 +308,18 @@ def _is_expr(g: Graph, name: str) -> bool:
     return False
 
 
+def _twins(a: Node, b: Node) -> bool:
+    """Two reads of one neuron run (a neuron and its membrane or state read-out; an unrolled integer neuron keeps
+    an ``intfire`` membrane twin): they share their synaptic sum."""
+    from spikec.targets.lava.vocabulary import NEURON, role
+    return role(a.op) == role(b.op) == NEURON and a.inputs == b.inputs
+
+
 def _unshare(g: Graph, rewrites: list) -> Graph:
     """Each synaptic expression read by one consumer: a second reader gets its own copy (``<node>.for.<reader>``),
     down to the spike sources, so that on chip each population has its own synapses (a residual stream read by a
     neuron and by the next sum is two sets of synapses from the same spikes)."""
-    claimed, nodes, made = set(), [], {}
+    claimed, nodes, made = {}, [], {}
 
     def clone(name: str, reader: str) -> str:
         key = (name, reader)
@@ -319,10 +333,10 @@ def _unshare(g: Graph, rewrites: list) -> Graph:
     for n in g.nodes:
         ins = []
         for i in n.inputs:
-            if _is_expr(g, i) and i in claimed:
+            first = claimed.setdefault(i, n)
+            if _is_expr(g, i) and first is not n and not _twins(first, n):
                 ins.append(clone(i, n.name))
             else:
-                claimed.add(i)
                 ins.append(i)
         nodes.append(n.with_(inputs=tuple(ins)))
     if made:
@@ -375,14 +389,6 @@ def check(original: Graph, prepared: Graph, inputs) -> dict:
              for o in original.outputs}
     return {"rewritten": True, "outputs_equal": all(v == 0 for v in diffs.values()),
             "max_abs_difference": diffs, "inputs": "the verification inputs"}
-
-
-def refuse_unplaced(g: Graph) -> None:
-    """A product left unplaced after ``prepare`` is a bug here: name it."""
-    for n in g.nodes:
-        if n.op == "windowsum":
-            raise UnsupportedOp("a window sum not followed by its scale is not mapped", where=f"node {n.name!r}",
-                                remedy="write the SDNA window op as spikec.nn.sdna.SDNALinear")
 
 
 # -- the AND population in the integer reference ---------------------------------------------------------

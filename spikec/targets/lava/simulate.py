@@ -11,13 +11,16 @@ from spikec.targets.lava.layout import unfold_data, unfold_state
 from spikec.targets.lava.lower import POPULATION_TYPES, lava_steps
 
 MAX_FOLDED_WEIGHTS = 3e7     # int entries of one batch-folded (block-diagonal) Dense
+MAX_CONV_GROUPS = 127        # Lava 0.10's Conv model holds ``groups`` in an int8 Var: 128 wraps to -128 (no output)
 
 
 def batch_chunk(net: dict, arrays: dict, batch: int) -> int:
-    """Samples per Lava network: the folded Dense weights of a chunk stay below ``MAX_FOLDED_WEIGHTS``."""
+    """Samples per Lava network: the folded Dense weights of a chunk stay below ``MAX_FOLDED_WEIGHTS``, and a
+    Conv's folded groups (groups x samples) within ``MAX_CONV_GROUPS``."""
     worst = max((arrays[f"{p['name']}/weights"].size * (p.get("axon_delay", 0) + 1) for p in net["processes"]
                  if p["type"] in ("Dense", "DelayDense")), default=1)
-    return int(max(1, min(batch, np.floor(np.sqrt(MAX_FOLDED_WEIGHTS / worst)))))
+    groups = max((int(p["groups"]) for p in net["processes"] if p["type"] == "Conv"), default=1)
+    return int(max(1, min(batch, np.floor(np.sqrt(MAX_FOLDED_WEIGHTS / worst)), MAX_CONV_GROUPS // groups)))
 
 
 def run_lava(net: dict, arrays: dict, x: dict) -> dict:

@@ -206,8 +206,7 @@ def test_verify_rereads_a_written_host_and_sub_step_network(tmp_path):
 
 @pytest.mark.parametrize("factory,passes,node,why", [
     ("with_graded_maxpool", "none", "layers.2.0", "a max, not an OR"),
-    ("with_spike_product", "default", "", "product"),
-])
+])   # (a product of two spike tensors maps now: AND neurons, tests/targets/lava/test_sdna_sdt_lava.py)
 def test_refusals_name_the_node(factory, passes, node, why):
     from spikec.compiler.errors import SpikecError
     with pytest.raises(SpikecError) as e:

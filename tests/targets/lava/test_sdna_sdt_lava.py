@@ -178,3 +178,47 @@ def test_sdt_is_bit_exact_with_k_transpose_v_on_chip_as_and_neurons(tmp_path):
     host = t["partitions"]["host"]
     assert len(host) == 1 and "matmul" in host[0]["ops"] and t["host_values_compared"] > 0
     assert not t["overflow"]
+
+
+def _or_window_in_lava(channels: int) -> np.ndarray:
+    """Spikes per step of a LIF OR layer (du = dv = 4095, vth = 0) behind a depthwise all-ones 2x2 Conv with
+    ``channels`` groups, on random binary spikes, in Lava's fixed-point simulation."""
+    from spikec.targets.lava._shim import import_lava
+    import_lava()
+    from lava.magma.core.run_conditions import RunSteps
+    from lava.magma.core.run_configs import Loihi2SimCfg
+    from lava.proc.conv.process import Conv
+    from lava.proc.io.source import RingBuffer
+    from lava.proc.lif.process import LIF
+    from lava.proc.monitor.process import Monitor
+    x = (np.random.default_rng(0).random((4, 4, channels, 3)) < 0.5).astype(np.int64)
+    src = RingBuffer(data=x)
+    conv = Conv(weight=np.ones((channels, 2, 2, 1), dtype=np.int64), input_shape=(4, 4, channels), stride=(2, 2),
+                padding=(0, 0), dilation=(1, 1), groups=channels, num_message_bits=0)
+    lif = LIF(shape=(2, 2, channels), du=4095, dv=4095, vth=0, bias_mant=0, bias_exp=0)
+    src.s_out.connect(conv.s_in)
+    conv.a_out.connect(lif.a_in)
+    mon = Monitor()
+    mon.probe(lif.s_out, 3)
+    lif.run(condition=RunSteps(num_steps=3), run_cfg=Loihi2SimCfg(select_tag="fixed_pt"))
+    try:
+        return mon.get_data()[lif.name]["s_out"].reshape(3, -1).sum(1)
+    finally:
+        lif.stop()
+
+
+def test_conv_groups_beyond_int8_are_chunked_and_refused():
+    """Lava 0.10's Conv keeps ``groups`` in an int8 Var: 128 groups (16 channels x 8 samples side by side, as the
+    full SDNA inputs fold) wrap to -128 and the Conv sends nothing. Spikec runs at most 127 // groups samples per
+    network, and refuses to build a Conv beyond it."""
+    from spikec.compiler.errors import BadInput
+    from spikec.targets.lava.build import _build_synapse
+    from spikec.targets.lava.simulate import MAX_CONV_GROUPS, batch_chunk
+    assert _or_window_in_lava(127)[1:].min() > 0 and _or_window_in_lava(128).sum() == 0
+    net = {"processes": [{"type": "Conv", "groups": 16, "name": "c"}]}
+    assert batch_chunk(net, {}, 8) == 7 == MAX_CONV_GROUPS // 16 and batch_chunk(net, {}, 3) == 3
+    p = {"type": "Conv", "name": "c", "groups": 16, "input_lava_shape": [4, 4, 16], "stride": [2, 2],
+         "padding": [0, 0], "dilation": [1, 1], "num_message_bits": 0}
+    with pytest.raises(BadInput) as e:
+        _build_synapse(p, {"c/weight": np.ones((16, 2, 2, 1), dtype=np.int64)}, 8)
+    assert "'c'" in str(e.value) and "int8" in str(e.value)
