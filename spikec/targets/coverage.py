@@ -379,7 +379,10 @@ VARIANTS = {   # op: {variant: example}, the rows of the neuron ops
     "rleaky_snntorch": {"one_to_one, subtract, reset_delay=True": _one_to_one("subtract", True),
                         "conv2d, zero, reset_delay=False": _snntorch_rleaky},
     "lif_sj": {"soft (PLIF)": _variant("lif_sj", {"decay_input": True}, _SJ_SOFT, ("spikes",)),
-               "hard (v_reset=0)": _variant("lif_sj", {"decay_input": False}, _SJ_HARD, ("spikes",))},
+               "hard (v_reset=0)": _variant("lif_sj", {"decay_input": False}, _SJ_HARD, ("spikes",)),
+               "LIFNode default (tau=2, decay_input, v_reset=0)": _variant(
+                   "lif_sj", {"decay_input": True}, dict(_SJ_HARD, tau=np.array(2.0), threshold=np.array(OFF_GRID)),
+                   ("spikes",))},
     "lif_norse": {"LIFCell, value": _variant("lif_norse", {"current": True, "reset": "value"}, _NORSE, ("spikes", "v")),
                   **{f"LIFBoxCell, {r}": _variant("lif_norse", {"current": False, "reset": r}, _NORSE_BOX,
                                                           ("spikes", "v"))

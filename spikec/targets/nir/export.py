@@ -82,10 +82,6 @@ REASONS = {
                        "sums its inputs first (another rounding)",
     "alpha_snntorch": "snnTorch's Alpha has two synaptic currents (syn_exc, syn_inh) with their own decays and "
                       "mem = tau * (syn_exc + syn_inh); NIR has no neuron with two currents (CubaLIF has one)",
-    "lif_sj": "SpikingJelly's charge H = V + (X - (V - v_reset)) / tau (ParametricLIFNode: * decay; decay_input="
-              "False: V - (V - v_reset) / tau + X), firing on H >= threshold, is not lowered to NIR: it rounds "
-              "differently from the step spikec's NIR export writes (beta * v + I); only IFNode and LIFNode(tau=2, "
-              "decay_input=False) compute spikec's lif exactly",
     "lif_norse": "Norse's LIF adds the input to its current as a jump before the membrane step and decays the current "
                  "after it, which NIR's CubaLIF (the current integrated by an Euler step) does not; Norse's LIFBox "
                  "form (its rest state v_leak, its float32 dt * tau_mem_inv) is not lowered to NIR here",
@@ -95,6 +91,12 @@ REASONS = {
 }
 # ops that lower some variants (their lowering refuses the others with this reason)
 VARIANT_REASONS = {
+    "lif_sj": "SpikingJelly's neuron with a soft reset, a reset value other than 0, decay_input=False, or a tau that "
+              "is not a power of two, is not lowered to NIR: NIR's LIF resets to v_reset on the step it fires and "
+              "its Euler step (scheme 'norse') computes v + (dt/tau) (I - v), which is SpikingJelly's charge "
+              "V + (X - V) / tau bit for bit only when multiplying by 1/tau is dividing by tau (tau a power of two, "
+              "or ParametricLIFNode's decay k); written for snnTorch (scheme 'snntorch', beta v + I) it rounds "
+              "differently",
     "synaptic_snntorch": "snnTorch's Synaptic/RSynaptic with a subtract or no reset, a delayed reset, a negative "
                          "threshold, or read as mem, is not lowered to NIR: NIR's CubaLIF resets to v_reset on the "
                          "step it fires, while snnTorch resets the membrane from the previous step's spike "
@@ -118,8 +120,9 @@ REMEDIES = {
     "alpha_snntorch": "compile with --target onnx, which lowers alpha_snntorch exactly (spikes, syn_exc, syn_inh, "
                       "mem)",
     "lif_sj": "compile with --target onnx, which lowers lif_sj exactly (LIFNode, ParametricLIFNode, IFNode with "
-              "another hard reset); for NIR, use IFNode or LIFNode(tau=2.0, decay_input=False), with v_reset 0.0 or "
-              "None: spikec converts those to its own lif, which NIR exports",
+              "another hard reset); for NIR, use IFNode, LIFNode(tau=2.0, decay_input=False) (spikec's own lif) or "
+              "LIFNode / ParametricLIFNode with decay_input=True and v_reset=0.0 (tau a power of two), written "
+              "with --nir-consumer any or norse",
     "lif_norse": "compile with --target onnx, which lowers lif_norse exactly (spikes, v and i); spikec converts no "
                  "Norse neuron to a NIR-exportable op",
     "li_norse": "compile with --target onnx, which lowers li_norse exactly (v and i); spikec converts no Norse "
@@ -532,6 +535,28 @@ def _synaptic(ex: _Exporter, node: Node):
         ex.notes.append(f"{node.name}: RSynaptic as NIR CubaLIF with its recurrence {rec!r} as a cycle")
     else:
         ex.notes.append(f"{node.name}: Synaptic (zero reset) as NIR CubaLIF")
+
+
+@lowering("lif_sj")
+def _lif_sj(ex: _Exporter, node: Node):
+    """SpikingJelly's hard-reset (v_reset = 0) charge with decay_input=True as NIR LIF in the norse scheme
+    (``forms.sj_lif``): exactly its step when ``k`` is ``1/tau`` for a power-of-two ``tau`` or PLIF's decay."""
+    p = {k: float(v) for k, v in node.params.items()}
+    k = p.get("decay", 1 / p["tau"] if p.get("tau", 0) > 0 else None)
+    why = [w for w, bad in (
+        ("an IFNode charge with another reset" if "decay" not in p and "tau" not in p else "", k is None),
+        ("decay_input=False", not node.attrs["decay_input"]),
+        ("a soft reset (v_reset=None)" if "v_reset" not in p else f"v_reset = {p.get('v_reset')}",
+         p.get("v_reset", None) != 0.0),
+        (f"tau = {p.get('tau')} is not a power of two", "tau" in p and np.log2(p["tau"]) != np.round(np.log2(p["tau"]))),
+        ("a decay outside (0, 1]", k is not None and not 0 < k <= 1),
+        ("written for snnTorch", ex.form.scheme != "norse")) if bad]
+    if why:
+        _refuse(node, f"{'; '.join(why)}: " + VARIANT_REASONS["lif_sj"], REMEDIES["lif_sj"])
+    lif, ok = forms.sj_lif(ex.form, k, p["threshold"], node.type.shape)
+    ex.exact_params &= ok
+    ex.notes.append(f"{node.name}: SpikingJelly's hard-reset charge as NIR LIF, scheme 'norse' (dt/tau = {k:g})")
+    ex.single(node, ex.add(node.name, lif, node.inputs))
 
 
 def export(graph: Graph, dt: float | None = None, consumer: str = CONSUMER) -> Exported:

@@ -12,6 +12,10 @@ is written back at them. A graph traced from PyTorch is written at ``DT = 1e-4``
 * ``"norse"``: the source's ``dt`` (``from_nir(graph, dt=dt)``), scheme ``norse`` (Norse's Euler step); ``LIF``
   with ``r = 1`` (Norse's LIF has no ``r``), ``IF`` with ``dt*r = 1`` (Norse's IF adds its input unscaled).
 
+A traced graph with SpikingJelly neurons (``lif_sj``) is written at ``dt = 1`` in the ``norse`` scheme (consumer
+``"any"`` or ``"norse"``): their charge ``V + (X - V)/tau`` is that scheme's Euler step (``sj_lif``), and with
+``dt = 1`` Norse's float32 ``dt * (1/tau)`` is the decay exactly.
+
 Per scheme the neuron ``U = beta H + alpha X + bias`` (``v_th`` = ``nextafter(theta, -inf)``, fired on ``>``):
 
 * ``snntorch``: ``tau`` with ``1 - dt/tau == beta``; the state is in units of the input (``U / alpha``), the
@@ -34,6 +38,7 @@ DT = 1e-4  # snnTorch's import_from_nir hard-codes it; the default for a graph n
 SCHEME = "snntorch"
 CONSUMERS = ("any", "snntorch", "norse")
 CONSUMER = "any"
+SJ_DT = 1.0  # SpikingJelly's tau counts steps: dt = 1 makes dt/tau its decay exactly, in float32 too (Norse)
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,10 @@ def form_for(graph, dt: float | None = None, consumer: str = CONSUMER) -> Form:
     if consumer == "snntorch":
         form_dt, scheme = DT, "snntorch"
         origin += "; written for snnTorch (dt = 1e-4, scheme 'snntorch')"
+    elif not source and any(n.op == "lif_sj" for n in graph.nodes):   # consumer any or norse
+        form_dt, scheme = SJ_DT, "norse"
+        origin += ("; dt = 1 (SpikingJelly's tau counts steps), scheme 'norse': SpikingJelly's charge "
+                   "V + (X - V)/tau is that scheme's Euler step")
     elif consumer == "norse":
         form_dt, scheme = src_dt, "norse"
         origin += "; written for Norse (scheme 'norse')"
@@ -143,6 +152,18 @@ def lif(form: Form, beta, alpha, bias, theta, v_reset) -> tuple[nir.NIRNode, boo
         ok_tau and ok_th
 
 
+def sj_lif(form: Form, k: float, theta: float, shape) -> tuple[nir.LIF, bool]:
+    """SpikingJelly's hard-reset (``v_reset = 0``) charge ``H = V + (X - V) k`` (``k = 1/tau`` or PLIF's decay) as
+    the norse scheme's Euler step ``v + dt*(1/tau)*((r I + v_leak) - v)`` with ``r = 1``, ``v_leak = 0`` and
+    ``tau`` searched so that ``dt*(1/tau) == k`` in float64 (the flag: found). Bit for bit when ``X k`` is
+    ``X / tau`` (``k`` from ``1/tau`` with ``tau`` a power of two, or PLIF's ``k`` itself)."""
+    dt = form.dt
+    tau, found = search(np.asarray(dt / k), lambda t: dt * (1 / t) == k)
+    full = lambda v: np.full(shape, v, dtype=np.float64)
+    return nir.LIF(tau=full(tau), r=full(1.0), v_leak=full(0.0), v_threshold=full(np.nextafter(theta, -np.inf)),
+                   v_reset=full(0.0)), bool(found)
+
+
 def if_node(form: Form, alpha, theta, v_reset) -> tuple[nir.IF, bool, str]:
     """A hard-reset IF (``beta = 1``, no bias) in ``form``: ``(node, exact params, note)``."""
     dt, below = form.dt, np.nextafter(theta, -np.inf)
@@ -153,6 +174,8 @@ def if_node(form: Form, alpha, theta, v_reset) -> tuple[nir.IF, bool, str]:
             return nir.IF(r=r, v_threshold=below, v_reset=v_reset.copy()), True, "dt*r = 1"
         return nir.IF(r=r, v_threshold=np.nextafter(theta / alpha, -np.inf), v_reset=v_reset / alpha), False, \
             "dt*r = 1, the state scaled by 1/alpha"
+    if form.consumer == "snntorch" and (alpha == 1).all() and (v_reset == 0).all():
+        return _if_as_lif(dt, below)
     if form.consumer == "snntorch":
         r, note = np.ones_like(alpha), "r = 1 (snnTorch asserts it)"
     else:  # dt*r = 1: the IF Norse's importer runs (it adds its input unscaled); the state is U/alpha
@@ -163,6 +186,21 @@ def if_node(form: Form, alpha, theta, v_reset) -> tuple[nir.IF, bool, str]:
     v_th, ok_th = threshold_for(target, gain)
     v_rst, ok_rst = threshold_for(v_reset / alpha, gain)
     return nir.IF(r=r, v_threshold=v_th, v_reset=v_rst), ok_th and ok_rst, note
+
+
+IF_AS_LIF = 2.0 ** 60  # tau = dt * 2**60: 1 - dt/tau rounds to 1.0 in float64
+
+
+def _if_as_lif(dt: float, below: np.ndarray) -> tuple[nir.LIF, bool, str]:
+    """An IF (input gain 1, reset to 0) for snnTorch, whose importer makes every NIR IF a ``Leaky(beta=0.9)``: a
+    LIF with ``tau = dt 2**60`` and ``r = 2**60``, so that ``1 - dt/tau == 1.0`` and ``r dt/tau == 1.0`` in float64
+    and snnTorch builds ``Leaky(beta=1.0)``, zero reset: an integrate-and-fire. (The leak, 2**-60 per step, is
+    below float64's resolution of 1.)"""
+    tau, r = dt * IF_AS_LIF, IF_AS_LIF
+    exact = 1 - dt / tau == 1.0 and r * dt / tau == 1.0
+    full = lambda v: np.full(below.shape, v, dtype=np.float64)
+    return nir.LIF(tau=full(tau), r=full(r), v_leak=full(0.0), v_threshold=below.copy(), v_reset=full(0.0)), \
+        bool(exact), "LIF with tau = dt*2**60, r = 2**60 (snnTorch imports it as Leaky(beta=1.0), an IF)"
 
 
 def li(form: Form, beta, alpha, bias) -> tuple[nir.NIRNode, bool]:

@@ -99,18 +99,28 @@ def if_graph(alpha=1.0):
     return verify(Graph(tuple(ctx.nodes), (out,)))
 
 
-def test_if_for_snntorch_has_r_1_and_snntorch_imports_it(tmp_path):
+def test_if_for_snntorch_is_a_lif_snntorch_builds_as_leaky_beta_one(tmp_path):
+    """snnTorch imports every NIR IF as Leaky(beta=0.9); for it an IF is written as a LIF with tau = dt 2**60 and
+    r = 2**60, which its importer builds as Leaky(beta=1.0) with gain 1: it runs the IF spike for spike."""
     graph = if_graph()
     x = spikes((5,), seed=4)
     report, files = target(graph, x, nir_consumer="snntorch")
     assert report["exact"] is True and report["scheme"] == "snntorch" and report["dt"] == 1e-4
-    path = written(tmp_path, files)
-    node = nir.read(path).nodes["if1"]
+    node = nir.read(written(tmp_path, files)).nodes["if1"]
+    assert isinstance(node, nir.LIF) and np.all(1 - 1e-4 / param(node, "tau") == 1.0)
+    snn = report["consumers"]["snntorch"]
+    assert snn["ran"] and snn["spike_exact"] and snn["spike_count"] > 0, snn
+
+
+def test_a_scaled_if_for_snntorch_stays_an_if_with_r_1(tmp_path):
+    """An input gain other than 1 cannot be snnTorch's Leaky(beta=1.0) exactly: the IF keeps r = 1, which the
+    importer accepts (it raised "r != 1 not supported" on r = 1/dt), and the report says it runs it as beta 0.9."""
+    report, files = target(if_graph(alpha=0.5), spikes((5,), seed=4), nir_consumer="snntorch")
+    node = nir.read(written(tmp_path, files)).nodes["if1"]
     np.testing.assert_array_equal(param(node, "r"), 1.0)
     from snntorch.import_nir import import_from_nir
-    module = import_from_nir(nir.read(path))  # raised "r != 1 not supported" on r = 1/dt
-    assert module is not None
-    snn = report["consumers"]["snntorch"]  # it imports, but as a leaky subtract-reset Leaky: said, not run
+    assert import_from_nir(nir.read(written(tmp_path, files))) is not None
+    snn = report["consumers"]["snntorch"]
     assert snn["ran"] is False and "beta = 0.9" in snn["reason"] and "asserts r = 1" not in snn["reason"]
 
 

@@ -87,7 +87,7 @@ def if_soft(): return _sj(neuron.IFNode, v_reset=None)
 def if_hard(): return _sj(neuron.IFNode)
 def lif_tau2(): return _sj(neuron.LIFNode, tau=2.0, decay_input=False)
 def lif_tau2_soft(): return _sj(neuron.LIFNode, tau=2.0, decay_input=False, v_reset=None)
-def plif(): return _sj(neuron.ParametricLIFNode)
+def plif(): return _sj(neuron.ParametricLIFNode, v_reset=None)   # soft: the remedy excludes it
 '''
 
 
