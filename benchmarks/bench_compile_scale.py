@@ -19,7 +19,8 @@ same model (same seed, same weights, ``.double().eval()``, ``torch.no_grad()``) 
 draws; (b) with ``--baseline DIR``, one ``compile_model`` of another checkout (before/after side by side); (c) one
 ``compile_model``. The forward child runs the forward twice and reports the second (warm) call; a compile child
 times the call to ``compile_model`` (cold: its first forward is inside). Ratio per pair = compile seconds /
-forward seconds; the median of the per-pair ratios is printed last. Each compile child also prints a fingerprint
+forward seconds; the median of the per-pair ratios is printed last, beside the same ratio of CPU time (process
+time of the timed call, all threads: less sensitive than wall time to other processes on a shared machine). Each compile child also prints a fingerprint
 of its report (sha256 of report.json without its timings -- ``seconds``, ``passes[i].seconds``, ``stages`` -- and
 without ``provenance``, which hashes this very file): a change that alters any result changes the fingerprint.
 The per-stage seconds / peak memory of ``report["stages"]`` are printed when the report has them.
@@ -92,29 +93,30 @@ def child_forward(steps: int, batch: int, seed: int, model_name: str = "ripe") -
     x, _, _ = make_inputs(model, opts)
     model = model.double().eval()
     xt = torch.as_tensor(x, dtype=torch.float64)
-    times = []
+    times, cpu = [], []
     for _ in range(2):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         with torch.no_grad():
             model(xt)
         times.append(time.perf_counter() - start)
-    return {"seconds": times[-1], "cold_seconds": times[0], "peak_mb": _peak_mb()}
+        cpu.append(time.process_time() - start_cpu)
+    return {"seconds": times[-1], "cold_seconds": times[0], "cpu": cpu[-1], "peak_mb": _peak_mb()}
 
 
 def child_compile(steps: int, batch: int, seed: int, model_name: str = "ripe") -> dict:
     import torch
     from spikec.app.driver import compile_model
     torch.manual_seed(seed)
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     compiled = compile_model(_options(steps, batch, model_name))
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - start_cpu
     r = compiled.report
     usage = resource.getrusage(resource.RUSAGE_SELF)
     # report["stages"] resets the kernel's high-water mark at each stage: the process peak is the larger of
     # ru_maxrss and the stages' peaks
     peak = max([_peak_mb()] + [s["peak_memory_mb"] for s in r.get("stages") or ()])
     rates = [v["rate"] for v in r.get("firing_rates", {}).values()]
-    return {"seconds": seconds, "peak_mb": peak, "user": usage.ru_utime, "sys": usage.ru_stime,
+    return {"seconds": seconds, "cpu": cpu, "peak_mb": peak, "user": usage.ru_utime, "sys": usage.ru_stime,
             "equivalent": r["equivalent"], "fingerprint": fingerprint(r), "stages": r.get("stages"),
             "rates": [min(rates), max(rates)] if rates else None, "warnings": len(r.get("warnings") or ())}
 
@@ -167,7 +169,7 @@ def main():
     import torch
     print(f"{what}, untrained seed {args.seed}; T={args.steps}, B={args.batch}, default passes, no target; "
           f"torch {torch.__version__}, {os.cpu_count()} CPUs")
-    ratios, fwd, comp, base = [], [], [], []
+    ratios, cpu_ratios, fwd, comp, base = [], [], [], [], []
     for i in range(args.pairs):
         f = measure("forward", args)
         if args.baseline:
@@ -175,14 +177,16 @@ def main():
             base.append(b)
             print(f"pair {i + 1} baseline ({args.baseline}): compile {b['seconds']:.2f} s (user {b['user']:.1f} s, sys "
                   f"{b['sys']:.1f} s), peak {b['peak_mb']:.0f} MB, fingerprint {b['fingerprint']} | ratio "
-                  f"{b['seconds'] / f['seconds']:.2f}x")
+                  f"{b['seconds'] / f['seconds']:.2f}x (CPU time {b['cpu'] / f['cpu']:.2f}x)")
         c = measure("compile", args)
         fwd.append(f), comp.append(c), ratios.append(c["seconds"] / f["seconds"])
+        cpu_ratios.append(c["cpu"] / f["cpu"])
         print(f"pair {i + 1}: forward {f['seconds']:.2f} s (cold {f['cold_seconds']:.2f} s), peak {f['peak_mb']:.0f} MB"
               f" | compile {c['seconds']:.2f} s (user {c['user']:.1f} s, sys {c['sys']:.1f} s), peak "
               f"{c['peak_mb']:.0f} MB, equivalent {c['equivalent']}, firing rates {_rates(c)}, "
               f"{c['warnings']} warning(s), report fingerprint {c['fingerprint']} | ratio "
-              f"{ratios[-1]:.2f}x | load average {os.getloadavg()[0]:.1f}")
+              f"{ratios[-1]:.2f}x (CPU time {c['cpu']:.1f} s / {f['cpu']:.1f} s = {cpu_ratios[-1]:.2f}x) | load average "
+              f"{os.getloadavg()[0]:.1f}")
     print("  stages of the last compile:")
     print_stages(comp[-1]["stages"])
     print(f"median: forward {statistics.median(x['seconds'] for x in fwd):.2f} s, compile "
@@ -192,10 +196,11 @@ def main():
     if base:
         print(f"baseline: compile {statistics.median(x['seconds'] for x in base):.2f} s, peak "
               f"{statistics.median(x['peak_mb'] for x in base):.0f} MB, compile / forward "
-              f"{statistics.median(b['seconds'] / f['seconds'] for b, f in zip(base, fwd)):.2f}x; same report: "
+              f"{statistics.median(b['seconds'] / f['seconds'] for b, f in zip(base, fwd)):.2f}x (CPU time "
+              f"{statistics.median(b['cpu'] / f['cpu'] for b, f in zip(base, fwd)):.2f}x); same report: "
               f"{all(b['fingerprint'] == c['fingerprint'] for b, c in zip(base, comp))}")
-    print(f"compile / one float64 forward: {statistics.median(ratios):.2f}x, compile peak "
-          f"{statistics.median(x['peak_mb'] for x in comp):.0f} MB")
+    print(f"compile / one float64 forward: {statistics.median(ratios):.2f}x (CPU time "
+          f"{statistics.median(cpu_ratios):.2f}x), compile peak {statistics.median(x['peak_mb'] for x in comp):.0f} MB")
 
 
 if __name__ == "__main__":
