@@ -173,6 +173,8 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
         report["products"] = products.report(placed, q.graph, net, trace, lava)
     report.update(exact_source.float_report_fields(graph))
     report["summary"] = _summary(report) + "\n             bit_exact_vs_source false: " + report["vs_source"]
+    if placed:
+        report["summary"] += "\n             " + products.line(report["products"])
     files = {"lava": lambda p: _write_lava_dir(p, q.graph, net, arrays)}
     if netx_info.get("exportable"):
         files["model.net"] = lambda p: netx.write(q.graph, p)

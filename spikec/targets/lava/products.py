@@ -439,3 +439,16 @@ def report(prep: Prepared, q: Graph, net: dict, trace, lava: dict) -> dict:
     """The report's ``products`` section (``product_report.py``)."""
     from spikec.targets.lava.product_report import products_section
     return products_section(prep, q, net, trace, lava)
+
+
+def line(section: dict) -> str:
+    """One line for the CLI summary: which products ran where, and the work on chip vs host per inference."""
+    chip, host = section["per_inference"]["chip"], section["per_inference"]["host"]
+    on_chip = section["binary_products_on_chip"]
+    text = (f"products: {len(on_chip)} on chip as AND neurons ({', '.join(on_chip)}; {chip['and_neurons']:,} "
+            f"SpikecAND neurons)" if on_chip else "products: none binary x binary (none on chip)")
+    text += f", {len(section['products_on_host'])} on host"
+    return (text + f"; per inference: chip {chip['spikes_per_inference']:,.0f} spikes, "
+            f"{chip['synaptic_ops_per_inference']:,.0f} synaptic ops; host {host['multiply_accumulates_per_inference']:,} "
+            f"MACs, {host['values_read_from_chip_per_inference']:,} values read, "
+            f"{host['values_sent_to_chip_per_inference']:,} sent")

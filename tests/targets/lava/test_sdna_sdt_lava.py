@@ -153,6 +153,7 @@ def test_binary_product_runs_bit_exact_in_lava_and_is_not_chip_ready():
     proc = next(p for p in t["processes"] if p["name"] == mul)
     assert proc["type"] == "SpikecAND" and proc["chip_ready"] is False and "AND" in proc["why"]
     assert t["products"]["per_inference"]["chip"]["and_neurons"] == 5
+    assert f"products: 1 on chip as AND neurons ({mul}; 5 SpikecAND neurons), 0 on host" in t["summary"]
 
 
 def test_sdt_is_bit_exact_with_k_transpose_v_on_chip_as_and_neurons(tmp_path):
