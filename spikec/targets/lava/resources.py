@@ -178,7 +178,8 @@ def resources(net: dict, arrays: dict) -> dict:
             continue
         fan_in[name] = syns[-1]["synapses"]
     for p in net["processes"]:
-        if p["type"] not in ("LIF", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout"):
+        if p["type"] not in ("LIF", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout",
+                             "SpikecAND"):
             continue
         neurons = int(np.prod(p["lava_shape"]))
         s = sum(fan_in.get(i, 0) for i in p.get("inputs", [p.get("input")]))

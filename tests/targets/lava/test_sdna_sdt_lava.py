@@ -172,6 +172,8 @@ def test_sdt_is_bit_exact_with_k_transpose_v_on_chip_as_and_neurons(tmp_path):
     assert procs["blocks.0.attn.matmul_1.kv.and"]["type"] == "SpikecAND"
     assert procs["blocks.0.attn.matmul_1.kv.and"]["chip_ready"] is False
     assert procs["blocks.0.attn.matmul_1.kv.count"]["type"] == "Readout"
+    res = {r["name"]: r for r in t["resources"]["populations"]}
+    assert res["blocks.0.attn.matmul_1.kv.and"]["neurons"] == 4096   # Loihi 2 resources count the AND neurons
     for name in ("blocks.0.attn.q_spike", "blocks.0.attn.k_spike", "blocks.0.attn.v_spike"):
         assert procs[name]["type"] in ("LIF", "SpikecLIF")
     layers = t["quantization"]["layers"]
