@@ -29,8 +29,13 @@ def infer_step_bias(node, ins):
 def tdm(ctx, node, p, x):
     float_only(ctx, node)
     lam = channel(p["lam"], x.dim() - 1)
-    prev = torch.cat([torch.zeros_like(x[:1]), x[:-1]])
-    return (1 + lam) * x - lam * prev
+    # (1 + lam) x_t - lam x_{t-1}, with x_{-1} = 0, into one tensor: step 0 subtracts lam * 0 (+0 or -0, as the
+    # literal expression does), the later steps lam x_{t-1}
+    out = torch.mul(1 + lam, x)
+    out[0].sub_(torch.mul(lam, torch.zeros_like(x[0])))
+    if x.shape[0] > 1:
+        out[1:].sub_(torch.mul(lam, x[:-1]))
+    return out
 
 
 def delay(ctx, node, p, x):
