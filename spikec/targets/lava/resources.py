@@ -42,7 +42,8 @@ def agreement(graph, reference, q, trace) -> dict:
             scale = max(float(np.abs(f).max(initial=0)), 1e-300)
             d = {"scale": float(layer.scale[0]), "max_abs_error": float(err.max(initial=0)),
                  "max_rel_error": float(err.max(initial=0) / scale), "rms_error": float(np.sqrt(np.mean(err ** 2)))}
-            if f.ndim == 3:   # [T, B, classes]: class = argmax of the sum over steps
+            if f.ndim == 3 and layer.name in graph.outputs:   # [T, B, classes]: argmax of the sum over steps
+                # (a read-out a host reads, e.g. a count of AND spikes, is no classifier: its errors only)
                 d["class_agreement"] = round(float((f.sum(0).argmax(-1) == x.sum(0).argmax(-1)).mean()), 6)
             layers[layer.name] = d
     for o in graph.outputs:

@@ -178,6 +178,8 @@ def test_sdt_is_bit_exact_with_k_transpose_v_on_chip_as_and_neurons(tmp_path):
         assert procs[name]["type"] in ("LIF", "SpikecLIF")
     layers = t["quantization"]["layers"]
     assert layers["blocks.0.attn.matmul_1.kv.count"]["scaling"].startswith("none: a count of AND spikes")
+    count = t["float_vs_fixed"]["per_layer"]["blocks.0.attn.matmul_1.kv.count"]
+    assert "class_agreement" not in count and count["scale"] == 1.0   # a count, not a classifier
     host = t["partitions"]["host"]
     assert len(host) == 1 and "matmul" in host[0]["ops"] and t["host_values_compared"] > 0
     assert not t["overflow"]
