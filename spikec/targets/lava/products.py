@@ -34,6 +34,7 @@ from spikec.ops.registry import define, infer_type, need
 
 CHAIN = ("reshape", "transpose", "flatten")   # structural ops an AND operand may be seen through
 BOTH = 2                                        # an AND neuron's input sum when both operands spiked
+MAX_AND_NEURONS = 1 << 16   # beyond: the binary product goes to the host (its selection synapses grow as N^2)
 
 
 def _infer_and(node, ins):
@@ -117,8 +118,14 @@ def _product_kind(g: Graph, n: Node) -> str | None:
     if n.op not in ("mul", "matmul"):
         return None
     if all(_is_binary(g, i) for i in n.inputs) and all(_trace(g, i) is not None for i in n.inputs):
-        return "and"
+        return "and" if _and_neurons(g, n) <= MAX_AND_NEURONS else "host"
     return "host"
+
+
+def _and_neurons(g: Graph, n: Node) -> int:
+    """AND neurons product ``n`` needs: one per element of a ``mul``, one per (row, inner, column) of a matmul."""
+    a, b = (g.node(i).type.shape for i in n.inputs)
+    return int(np.prod(a)) if n.op == "mul" else int(np.prod(a)) * int(b[-1])
 
 
 def _trace(g: Graph, name: str):
@@ -203,6 +210,10 @@ def _and_product(r: _Rewriter, n: Node) -> None:
 
 def _host_record(g: Graph, n: Node) -> dict:
     kinds = [g.node(i).type.kind for i in n.inputs]
+    if kinds == ["binary", "binary"] and n.op in ("mul", "matmul") and _and_neurons(g, n) > MAX_AND_NEURONS:
+        return {"node": n.name, "op": n.op, "operands": [f"{i} ({g.node(i).type.kind})" for i in n.inputs],
+                "runs": "host", "why": f"binary x binary, but it would need {_and_neurons(g, n):,} AND neurons "
+                                       f"(more than {MAX_AND_NEURONS:,}): computed on the host instead"}
     why = ("SDNA Pairwise: its pair neurons read Q_i K_j and weight V_j by their integer spikes, products of integer "
            "spikes (not coincidences); the whole op runs on the host, its inputs read from the chip as counts"
            if n.op == "sdna_pairwise" else

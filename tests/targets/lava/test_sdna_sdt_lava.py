@@ -227,3 +227,16 @@ def test_conv_groups_beyond_int8_are_chunked_and_refused():
     with pytest.raises(BadInput) as e:
         _build_synapse(p, {"c/weight": np.ones((16, 2, 2, 1), dtype=np.int64)}, 8)
     assert "'c'" in str(e.value) and "int8" in str(e.value)
+
+
+def test_a_binary_product_too_large_for_and_neurons_goes_to_the_host(monkeypatch):
+    from spikec.targets.lava import deploy, products
+    g, x = _product_graph(batch=2, seed=1)
+    monkeypatch.setattr(products, "MAX_AND_NEURONS", 4)   # the product needs 5
+    prep = products.prepare(g)
+    assert [p["runs"] for p in prep.products] == ["host"] and "5 AND neurons" in prep.products[0]["why"]
+    mul = next(n for n in g.nodes if n.op == "mul").name
+    from spikec.compiler.errors import UnsupportedOp
+    with pytest.raises(UnsupportedOp) as e:   # a host value is not recorded as a graph output: refused, by name
+        deploy(g, x)
+    assert repr(mul) in str(e.value)
