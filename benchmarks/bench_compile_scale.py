@@ -133,6 +133,8 @@ def measure(kind: str, args, root=None) -> dict:
     cmd = [sys.executable, __file__, "--child", kind, "--steps", str(args.steps), "--batch", str(args.batch),
            "--seed", str(args.seed), "--model", args.model] + (["--root", str(root)] if root else [])
     env = {**os.environ, "TQDM_DISABLE": "1"}
+    if args.threads:  # torch's intra-op threads (both children alike)
+        env.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -155,6 +157,8 @@ def main():
     ap.add_argument("--steps", type=int, help="T (default: ripe 10, sew_resnet18 4)")
     ap.add_argument("--batch", type=int, help="B (default: ripe 4, sew_resnet18 2)")
     ap.add_argument("--pairs", type=int, default=2, help="alternating (forward, compile) pairs")
+    ap.add_argument("--threads", type=int, help="OMP_NUM_THREADS of every child (default: torch's default); 1 makes "
+                    "CPU time a steadier measure of work on a shared machine (no thread waiting for a descheduled one)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="T=2, B=2, 1 pair")
     ap.add_argument("--baseline", metavar="DIR", help="also compile with the spikec of another checkout DIR (e.g. "
@@ -176,7 +180,7 @@ def main():
         args.steps, args.batch, args.pairs = 2, 2, 1
     import torch
     print(f"{what}, untrained seed {args.seed}; T={args.steps}, B={args.batch}, default passes, no target; "
-          f"torch {torch.__version__}, {os.cpu_count()} CPUs")
+          f"torch {torch.__version__}, {os.cpu_count()} CPUs, threads {args.threads or 'default'}")
     ratios, cpu_ratios, fwd, comp, base = [], [], [], [], []
     for i in range(args.pairs):
         f = measure("forward", args)
