@@ -35,6 +35,7 @@ STEPS, BATCH = 4, 2
 INTERNAL = {"lava_": "the Lava target's own integer ops (its integer reference)",
             "ttfs_": "created by the TTFS coding pass, verified by its own simulator",
             "layernorm": "an ANN op of the TTFS coding (decomposed into TTFS sub-layers)",
+            "and_gate": "the Lava target's AND neurons of binary products (its product placement creates them)",
             "input": "the graph input"}
 BEGIN, END = "<!-- coverage:begin -->", "<!-- coverage:end -->"
 # the plain neurons' threshold: 0.375 + 1/256, off the grid of 1/128 the dyadic weights and beta = 0.5 keep the

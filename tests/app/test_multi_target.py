@@ -10,7 +10,7 @@ from spikec.targets import KNOWN
 from app_helpers import HERE, cli
 
 NET = f"{HERE / 'models.py'}:small_conv_lif"     # every target maps it
-SCALED = f"{HERE / 'models.py'}:scaled"          # a scale node: NIR and ONNX express it, Lava refuses it
+SCALED = f"{HERE / 'models.py'}:scaled"          # a scale output: NIR and ONNX express it, Lava refuses it
 
 
 def report(out):
@@ -62,7 +62,7 @@ def test_a_refusal_of_a_target_asked_by_name_exits_1(tmp_path, targets):
     assert result.exit_code == 1, result.output
     r = report(out)
     assert r["targets"]["lava"]["refused"] and not r["equivalent"] and "equivalent false" in result.output
-    assert "a scale node is not mapped" in r["targets"]["lava"]["reason"]
+    assert "a host value as a graph output is not recorded" in r["targets"]["lava"]["reason"]
     if targets == "lava":
         assert r["target"] == r["targets"]["lava"]          # one target: `target` as before several
     else:

@@ -96,14 +96,14 @@ def test_refusals_by_name_and_lowerings_do_not_overlap():
     assert not set(vocabulary.NO_MAPPING) & set(vocabulary.LOWERINGS)
     assert set(lava_neurons.NEURONS) == {op for op, r in vocabulary.LOWERINGS.items() if r == vocabulary.NEURON}
     assert vocabulary.NEURONS == ("lif", "intfire", "intfire_unrolled", "silif", "csilif", "lif_sj", "lif_snntorch",
-                                  "synaptic_snntorch", "rleaky_snntorch", "lif_norse", "li_norse")
+                                  "synaptic_snntorch", "rleaky_snntorch", "lif_norse", "li_norse", "and_gate")
 
 
 def test_lava_integer_ops_each_have_a_lowering():
     import spikec.targets.lava.ops as lops
     integer_ops = {op for op in OPS if op.startswith("lava_")}
     assert integer_ops <= set(lava_lower.LOWERINGS)
-    assert set(lava_lower.POPULATIONS) == set(lops.STATES) | {"lava_or", "lava_readout"}
+    assert set(lava_lower.POPULATIONS) == set(lops.STATES) | {"lava_or", "lava_readout", "lava_and"}   # stateless
 
 
 def test_coverage_reads_the_tables():

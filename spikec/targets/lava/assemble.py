@@ -109,7 +109,7 @@ def _assemble_population(pop: Population, asm: _Assembly) -> None:
     info.clear()
     p = neuron_params(pop.neuron, pop.out_shape[0]) if pop.neuron is not None else None
     weights = stream_weights(pop, p, asm.g, asm.host_gains)
-    from spikec.targets.lava.products import fixed_scale
+    from spikec.targets.lava.and_neurons import fixed_scale
     scale, vth = fixed_scale(pop, asm.g) or _population_scale(pop, p, weights)
     check_scale(pop.name, scale)
     pop.scale = scale

@@ -26,6 +26,7 @@ from spikec.compiler.errors import IRError
 from spikec.compiler.ir import Node, TensorType
 from spikec.targets.lava.fixed_point import (DECAY_MAX, DECAY_ONE, VTH_MAX, bias_mant_exp, dense_weights,
                                              round_weights, scalar_or_channels)
+from spikec.targets.lava.and_neurons import and_node, and_params
 from spikec.targets.lava.limits import to_int
 from spikec.targets.lava.refusal import refuse
 
@@ -260,11 +261,6 @@ def _csilif_params(get) -> dict:
             "threshold": get("threshold") / 2}
 
 
-def _products():
-    from spikec.targets.lava import products
-    return products
-
-
 def _framework() -> dict:
     from spikec.targets.lava.framework_neurons import FRAMEWORK
     return {op: NeuronLowering("lif", params, _lif_node, check, with_node=True)
@@ -278,6 +274,5 @@ NEURONS: dict[str, NeuronLowering] = {
     "silif": NeuronLowering("silif", _silif_params, _silif_node),
     "csilif": NeuronLowering("csilif", _csilif_params, _csilif_node),
     **_framework(),   # snnTorch, SpikingJelly and Norse neurons on the LIF process (framework_neurons.py)
-    "and_gate": NeuronLowering("and", lambda get: _products().and_params(get),
-                               lambda *a: _products().and_node(*a)),   # products of binary spikes (products.py)
+    "and_gate": NeuronLowering("and", and_params, and_node),   # AND neurons of binary products (products.py)
 }

@@ -28,8 +28,6 @@ MAPPED = tuple(LOWERINGS)
 NO_MAPPING = {
     "tdm": "TDM has no static fixed-point form here (run tdm_dual_kernel first)",
     "windowsum": "a window sum outside an SDNA block is not mapped",
-    "mul": "a product of two activations has no static synapse (not mapped)",
-    "scale": "a scale node is not mapped (fold it into the adjacent synapse)",
     "alpha_snntorch": "snnTorch's Alpha neuron sums two currents with different decays into its membrane (mem = "
                       "tau (syn_exc + syn_inh), no membrane leak) and resets each differently at a spike (syn_exc "
                       "-= theta, syn_inh zeroed, mem += syn_inh); Lava's LIF and SpikecLIF have one current u, and "

@@ -550,7 +550,7 @@ def _lif_sj(ex: _Exporter, node: Node):
          p.get("v_reset", None) != 0.0),
         (f"tau = {p.get('tau')} is not a power of two", "tau" in p and np.log2(p["tau"]) != np.round(np.log2(p["tau"]))),
         ("a decay outside (0, 1]", k is not None and not 0 < k <= 1),
-        ("written for snnTorch", ex.form.scheme != "norse")) if bad]
+        ("written for the snnTorch consumer", ex.form.scheme != "norse")) if bad]
     if why:
         _refuse(node, f"{'; '.join(why)}: " + VARIANT_REASONS["lif_sj"], REMEDIES["lif_sj"])
     lif, ok = forms.sj_lif(ex.form, k, p["threshold"], node.type.shape)

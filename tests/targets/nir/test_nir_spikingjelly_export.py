@@ -60,7 +60,7 @@ def test_an_if_network_for_snntorch_is_leaky_beta_one(tmp_path):
     (lambda: neuron.LIFNode(tau=3.0), "any", "tau = 3.0 is not a power of two"),
     (lambda: neuron.LIFNode(v_reset=None), "norse", "a soft reset (v_reset=None)"),
     (lambda: neuron.ParametricLIFNode(decay_input=False, v_reset=0.0), "any", "decay_input=False"),
-    (lambda: neuron.LIFNode(), "snntorch", "written for snnTorch"),
+    (lambda: neuron.LIFNode(), "snntorch", "written for the snnTorch consumer"),
 ])
 def test_what_nir_cannot_hold_is_refused_naming_why(make, consumer, why):
     c = compile_nir(csnn(neuron.IFNode(), make()), consumer)
