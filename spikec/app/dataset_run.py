@@ -31,6 +31,7 @@ from spikec.compiler.errors import BadInput, SpikecError
 from spikec.compiler.interpreter import run
 from spikec.compiler.serialize import load_graph
 from spikec.targets import VERIFIERS, get_target
+from spikec.targets.onnx.sessions import reused
 
 SETTLE = 2.0          # seconds a terminated worker gets before it is killed
 DEFAULT_SKIP = ("lava",)  # targets a data-set run skips unless named (--targets all or lava): Lava runs are slow
@@ -100,6 +101,13 @@ def run_shard(job: dict, progress=None) -> dict:
     ds, lo, hi = job["dataset"], job["lo"], job["hi"]
     raw = read_shard(ds, lo, hi)
     acc, stepping = Accumulator(lo, hi), opts.stepping
+    with reused():   # the same artifact chunk after chunk: one onnxruntime session per model
+        _run_chunks(job, out, graph, source, ds, raw, acc, stepping, progress)
+    return acc.to_dict()
+
+
+def _run_chunks(job, out, graph, source, ds, raw, acc, stepping, progress) -> None:
+    lo, hi = job["lo"], job["hi"]
     for a, b in chunks(lo, hi, job["chunk"]):
         part = raw[a - lo:b - lo] if ds.axis == 0 else raw[:, a - lo:b - lo]
         x = loader.check_spike_input(part, f"array 'input' of {ds.path!r} (samples {a}-{b - 1})",
@@ -114,7 +122,6 @@ def run_shard(job: dict, progress=None) -> dict:
         del trace
         if progress is not None:
             progress(b - a)
-    return acc.to_dict()
 
 
 def _describe(e: BaseException) -> dict:
@@ -212,7 +219,7 @@ def run_processes(jobs: list[dict], bar) -> list[dict]:
     """Each shard in its own worker process, reporting through its own pipe; every worker is ended whichever way
     this returns."""
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["spikec.app.dataset_run"])
+    ctx.set_forkserver_preload(["spikec.app.dataset_run", "spikec.targets.onnx", "onnxruntime"])
     procs, readers = [], []
     try:
         for job in jobs:

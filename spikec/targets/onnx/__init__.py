@@ -51,6 +51,7 @@ from spikec.ops import OPS
 from spikec.targets import TargetResult, register_target
 from spikec.targets.onnx.builder import BATCH, DTYPES, IR_VERSION, OPSET, Builder, where
 from spikec.targets.onnx import framework_emitters  # noqa: F401  (registers the frameworks' neurons)
+from spikec.targets.onnx import sessions
 from spikec.targets.onnx.emitters import EMITTERS, register_emitter
 from spikec.targets.onnx.streaming import STEP_FILE, streaming_result, verify_step_outdir
 
@@ -115,12 +116,14 @@ def with_probes(model: onnx.ModelProto, graph: Graph, names) -> onnx.ModelProto:
 
 def run_model(model: onnx.ModelProto | bytes, feeds: dict, threads: int | None = None) -> dict[str, np.ndarray]:
     """Run ``model`` in onnxruntime (CPU): every graph output by name."""
-    import onnxruntime as ort
-    opts = ort.SessionOptions()
-    if threads:
-        opts.intra_op_num_threads = threads
     data = model if isinstance(model, bytes) else model.SerializeToString()
-    sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+    if threads:
+        import onnxruntime as ort
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+    else:
+        sess = sessions.session(data)   # torch's thread count; kept for reuse inside sessions.reused()
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(names, feeds)))
 

@@ -45,6 +45,7 @@ from spikec.compiler.interpreter import Trace
 from spikec.compiler.ir import Graph, Node
 from spikec.ops import OPS
 from spikec.targets.onnx.builder import BATCH, IR_VERSION, OPSET, Builder, where
+from spikec.targets.onnx import sessions
 from spikec.targets.onnx.emitters import EMITTERS
 
 STEP_FILE = "model_step.onnx"
@@ -186,7 +187,6 @@ def export_step(graph: Graph, dtype: str = "float64") -> tuple[onnx.ModelProto, 
 # -- running and checking a stream ---------------------------------------------------------------------------
 def session(model: onnx.ModelProto | bytes, probes=()):
     """An onnxruntime CPU session of ``model``, also returning the internal ``[1, B, ..]`` values ``probes``."""
-    import onnxruntime as ort
     if probes:
         probe = onnx.ModelProto()
         probe.CopyFrom(model if isinstance(model, onnx.ModelProto) else onnx.load_from_string(model))
@@ -195,7 +195,7 @@ def session(model: onnx.ModelProto | bytes, probes=()):
             probe.graph.output.append(helper.make_tensor_value_info(name, elem, [1, BATCH, *shape]))
         model = probe
     data = model if isinstance(model, bytes) else model.SerializeToString()
-    return ort.InferenceSession(data, ort.SessionOptions(), providers=["CPUExecutionProvider"])
+    return sessions.session(data)
 
 
 def initial_states(init: dict[str, np.ndarray], batch: int) -> dict[str, np.ndarray]:
