@@ -81,22 +81,29 @@ def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
         if isinstance(node, nir.NIRGraph):
             for lst in (snn, nor):
                 lst.append(f"node {name!r}: a nested graph (recurrence) is not checked here")
-    cyclic = [(s, d) for s, d in graph.edges if s == d or _reaches(graph, d, s)]
-    for s, d in cyclic:
-        fb = s if _snntorch_rnn(graph, d, s) else d if _snntorch_rnn(graph, s, d) else None
-        if fb is None:
-            nor.append(f"edge ({s!r}, {d!r}) closes a cycle other than a neuron's dense recurrence")
-        elif _kind(graph.nodes[fb]) == "Affine" and np.any(np.asarray(graph.nodes[fb].bias) != 0):
+    feedbacks, others = {}, []   # a neuron's dense recurrence (by its dense node, once per loop); any other cycle
+    for s, d in graph.edges:
+        if s == d or _reaches(graph, d, s):
+            fb = s if _dense_recurrence(graph, d, s) else d if _dense_recurrence(graph, s, d) else None
+            if fb is None:
+                others.append((s, d))
+            else:
+                feedbacks[fb] = None   # both edges of the loop name it
+    for s, d in others:
+        nor.append(f"edge ({s!r}, {d!r}) closes a cycle other than a neuron's dense recurrence")
+    for fb in feedbacks:
+        if _kind(graph.nodes[fb]) == "Affine" and np.any(np.asarray(graph.nodes[fb].bias) != 0):
             nor.append(f"node {fb!r}: a recurrence with a bias: Norse's from_nir (nirtorch) reads a cycle's edge as 0 "
                        "at the first step, the file's feedback carries its bias from the first step")
-    if any(not _snntorch_rnn(graph, s, d) and not _snntorch_rnn(graph, d, s) for s, d in cyclic):
+    if others:
         snn.append("the graph has a cycle (feedback edge) other than snnTorch's RNN pattern (a LIF/CubaLIF and an "
                    "Affine/Linear that only it feeds and only it reads, which snnTorch imports as RLeaky/RSynaptic)")
     return out
 
 
-def _snntorch_rnn(graph, neuron: str, dense: str) -> bool:
-    """``neuron`` <-> ``dense`` is the cycle snnTorch's importer turns into an RLeaky / RSynaptic."""
+def _dense_recurrence(graph, neuron: str, dense: str) -> bool:
+    """``neuron`` <-> ``dense`` is a neuron's dense recurrence: the cycle snnTorch's importer turns into an RLeaky /
+    RSynaptic, and Norse's runs."""
     n, w = graph.nodes.get(neuron), graph.nodes.get(dense)
     return (_kind(n) in ("LIF", "CubaLIF") and _kind(w) in ("Affine", "Linear")
             and [d for s, d in graph.edges if s == dense] == [neuron]
