@@ -102,26 +102,21 @@ def run_shard(job: dict, progress=None) -> dict:
     raw = read_shard(ds, lo, hi)
     acc, stepping = Accumulator(lo, hi), opts.stepping
     with reused():   # the same artifact chunk after chunk: one onnxruntime session per model
-        _run_chunks(job, out, graph, source, ds, raw, acc, stepping, progress)
+        for a, b in chunks(lo, hi, job["chunk"]):
+            part = raw[a - lo:b - lo] if ds.axis == 0 else raw[:, a - lo:b - lo]
+            x = loader.check_spike_input(part, f"array 'input' of {ds.path!r} (samples {a}-{b - 1})",
+                                         2 if ds.axis == 0 else 3)
+            kind, ceiling = loader.value_kind(x)
+            conv = choose(source, stepping, x, kind, ceiling, as_given=ds.axis == 0)
+            stepping = conv.stepping  # auto decided once; a loop model is bound again to each chunk
+            trace = run(graph, conv.x)
+            compare_chunk(acc, graph, conv.model, conv.x, a, trace)
+            for name in job["targets"]:
+                add_target(acc, name, a, b, _target(out, name, graph, conv.x, trace))
+            del trace
+            if progress is not None:
+                progress(b - a)
     return acc.to_dict()
-
-
-def _run_chunks(job, out, graph, source, ds, raw, acc, stepping, progress) -> None:
-    lo, hi = job["lo"], job["hi"]
-    for a, b in chunks(lo, hi, job["chunk"]):
-        part = raw[a - lo:b - lo] if ds.axis == 0 else raw[:, a - lo:b - lo]
-        x = loader.check_spike_input(part, f"array 'input' of {ds.path!r} (samples {a}-{b - 1})",
-                                     2 if ds.axis == 0 else 3)
-        kind, ceiling = loader.value_kind(x)
-        conv = choose(source, stepping, x, kind, ceiling, as_given=ds.axis == 0)
-        stepping = conv.stepping  # auto decided once; a loop model is bound again to each chunk
-        trace = run(graph, conv.x)
-        compare_chunk(acc, graph, conv.model, conv.x, a, trace)
-        for name in job["targets"]:
-            add_target(acc, name, a, b, _target(out, name, graph, conv.x, trace))
-        del trace
-        if progress is not None:
-            progress(b - a)
 
 
 def _describe(e: BaseException) -> dict:

@@ -542,9 +542,9 @@ def _lif_sj(ex: _Exporter, node: Node):
     """SpikingJelly's hard-reset (v_reset = 0) charge with decay_input=True as NIR LIF in the norse scheme
     (``forms.sj_lif``): exactly its step when ``k`` is ``1/tau`` for a power-of-two ``tau`` or PLIF's decay."""
     p = {k: float(v) for k, v in node.params.items()}
-    k = p.get("decay", 1 / p["tau"] if p.get("tau", 0) > 0 else None)
+    k = p.get("decay", 1 / p["tau"] if "tau" in p else None)   # None: an IFNode (SpikingJelly's tau is > 1)
     why = [w for w, bad in (
-        ("an IFNode charge with another reset" if "decay" not in p and "tau" not in p else "", k is None),
+        ("an IFNode charge with another reset", k is None),
         ("decay_input=False", not node.attrs["decay_input"]),
         ("a soft reset (v_reset=None)" if "v_reset" not in p else f"v_reset = {p.get('v_reset')}",
          p.get("v_reset", None) != 0.0),
