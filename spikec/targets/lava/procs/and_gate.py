@@ -15,13 +15,10 @@ microcode neuron; neither is built or run here.
 import numpy as np
 
 from lava.magma.core.decorator import implements, requires, tag
-from lava.magma.core.model.py.model import PyLoihiProcessModel
-from lava.magma.core.model.py.ports import PyInPort, PyOutPort
-from lava.magma.core.model.py.type import LavaPyType
 from lava.magma.core.resources import CPU
 from lava.magma.core.sync.protocols.loihi_protocol import LoihiProtocol
 
-from spikec.targets.lava.procs.models import _Scheduled, guarded
+from spikec.targets.lava.procs.models import _Stateless
 from spikec.targets.lava.procs.process import _Population
 
 BOTH = 2   # the sum of two binary inputs when both arrived
@@ -37,15 +34,6 @@ class SpikecAND(_Population):
 @implements(proc=SpikecAND, protocol=LoihiProtocol)
 @requires(CPU)
 @tag("fixed_pt")
-class PySpikecANDModelFixed(_Scheduled, PyLoihiProcessModel):
-    a_in: PyInPort = LavaPyType(PyInPort.VEC_DENSE, np.int32, precision=24)
-    s_out: PyOutPort = LavaPyType(PyOutPort.VEC_DENSE, np.int32, precision=24)
-    m_out: PyOutPort = LavaPyType(PyOutPort.VEC_DENSE, np.int32, precision=24)
-
-    @guarded
-    def run_spk(self):
-        a = self.window(self.a_in.recv())
-        if a is None:
-            return self.silent()
-        self.m_out.send(np.zeros(self.s_out.shape, dtype=np.int32))
-        self.s_out.send((a >= BOTH).astype(np.int32))
+class PySpikecANDModelFixed(_Stateless):
+    def output(self, a):
+        return (a >= BOTH).astype(np.int32)

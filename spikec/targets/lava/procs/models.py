@@ -262,14 +262,12 @@ class PySpikecCSiLIFModelFixed(_ResonatorBase):
         self.w[:] = np.clip(w_new, -LIMIT, LIMIT)
 
 
-@implements(proc=Readout, protocol=LoihiProtocol)
-@requires(CPU)
-@tag("fixed_pt")
-class PyReadoutModelFixed(_Scheduled, PyLoihiProcessModel):
+class _Stateless(_Scheduled, PyLoihiProcessModel):
+    """A population with no state: at each update it sends ``output(a)`` of the window's input sum ``a`` (``m_out``
+    0), and nothing between updates (the read-out here, SpikecAND in and_gate.py)."""
     a_in: PyInPort = LavaPyType(PyInPort.VEC_DENSE, np.int32, precision=24)
     s_out: PyOutPort = LavaPyType(PyOutPort.VEC_DENSE, np.int32, precision=24)
     m_out: PyOutPort = LavaPyType(PyOutPort.VEC_DENSE, np.int32, precision=24)
-    bias: np.ndarray = LavaPyType(np.ndarray, np.int32, precision=24)
 
     @guarded
     def run_spk(self):
@@ -277,7 +275,20 @@ class PyReadoutModelFixed(_Scheduled, PyLoihiProcessModel):
         if a is None:
             return self.silent()
         self.m_out.send(np.zeros(self.s_out.shape, dtype=np.int32))
-        self.s_out.send(a + self.bias)
+        self.s_out.send(self.output(a))
+
+    def output(self, a):
+        raise NotImplementedError
+
+
+@implements(proc=Readout, protocol=LoihiProtocol)
+@requires(CPU)
+@tag("fixed_pt")
+class PyReadoutModelFixed(_Stateless):
+    bias: np.ndarray = LavaPyType(np.ndarray, np.int32, precision=24)
+
+    def output(self, a):
+        return a + self.bias
 
 
 @implements(proc=Relay, protocol=LoihiProtocol)
