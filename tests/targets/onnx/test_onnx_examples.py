@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-import torch
 from click.testing import CliRunner
 from onnx import numpy_helper
 
@@ -24,13 +23,7 @@ EXAMPLES = {name: (f"{REPO / 'examples' / name / 'model.py'}:small", REPO / "exa
 NEURONS = {"lif", "intfire", "intfire_unrolled", "silif", "csilif"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread avoids OpenMP spin contention on a busy 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
 
 
 def cli(*args):

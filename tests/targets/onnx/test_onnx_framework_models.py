@@ -34,12 +34,7 @@ REPO = Path(__file__).resolve().parents[3]
 FRAMEWORKS = REPO / "examples" / "frameworks"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
 
 
 def load(path, factory):

@@ -36,12 +36,7 @@ from test_onnx_ops import LIF_PER_CHANNEL, build, dyadic, rng
 T, B = 6, 3
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")   # conftest.py
 
 
 def arr(d):
