@@ -380,27 +380,26 @@ def _drop_dead(g: Graph) -> Graph:
     return Graph(tuple(n for n in g.nodes if n.name in live or n.op == "input"), g.outputs, g.meta)
 
 
-def check(original: Graph, prepared: Graph, inputs) -> dict:
-    """Run both float graphs on ``inputs``; the rewrite is exact when every output is equal bit for bit."""
-    from spikec.compiler.interpreter import run
-    if prepared is original:
-        return {"rewritten": False}
-    a, b = run(original, inputs, record="outputs"), run(prepared, inputs, record="outputs")
-    diffs = {o: float(np.abs(np.asarray(a.values[o]) - np.asarray(b.values[o])).max(initial=0))
-             for o in original.outputs}
+def check(outputs, reference, trace) -> dict:
+    """The rewrite is exact when the rewritten graph's float run ``trace`` equals the original graph's run
+    ``reference`` on every one of its ``outputs``, bit for bit."""
+    diffs = {o: float(np.abs(np.asarray(reference.values[o]) - np.asarray(trace.values[o])).max(initial=0))
+             for o in outputs}
     return {"rewritten": True, "outputs_equal": all(v == 0 for v in diffs.values()),
             "max_abs_difference": diffs, "inputs": "the verification inputs"}
 
 
 def placed(graph: Graph, inputs, reference) -> tuple:
     """``(graph, reference, Prepared or None)``: the graph with its products placed and the float run of it
-    (``reference`` unchanged when nothing was rewritten); the rewrite's ``check`` in ``Prepared.rewrites``."""
+    (``reference``, the original graph's run, unchanged when nothing was rewritten); the rewrite's ``check``
+    against ``reference`` in ``Prepared.rewrites``."""
     from spikec.compiler.interpreter import run
     prep = prepare(graph)
     if not prep.products and not prep.rewrites:
         return graph, reference, None
-    proof = check(graph, prep.graph, inputs)
-    return prep.graph, run(prep.graph, inputs), Prepared(prep.graph, prep.products, prep.rewrites + [proof])
+    trace = run(prep.graph, inputs)
+    proof = check(graph.outputs, reference, trace)
+    return prep.graph, trace, Prepared(prep.graph, prep.products, prep.rewrites + [proof])
 
 
 def report(prep: Prepared, q: Graph, net: dict, trace, lava: dict) -> dict:
