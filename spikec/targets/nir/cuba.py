@@ -11,8 +11,10 @@ import numpy as np
 from spikec.targets.nir.interpreter import kind
 
 
-RECURRENT_CUBALIF_REMEDY = ("deploy the snnTorch model itself (RSynaptic with reset_mechanism='zero', "
-                            "reset_delay=False: spikec traces it to synaptic_snntorch, which ONNX and Lava lower)")
+RECURRENT_CUBALIF_REMEDY = ("read the file with --nir-scheme snntorch, with v_leak = v_reset = 0 and one input into the "
+                            "CubaLIF; or compile the model it came from (snnTorch's RSynaptic with "
+                            "reset_mechanism='zero', reset_delay=False: spikec traces it to synaptic_snntorch, which ONNX "
+                            "and Lava lower)")
 
 
 def recurrent_cubalif_reason(conv, u: str, v: str) -> str:
