@@ -2,8 +2,8 @@
 parameter layouts are in ``spikec.frontend.snntorch_neurons``.
 
 Converted, stepping ``"step"`` (snnTorch's own modules, called once per time step on ``[B, ...]``; the tracer
-carries their state): ``Leaky``, ``Synaptic``, ``RLeaky``, ``RSynaptic``, ``Alpha``. Stepping ``"multistep"``:
-``SnnTorchMultiStep(Leaky)`` on ``[T, B, ...]``, which returns the spikes. The mapping is exact: a float64 run of
+carries their state): ``Leaky``, ``Lapicque``, ``Synaptic``, ``RLeaky``, ``RSynaptic``, ``Alpha``. Stepping
+``"multistep"``: ``SnnTorchMultiStep(Leaky)`` (or of a ``Lapicque``) on ``[T, B, ...]``, which returns the spikes. The mapping is exact: a float64 run of
 the module and of its IR agree bit for bit, spikes and every returned state. Each returned tensor is one node;
 the built-in ``lif`` op (semantics.md 1.1, the one that reaches Lava) is used wherever it computes snnTorch's
 value identically, the framework-exact ops elsewhere::
@@ -11,6 +11,8 @@ value identically, the framework-exact ops elsewhere::
     Leaky      reset "zero", reset_delay=True          spk: lif;  mem: lif output "membrane"
                reset "zero", reset_delay=False, θ >= 0  spk: lif;  mem: lif_snntorch read "mem"
                otherwise                                lif_snntorch (read "spikes" / "mem")
+    Lapicque   the input times R, 1 / (R C), time_step (scale nodes), then with beta = 1 - time_step / (R C):
+               subtract, none: lif_snntorch;  zero: synaptic_snntorch, alpha 0, no recurrence (``_lapicque``)
     Synaptic   syn: lif with threshold NEVER, output "membrane" (alpha * syn + x; it never fires or resets)
                reset "zero", reset_delay=False, θ >= 0  spk: lif on syn;  mem: synaptic_snntorch read "mem"
                otherwise                                synaptic_snntorch (read "spikes" / "mem")
@@ -50,7 +52,7 @@ from spikec.frontend.exact_neurons import require_stepping
 from spikec.frontend.registry import refuse, register_converter
 
 NEVER = float(np.finfo(np.float64).max)  # the threshold of a lif read out as its membrane only
-CONVERTED = ("Leaky", "Synaptic", "RLeaky", "RSynaptic", "Alpha")
+CONVERTED = ("Leaky", "Lapicque", "Synaptic", "RLeaky", "RSynaptic", "Alpha")
 
 
 class SnnTorchMultiStep(nn.Module):
@@ -169,14 +171,66 @@ def _leaky(ctx, leaky, name, x, who):
 
 
 def snntorch_leaky(ctx, m: SnnTorchMultiStep, name, x):
-    """``SnnTorchMultiStep(Leaky)`` on ``[T, B, ...]``: its spikes."""
+    """``SnnTorchMultiStep(Leaky)`` (or of a ``Lapicque``) on ``[T, B, ...]``: its spikes."""
+    import snntorch
     require_stepping(ctx, m, name, "multistep")
+    if type(m.leaky) is snntorch.Lapicque:
+        return _lapicque(ctx, m.leaky, name, x, m)[0]
     return _leaky(ctx, m.leaky, name, x, m)[0]
 
 
 def leaky(ctx, m, name, x):
     _require_step(ctx, m, name, "; or wrap the Leaky in spikec.frontend.snntorch.SnnTorchMultiStep")
     spikes, mem = _leaky(ctx, m, name, x, m)
+    return _returns(m, spikes, mem)
+
+
+# -- Lapicque ----------------------------------------------------------------------------------
+def _lapicque_scalar(m, key, name, who) -> float:
+    """R, C or time_step as the float64 run of the module holds it (an int64 buffer, as snnTorch makes R = 1 and
+    time_step = 1, converts to float64 exactly where torch promotes it)."""
+    v = getattr(m, key).detach()
+    if v.numel() != 1:
+        refuse(name, who, f"Lapicque's {key} has shape {tuple(v.shape)}; spikec scales the input by R, "
+               "1 / (R * C) and time_step as scalars", "use scalar R, C and time_step (or beta alone)")
+    return v.double().reshape(())
+
+
+def _lapicque(ctx, m, name, x, who):
+    """The spike node (graded) and a thunk emitting the mem node of a ``Lapicque``.
+
+    snnTorch 1.0 steps ``base = x * R * (1 / (R * C)) * time_step + (1 - time_step / (R * C)) * mem`` (beta only
+    derives C when R or C is missing; the step never reads it), then ``base - r θ`` (subtract), ``base - r base``
+    (zero) or ``base``, with ``r = [mem_prev > θ]``; no reset_delay. The input gain is three ``scale`` nodes in
+    that order (each ``x * a + 0``, exact up to the sign of zero; a factor 1 is left out), and with ``d = 1 -
+    time_step / (R * C)`` computed in float64 as the float64 run does: subtract and none are ``lif_snntorch``
+    (``d * mem + g``: the sum commutes exactly) with beta ``d``; zero is ``synaptic_snntorch`` with alpha 0 and no
+    recurrence (``syn = 0 * syn + g = g``, ``mem = d * mem + syn``, ``mem - mem * r``: Lapicque zeroes after the
+    step, which Leaky's ``(1 - r) * mem`` before the decay does not)."""
+    import snntorch
+    reset, graded = _checked(m, snntorch.Lapicque, name, who)
+    shape = ctx.type(x).shape
+    r, c, dt = (_lapicque_scalar(m, k, name, who) for k in ("R", "C", "time_step"))
+    theta = _channelwise(m.threshold, shape, "threshold", name, who)
+    decay = 1 - dt / (r * c)
+    gain = x
+    for label, a in (("R", r), ("inv_RC", 1 / (r * c)), ("time_step", dt)):
+        if float(a) != 1.0:
+            gain = ctx.emit(f"{name}.gain_{label}", "scale", [gain], {"a": float(a), "b": 0.0}, scope=name)
+    if reset == "zero":
+        op, attrs = "synaptic_snntorch", {"reset": reset, "reset_delay": True, "recurrent": "none"}
+        params = {"alpha": torch.zeros((), dtype=torch.float64), "beta": decay, "threshold": theta}
+    else:
+        op, attrs = "lif_snntorch", {"reset": reset, "reset_delay": True}
+        params = {"beta": decay, "threshold": theta}
+    spikes = ctx.emit(name, op, [gain], attrs, params, scope=name)
+    mem = lambda: ctx.emit(f"{name}.mem", op, [gain], {**attrs, "read": "mem"}, params, scope=name)
+    return _graded(ctx, name, spikes, graded), mem
+
+
+def lapicque(ctx, m, name, x):
+    _require_step(ctx, m, name, "; or wrap the Lapicque in spikec.frontend.snntorch.SnnTorchMultiStep")
+    spikes, mem = _lapicque(ctx, m, name, x, m)
     return _returns(m, spikes, mem)
 
 
@@ -294,7 +348,8 @@ try:
 except ImportError:
     pass
 else:
-    for _cls, _fn in [(SnnTorchMultiStep, snntorch_leaky), (_snntorch.Leaky, leaky), (_snntorch.Synaptic, synaptic),
+    for _cls, _fn in [(SnnTorchMultiStep, snntorch_leaky), (_snntorch.Leaky, leaky), (_snntorch.Lapicque, lapicque),
+                      (_snntorch.Synaptic, synaptic),
                       (_snntorch.RLeaky, rleaky), (_snntorch.RSynaptic, rsynaptic), (_snntorch.Alpha, alpha),
                       (_snntorch.SpikingNeuron, other_neuron)]:
         register_converter(_cls, _fn)

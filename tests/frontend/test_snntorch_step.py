@@ -277,7 +277,7 @@ def test_refuses_an_alpha_whose_tau_is_not_finite():
 
 
 def test_refuses_a_neuron_without_converter():
-    refused(snntorch.Lapicque(beta=0.9), "Lapicque has no converter")
+    refused(snntorch.SLSTM(HIDDEN, HIDDEN), "SLSTM has no converter")
 
 
 def test_refuses_the_wrong_stepping():
