@@ -23,6 +23,9 @@ $(STAMP): pyproject.toml Makefile
 	# NIR consumers (nir target conformance). norse declares torchvision, which does not import beside
 	# torch 2.13 and which norse.torch does not use; nirtorch is what snntorch.import_nir and norse need.
 	$(BIN)/pip install --quiet --no-deps norse==1.1.0 nirtorch==2.6
+	# sinabs (optional frontend extra): its declared samna and matplotlib are not needed by its layers (spikec
+	# stubs pylab, which sinabs imports only to plot); they need pbr, and nir/nirtorch from the line above.
+	$(BIN)/pip install --quiet --no-deps sinabs==3.1.3 pbr
 	# lava-dl (netx HDF5 loader for the lava target's model.net check; declares python<3.11 like lava-nc);
 	# its slayer needs torchvision,
 	# which does not import here: spikec stubs what netx does not use and says so in the report.

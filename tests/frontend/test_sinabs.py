@@ -1,0 +1,172 @@
+"""Sinabs's IAF / LIF / ExpLeak (and their Squeeze forms) against the Sinabs layers themselves: a float64 run of the
+layer in its own layout and the IR of ``SinabsNet(layer)`` agree bit for bit (spikes, counts and membranes), in the
+reference interpreter and in onnxruntime; a Sinabs CNN as its users write it compiles equivalent on ONNX; Lava and
+NIR refuse the op by name; checkpoints saved after a forward (batch-shaped state buffers) load."""
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from spikec.frontend import sinabs as frontend  # noqa: E402  (first: it lets Sinabs import without matplotlib)
+
+sinabs = pytest.importorskip("sinabs")
+import sinabs.layers as sl  # noqa: E402
+from sinabs.activation import MaxSpike, MembraneReset, MembraneSubtract, SingleSpike  # noqa: E402
+
+import spikec  # noqa: E402
+import spikec.targets.onnx.sinabs_emitters  # noqa: E402,F401  (until spikec.targets.onnx imports it)
+from spikec.app import loader  # noqa: E402
+from spikec.compiler.errors import BadInput, SpikecError, UnsupportedOp  # noqa: E402
+from spikec.compiler.interpreter import run  # noqa: E402
+from spikec.frontend import trace  # noqa: E402
+from spikec.targets import get_target  # noqa: E402
+from spikec.targets.onnx import export, run_model  # noqa: E402
+
+T, B, SHAPE = 7, 3, (4, 5)
+th = torch.tensor
+
+LAYERS = {  # name: (factory, what its output is)
+    "IAF multi": (lambda: sl.IAF(), "multi"),
+    "IAF single": (lambda: sl.IAF(spike_fn=SingleSpike, spike_threshold=th(0.75)), "single"),
+    "IAF reset": (lambda: sl.IAF(spike_fn=SingleSpike, reset_fn=MembraneReset()), "single"),
+    "IAF min_v_mem": (lambda: sl.IAF(min_v_mem=-0.5, spike_threshold=th(0.3)), "multi"),
+    "IAF tau_syn": (lambda: sl.IAF(tau_syn=3.0), "multi"),
+    "LIF": (lambda: sl.LIF(tau_mem=5.0, spike_threshold=th(0.3)), "multi"),
+    "LIF reset_value": (lambda: sl.LIF(tau_mem=3.0, norm_input=False, spike_fn=SingleSpike,
+                                       reset_fn=MembraneReset(reset_value=0.25)), "single"),
+    "LIF max subtract_value": (lambda: sl.LIF(tau_mem=4.0, norm_input=False, spike_fn=MaxSpike(2),
+                                              reset_fn=MembraneSubtract(subtract_value=0.7)), "max"),
+    "LIF train_alphas": (lambda: sl.LIF(tau_mem=4.0, tau_syn=2.0, train_alphas=True, norm_input=False,
+                                        spike_threshold=th(0.3)), "multi"),
+    "ExpLeak": (lambda: sl.ExpLeak(tau_mem=3.0), "none"),
+    "ExpLeak norm min": (lambda: sl.ExpLeak(tau_mem=3.0, norm_input=True, min_v_mem=-0.2), "none"),
+    "IAFSqueeze": (lambda: sl.IAFSqueeze(num_timesteps=T, spike_threshold=th(0.5)), "multi"),
+    "LIFSqueeze": (lambda: sl.LIFSqueeze(batch_size=B, tau_mem=2.5, norm_input=False, spike_fn=SingleSpike),
+                   "single"),
+    "ExpLeakSqueeze": (lambda: sl.ExpLeakSqueeze(num_timesteps=T, tau_mem=2.0), "none"),
+}
+
+
+def own_run(layer, x: torch.Tensor) -> np.ndarray:
+    """The Sinabs layer on its own layout ([B, T, ...] or [B*T, ...] batch-major), float64, from rest."""
+    layer = layer.double()
+    with torch.no_grad():
+        if isinstance(layer, sl.SqueezeMixin):
+            y = layer(x.transpose(0, 1).flatten(0, 1)).unflatten(0, (x.shape[1], x.shape[0]))
+        else:
+            y = layer(x.transpose(0, 1))
+    return y.transpose(0, 1).double().numpy()
+
+
+def inputs(seed, scale=1.5) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(T, B, *SHAPE, generator=g, dtype=torch.float64) * scale
+
+
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_each_layer_is_its_sinabs_layer_bit_for_bit(name):
+    make, kind = LAYERS[name]
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x = inputs(seed)
+        graph = trace(frontend.SinabsNet(make()), SHAPE, input_kind="real")
+        (node,) = [n for n in graph.nodes if n.op == "lif_sinabs"]
+        assert node.attrs["spike"] == kind
+        got = run(graph, x.numpy()).values[graph.outputs[0]]
+        want = own_run(make(), x)
+        assert np.array_equal(got, want), name
+        assert np.array_equal(run_model(export(graph, T), {"input": x.numpy()})[graph.outputs[0]], want), name
+    if kind != "none":  # the inputs fire, and counts reach past one spike where counts exist
+        assert want.any() and not want.all()
+    if kind in ("multi", "max"):
+        assert want.max() == (2 if kind == "max" else want.max()) and want.max() >= 2
+
+
+def test_the_layer_keeps_state_between_calls_and_sinabsnet_starts_each_run_from_rest():
+    x = inputs(5)
+    layer = sl.IAF(spike_threshold=th(0.5)).double()
+    first = own_run(layer, x)
+    assert not np.array_equal(own_run(layer, x), first)  # Sinabs carries v_mem into the next call
+    net = frontend.SinabsNet(layer)
+    with torch.no_grad():
+        assert np.array_equal(net(x).numpy(), first) and np.array_equal(net(x).numpy(), first)
+    assert layer.v_mem.shape == (0,)
+
+
+def cnn():
+    """A Sinabs CNN as Sinabs users write it: [B*T, C, H, W] through Squeeze layers."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), sl.IAFSqueeze(num_timesteps=T, spike_threshold=th(0.5)),
+                         nn.AvgPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 5),
+                         sl.IAFSqueeze(num_timesteps=T, spike_threshold=th(0.25)))
+
+
+def cnn_inputs():
+    return (torch.rand(T, B, 2, 8, 8, generator=torch.Generator().manual_seed(1)) < 0.5).float().numpy()
+
+
+def test_a_sinabs_cnn_compiles_equivalent_on_onnx():
+    c = spikec.compile(frontend.SinabsNet(cnn()), cnn_inputs(), targets=("onnx",))
+    assert c.equivalent and c.targets["onnx"]["spike_exact"]
+    assert [n.op for n in c.graph.nodes].count("lif_sinabs") == 2
+    out = c.run(cnn_inputs())
+    assert out.any() and not out.all()
+
+
+def test_lava_and_nir_refuse_the_op_by_name():
+    graph = trace(frontend.SinabsNet(sl.IAF()), SHAPE, input_kind="real")
+    x = inputs(0).numpy()
+    for target in ("nir", "lava"):
+        with pytest.raises(SpikecError) as e:
+            get_target(target)(graph, x, run(graph, x), {"seed": 0})
+        assert "lif_sinabs" in str(e.value), (target, str(e.value))
+
+
+def test_a_sinabs_layer_outside_sinabsnet_is_refused_by_name():
+    with pytest.raises(UnsupportedOp) as e:
+        trace(nn.Sequential(nn.Linear(5, 5), sl.IAF()), (5,))
+    assert "'1'" in e.value.where and "IAF" in e.value.where and "SinabsNet" in e.value.remedy
+
+
+def test_subclasses_and_custom_spike_functions_are_refused():
+    with pytest.raises(UnsupportedOp, match="IAFRecurrent"):
+        trace(frontend.SinabsNet(sl.IAFRecurrent(rec_connect=nn.Linear(5, 5))), (5,))
+
+    class Custom(SingleSpike):
+        pass
+    with pytest.raises(UnsupportedOp, match="spike_fn"):
+        trace(frontend.SinabsNet(sl.IAF(spike_fn=Custom)), (5,))
+
+
+def test_a_squeeze_layer_built_for_another_batch_is_named():
+    net = frontend.SinabsNet(sl.IAFSqueeze(batch_size=B + 1))
+    with pytest.raises(BadInput, match="batch_size=4") as e:
+        net(inputs(0))
+    assert e.value.where == "module ''"
+
+
+def test_a_checkpoint_saved_after_a_forward_loads_its_weights_not_its_state(tmp_path):
+    trained = cnn()
+    with torch.no_grad():
+        trained(torch.rand(B * T, 2, 8, 8))          # v_mem is now batch-shaped, and saved with the weights
+    assert trained[1].v_mem.shape == (B, 4, 8, 8)
+    bare = tmp_path / "bare.pt"
+    torch.save(trained.state_dict(), bare)
+    for path in (bare,):
+        model = frontend.SinabsNet(nn.Sequential(*[m for m in _fresh_cnn()]))
+        loader.load_weights(model, str(path))
+        assert torch.equal(model.net[0].weight, trained[0].weight)
+        assert model.net[1].v_mem.shape == (0,)
+    wrapped = tmp_path / "wrapped.pt"
+    torch.save(frontend.SinabsNet(trained).state_dict(), wrapped)
+    assert not frontend.state_keys(frontend.SinabsNet(trained)) & set(torch.load(wrapped))
+    c = spikec.compile(frontend.SinabsNet(_fresh_cnn()), cnn_inputs(), weights=wrapped, targets=("onnx",))
+    assert c.equivalent
+    assert frontend.state_keys(trained) == {"1.v_mem", "5.v_mem"}
+
+
+def _fresh_cnn():
+    torch.manual_seed(9)  # other weights than cnn(): loading must replace them
+    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), sl.IAFSqueeze(num_timesteps=T, spike_threshold=th(0.5)),
+                         nn.AvgPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 5),
+                         sl.IAFSqueeze(num_timesteps=T, spike_threshold=th(0.25)))
