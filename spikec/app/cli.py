@@ -235,13 +235,17 @@ def _first_problem(r: dict) -> str:
 @click.argument("outdir", type=SafePath())
 @click.option("--inputs", type=SafePath(dir_okay=False), help="re-check on these inputs instead of io.npz "
               "(with --workers/--ray: the data set, an .npz with key 'input' or an .npy).")
-@click.option("--model", help="verify against this MODEL instead of OUTDIR's copy (FILE.py:factory or .nir).")
-@click.option("--weights", type=SafePath(dir_okay=False), help="with --model: its state_dict checkpoint.")
+@click.option("--run-source", is_flag=True, help="run the model code OUTDIR carries (OUTDIR/source) and check the "
+              "source model against the deployed graph; without it, no code from OUTDIR runs.")
+@click.option("--model", help="verify against this MODEL, your own code, instead of OUTDIR's copy (FILE.py:factory "
+              "or .nir).")
+@click.option("--weights", type=SafePath(dir_okay=False), help="with --model or --run-source: the state_dict "
+              "checkpoint.")
 @click.option("--trust-pickle", is_flag=True, help="allow --weights to be a pickle (runs its code).")
 @click.option("--max-input-bytes", type=click.IntRange(min=1), help="largest input array accepted (float64 bytes); "
               "with --workers: the most one worker may hold.")
 @click.option("--workers", type=int, help="verify the --inputs data set sample by sample in N worker processes "
-              "(1: in this process) and print one merged report.")
+              "(1: in this process) and print one merged report; needs --model or --run-source.")
 @click.option("--ray", "ray_address", metavar="ADDRESS", help="run the data set's shards as Ray tasks on this "
               "cluster (local: a local Ray); needs the optional ray package.")
 @click.option("--targets", "targets", default="default", show_default=True,
@@ -249,36 +253,43 @@ def _first_problem(r: dict) -> str:
                    "runs are slow), all, none, or names such as onnx,nir.")
 @click.option("--json", "as_json", is_flag=True, help="with --workers/--ray: print the merged report as JSON.")
 @_guard
-def verify_cmd(outdir, inputs, model, weights, trust_pickle, max_input_bytes, workers, ray_address, targets,
-               as_json):
-    """Re-run every check on OUTDIR (report.json is read as data, never trusted)."""
+def verify_cmd(outdir, inputs, run_source, model, weights, trust_pickle, max_input_bytes, workers, ray_address,
+               targets, as_json):
+    """Re-run every check on OUTDIR, trusting nothing in it.
+
+    report.json is read as data, never trusted, and no code from OUTDIR runs: the IR, io.npz and every target
+    artifact are re-checked, and the source model only with --run-source (OUTDIR's copy of its code, which runs
+    as you) or --model (your own). Every file read from OUTDIR must be a regular file, not a link."""
     if workers is not None or ray_address is not None:
         return _verify_dataset(outdir, inputs, model, weights, trust_pickle, max_input_bytes, workers, ray_address,
-                               targets, as_json)
+                               targets, as_json, run_source)
     if targets != "default" or as_json:
         from spikec.compiler.errors import BadInput
         raise BadInput(f"{'--targets' if targets != 'default' else '--json'} applies to a data-set run",
                        remedy="add --workers N (and --inputs DATA.npz), or drop the option")
     from spikec.app.verify import verify_outdir
     results = verify_outdir(outdir, inputs, model=model, weights=weights, trust_pickle=trust_pickle,
-                            max_input_bytes=max_input_bytes)
+                            max_input_bytes=max_input_bytes, run_source=run_source)
     for name, r in results.items():
+        if r.get("not_run"):
+            say(f"{'source_vs_deployed':<20} NOT RUN: {r['reason']}\n    to check it: {r['remedy']}")
+            continue
         detail = "" if "spikes_compared" not in r else (f": {r['spikes_compared']:,} spikes, "
                                                          f"{r.get('values_compared', 0):,} values, max rel diff "
                                                          f"{r.get('max_rel_diff', 0.0):.2g}")
         if r.get("approximate"):
             detail += " (APPROXIMATE: TTFS LayerNorm decomposition; as close as a replay measures, not exact)"
         say(f"{name:<20} {'ok' if r['equivalent'] else 'FAILED'}{detail}"
-            + ("" if r["equivalent"] else _first_problem(r)))
+            + ("" if r["equivalent"] else _first_problem(r)) + (f"\n    source: {r['source']}" if "source" in r else ""))
     return 0 if all(r["equivalent"] for r in results.values()) else 1
 
 
 def _verify_dataset(outdir, inputs, model, weights, trust_pickle, max_input_bytes, workers, ray_address, targets,
-                    as_json) -> int:
+                    as_json, run_source=False) -> int:
     from spikec.app.dataset_run import verify_dataset
     results = verify_dataset(outdir, inputs, workers=1 if workers is None else workers, ray=ray_address,
                              targets=targets, model=model, weights=weights, trust_pickle=trust_pickle,
-                             max_input_bytes=max_input_bytes, progress=True)
+                             max_input_bytes=max_input_bytes, progress=True, run_source=run_source)
     if as_json:
         say(json.dumps(results, indent=1))
     else:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from spikec.app import files
 from spikec.compiler.checker import REL_TOL, per_step_sum
 from spikec.compiler.errors import BadInput
 
@@ -53,12 +54,13 @@ class _Member:
     """The ``input`` array of an ``.npz`` or the array of an ``.npy``, opened as a stream past its header."""
 
     def __init__(self, path: str):
-        self.path, self.zip, self.file = path, None, None
-        try:
+        self.path, self.zip, self.file, self.raw = path, None, None, None
+        try:  # a regular file: a FIFO or a device is refused, not waited on or read forever
+            self.raw = files.open_regular(path, "inputs file", remedy="give --inputs an .npz (key 'input') or an .npy")
             if str(path).endswith(".npy"):
-                self.file = open(path, "rb")
+                self.file = self.raw
             else:
-                self.zip = zipfile.ZipFile(path)
+                self.zip = zipfile.ZipFile(self.raw)
                 if "input.npy" not in self.zip.namelist():
                     keys = [n.removesuffix(".npy") for n in self.zip.namelist()]
                     raise BadInput(f"inputs file {str(path)!r} has no key 'input' (keys: {keys})", remedy=REMEDY)
@@ -88,7 +90,7 @@ class _Member:
             n -= len(self.read(min(n, 1 << 20)))
 
     def close(self) -> None:
-        for f in (self.file, self.zip):
+        for f in (self.file, self.zip, self.raw):
             if f is not None:
                 f.close()
 

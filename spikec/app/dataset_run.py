@@ -25,7 +25,7 @@ from spikec.app import loader
 from spikec.app.conventions import choose
 from spikec.app.dataset import (CHUNK, Accumulator, add_target, chunks, compare_chunk, merge, open_dataset,
                                 plan_shards, read_shard, source_summary)
-from spikec.app.verify import ARTIFACTS, _claimed_targets, _read_report, replay_source
+from spikec.app.verify import ARTIFACTS, _claimed_targets, _read_report, not_run, replay_source, source_mode
 from spikec.compiler import errors
 from spikec.compiler.errors import BadInput, SpikecError
 from spikec.compiler.interpreter import run
@@ -97,7 +97,8 @@ def run_shard(job: dict, progress=None) -> dict:
     out = Path(job["outdir"])
     report = _read_report(out)
     graph = load_graph(out)
-    opts, source, _ = replay_source(out, report, job["model"], job["weights"], job["trust_pickle"])
+    opts, source, _ = replay_source(out, report, job["model"], job["weights"], job["trust_pickle"],
+                                    run_source=job["run_source"])
     ds, lo, hi = job["dataset"], job["lo"], job["hi"]
     raw = read_shard(ds, lo, hi)
     acc, stepping = Accumulator(lo, hi), opts.stepping
@@ -304,9 +305,10 @@ def _check_memory(ds, shards, chunk: int, max_bytes) -> None:
 
 def verify_dataset(outdir, inputs, *, workers: int = 1, ray: str | None = None, targets="default", model=None,
                    weights: str | None = None, trust_pickle: bool = False, max_input_bytes: int | None = None,
-                   progress: bool = False, chunk: int = CHUNK) -> dict:
+                   progress: bool = False, chunk: int = CHUNK, run_source: bool = False) -> dict:
     """``{check: summary}`` over every sample of ``inputs``: ``dataset`` (layout, shards, runner, per-sample
-    verdicts), ``source_vs_deployed`` (counts, per node with the smallest-margin mismatches) and ``target_NAME``."""
+    verdicts), ``source_vs_deployed`` (counts, per node with the smallest-margin mismatches) and ``target_NAME``.
+    The source model is ``model`` or OUTDIR's ``.nir`` copy, or with ``run_source`` OUTDIR's code; else BadInput."""
     check_workers(workers)
     if inputs is None or not str(inputs).strip():
         raise BadInput("a data-set verification (--workers/--ray) needs the data set",
@@ -318,13 +320,19 @@ def verify_dataset(outdir, inputs, *, workers: int = 1, ray: str | None = None, 
         raise BadInput(f"the graph has {len(graph.inputs)} inputs; a data set feeds exactly one",
                        remedy="verify it without --workers")
     ds = open_dataset(inputs, graph.inputs[0].type.shape)
-    replay_source(out, report, model, weights, trust_pickle)  # a model or checkpoint that cannot load fails once, here
+    if source_mode(out, model, weights, run_source) is None:
+        note = not_run(out, report)
+        raise BadInput("a data-set verification compares the source model with the deployed graph on every "
+                       f"sample, and {note['reason'][0].lower()}{note['reason'][1:]}", remedy=note["remedy"])
+    # a model or checkpoint that cannot load fails once, here
+    replay_source(out, report, model, weights, trust_pickle, run_source=run_source)
     names, skipped, missing = select_targets(out, report, targets)
     shards = plan_shards(ds.samples, workers, chunk)
     _check_memory(ds, shards, chunk, max_input_bytes)
     threads = max(1, _cpus() // len(shards))
     jobs = [{"index": i, "outdir": str(out), "dataset": ds, "lo": lo, "hi": hi, "chunk": chunk, "targets": names,
              "model": model, "weights": weights, "trust_pickle": trust_pickle, "threads": threads,
+             "run_source": run_source,
              "parent": os.getpid()} for i, (lo, hi) in enumerate(shards)]
     runner = "ray" if ray is not None else "inline" if len(jobs) == 1 else "processes"
     from tqdm import tqdm

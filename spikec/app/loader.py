@@ -1,6 +1,9 @@
 """Load the user's model factory, checkpoint and input file, turning every failure into a clear BadInput."""
 import importlib
+import importlib.machinery
 import importlib.util
+import os
+import stat
 import sys
 import zipfile
 from pathlib import Path
@@ -9,6 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from spikec.app import files
 from spikec.compiler.errors import BadInput, CheckpointError, ModelLoadError
 
 SPEC_HINT = "MODEL is path/to/file.py:factory or package.module:factory; the factory returns an nn.Module"
@@ -45,11 +49,14 @@ def _not_a_file(path: Path) -> str | None:
     if "\0" in str(path):
         return "contains a NUL byte"
     try:
-        if path.is_file():
-            return None
-        return "is a directory, not a file" if path.is_dir() else "does not exist"
-    except OSError as e:  # ENAMETOOLONG, EACCES on a parent, ...: pathlib ignores only ENOENT and the like
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "does not exist"
+    except OSError as e:  # ENAMETOOLONG, EACCES on a parent, a loop of links, ...
         return f"cannot be read: {e.strerror or e}"
+    if stat.S_ISREG(mode):
+        return None
+    return "is a directory, not a file" if stat.S_ISDIR(mode) else f"is {files.kind(mode)}, not a regular file"
 
 
 def _module_from_file(path: Path):
@@ -75,6 +82,51 @@ def _module_from_file(path: Path):
         sys.dont_write_bytecode = no_bytecode
         sys.path.pop(0)
     return module
+
+
+def installed_module(name: str) -> str | None:
+    """Where ``name`` is found as a built-in, standard-library or installed top-level module (None if it is not):
+    searched in the interpreter's own folders (site-packages, the standard library) and by the import hooks
+    installers add (editable installs), never in the current directory or a user's folder on ``sys.path``."""
+    if name in sys.builtin_module_names or name in getattr(sys, "stdlib_module_names", ()) or name == "spikec":
+        return "the standard library" if name != "spikec" else "spikec itself"
+    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    roots = [p for p in sys.path if p and any(q == Path(p).resolve() or q in Path(p).resolve().parents
+                                              for q in prefixes)]
+    found = importlib.machinery.PathFinder.find_spec(name, roots)
+    for finder in sys.meta_path:
+        if found is not None:
+            break
+        if finder in (importlib.machinery.PathFinder, importlib.machinery.BuiltinImporter,
+                      importlib.machinery.FrozenImporter) or not hasattr(finder, "find_spec"):
+            continue
+        try:
+            found = finder.find_spec(name, None)
+        except Exception:  # an import hook that cannot answer for this name: it does not provide it
+            found = None
+    if found is None:
+        return None
+    return str(found.origin or (list(found.submodule_search_locations or []) or [name])[0])
+
+
+def check_no_shadowing(folder: Path) -> None:
+    """BadInput naming the first module in ``folder`` (a ``.py``, a compiled module, a package or a plain folder)
+    whose name is that of an installed one: with ``folder`` first on ``sys.path`` it would replace it (a planted
+    ``sklearn.py`` would run inside torch's own imports)."""
+    suffixes = sorted(importlib.machinery.all_suffixes(), key=len, reverse=True)
+    for entry in sorted(Path(folder).iterdir()):
+        if entry.is_dir():
+            name = entry.name
+        else:
+            name = next((entry.name[:-len(s)] for s in suffixes if entry.name.endswith(s)), None)
+        if not name or name == "__pycache__" or not name.isidentifier():
+            continue
+        where = installed_module(name)
+        if where:
+            raise ModelLoadError(f"{str(entry)!r} has the name of the installed module {name!r} ({where}): run from "
+                                 "there it would replace that module wherever it is imported",
+                                 remedy="verify against your own copy of the model with --model FILE.py:factory "
+                                        "(and --weights), or without --run-source")
 
 
 def build_model(spec: str, *, nir_dt: float = 1e-4, nir_scheme: str = "snntorch",
@@ -112,10 +164,12 @@ def load_weights(model: nn.Module, path: str, *, trust_pickle: bool = False, sea
     p = Path(path)
     what = _not_a_file(p)
     if what:
-        raise CheckpointError(f"checkpoint {path!r} {what}",
-                              remedy="give --weights the file written by torch.save(model.state_dict(), path)")
+        raise CheckpointError(f"checkpoint {path!r} {what}", remedy=CHECKPOINT_HINT)
     try:
-        state = torch.load(p, map_location="cpu", weights_only=True)
+        with files.open_regular(p, "checkpoint", remedy=CHECKPOINT_HINT) as f:
+            state = torch.load(f, map_location="cpu", weights_only=True)
+    except BadInput:
+        raise
     except Exception as e:
         if not trust_pickle:
             first = (str(e).splitlines() or [""])[0]
@@ -140,6 +194,7 @@ def load_weights(model: nn.Module, path: str, *, trust_pickle: bool = False, sea
                               remedy="use the checkpoint saved from this factory's model")
 
 
+CHECKPOINT_HINT = "give --weights the file written by torch.save(model.state_dict(), path)"
 STATE_HINT = "save it with torch.save(model.state_dict(), path): a flat dict of parameter name -> tensor"
 
 
@@ -231,35 +286,42 @@ def npz_header(z, key: str, path) -> tuple:
     return shape, dtype
 
 
-def load_npz(path, keys=None, *, max_bytes: int | None = None, what: str = "file", required=()) -> dict:
-    """Arrays of an ``.npz`` (no pickles), each size-checked from its header before it is read."""
-    p = Path(path)
-    try:
-        z = np.load(p, allow_pickle=False)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        raise BadInput(f"cannot read {what} {str(path)!r}: {e}", remedy="give an .npz written by np.savez") from e
-    if not isinstance(z, np.lib.npyio.NpzFile):  # a bare .npy array
-        raise BadInput(f"{what} {str(path)!r} is a single .npy array, not an .npz archive",
-                       remedy="save it with np.savez(path, input=x)")
-    try:
-        with z:
-            missing = [k for k in required if k not in z.files]
-            if missing:
-                raise BadInput(f"{what} {str(path)!r} has no key {missing[0]!r} (keys: {z.files})",
-                               remedy="save it with np.savez(path, input=x) where x is [T, B, ...]")
-            out = {}
-            for key in z.files if keys is None else keys:
-                if key not in z.files:
-                    continue
-                shape, dtype = npz_header(z, key, path)
-                if dtype.hasobject:
-                    raise BadInput(f"array {key!r} of {what} {str(path)!r} holds Python objects",
-                                   remedy="save plain numeric arrays (np.savez)")
-                check_input_size(shape, f"array {key!r} of {what} {str(path)!r}", max_bytes)
-                out[key] = z[key]
-            return out
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        raise BadInput(f"cannot read {what} {str(path)!r}: {e}", remedy="give an .npz written by np.savez") from e
+def load_npz(path, keys=None, *, max_bytes: int | None = None, what: str = "file", required=(),
+             nofollow: bool = False) -> dict:
+    """Arrays of an ``.npz`` (no pickles), each size-checked from its header before it is read. The file must be a
+    regular file (never a FIFO or a device); ``nofollow``: not a symbolic link either (a file inside an OUTDIR)."""
+    remedy = "give an .npz written by np.savez"
+    with files.open_regular(path, what, nofollow=nofollow, remedy=remedy) as f:
+        try:
+            z = np.load(f, allow_pickle=False)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            raise BadInput(f"cannot read {what} {str(path)!r}: {e}", remedy=remedy) from e
+        if not isinstance(z, np.lib.npyio.NpzFile):  # a bare .npy array
+            raise BadInput(f"{what} {str(path)!r} is a single .npy array, not an .npz archive",
+                           remedy="save it with np.savez(path, input=x)")
+        try:
+            with z:
+                return _arrays(z, path, keys, max_bytes, what, required)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            raise BadInput(f"cannot read {what} {str(path)!r}: {e}", remedy=remedy) from e
+
+
+def _arrays(z, path, keys, max_bytes, what: str, required) -> dict:
+    missing = [k for k in required if k not in z.files]
+    if missing:
+        raise BadInput(f"{what} {str(path)!r} has no key {missing[0]!r} (keys: {z.files})",
+                       remedy="save it with np.savez(path, input=x) where x is [T, B, ...]")
+    out = {}
+    for key in z.files if keys is None else keys:
+        if key not in z.files:
+            continue
+        shape, dtype = npz_header(z, key, path)
+        if dtype.hasobject:
+            raise BadInput(f"array {key!r} of {what} {str(path)!r} holds Python objects",
+                           remedy="save plain numeric arrays (np.savez)")
+        check_input_size(shape, f"array {key!r} of {what} {str(path)!r}", max_bytes)
+        out[key] = z[key]
+    return out
 
 
 def check_spike_input(x: np.ndarray, what: str, min_ndim: int = 3) -> np.ndarray:

@@ -1,15 +1,17 @@
 """What an OUTDIR keeps so that ``spikec verify`` needs nothing outside it and trusts nothing in report.json.
 
-``OUTDIR/source/`` holds a copy of the model file (``model.py``, or ``model.nir``) and the model's
-``state_dict`` as spikec loaded it (``weights.pt``, a plain state_dict whatever the user's checkpoint
-was, so verify never unpickles). The report's ``provenance`` records absolute paths and SHA-256 hashes of
-the originals, for people; verify reads code and weights only from ``OUTDIR/source`` or from paths given
-on its own command line.
+``OUTDIR/source/`` holds a copy of the model file under its own name (``net.py``; a ``.nir`` model as
+``model.nir``), the sibling modules it imports under theirs, and the model's ``state_dict`` as spikec loaded
+it (``weights.pt``, a plain state_dict whatever the user's checkpoint was, so verify never unpickles). The
+report's ``provenance`` records absolute paths and SHA-256 hashes of the originals, for people, and
+``source_file``, the copy's name in OUTDIR (``source/net.py``; OUTDIRs that predate it hold ``source/model.py``).
+verify reads code and weights only from ``OUTDIR/source`` (and runs that code only when told ``--run-source``)
+or from paths given on its own command line.
 
 A model given as a module *instance* (the Python API) has no MODEL spec. Its OUTDIR records the class
 (``provenance.instance``) and ``weights.pt``; when the class is defined at the top level of a ``.py`` file and
-``cls()`` rebuilds the same module (same ``repr``, same state_dict keys and shapes), that file is copied as
-``model.py`` with the class as the factory, so ``verify`` runs as for a ``FILE.py:factory``. Otherwise the
+``cls()`` rebuilds the same module (same ``repr``, same state_dict keys and shapes), that file is copied
+with the class as the factory, so ``verify`` runs as for a ``FILE.py:factory``. Otherwise the
 OUTDIR holds no code and ``verify`` refuses by name, asking for ``--model`` (``source_spec``).
 """
 import ast
@@ -110,11 +112,26 @@ def provenance(opts, inputs_file: str | None, model=None) -> dict:
     """Absolute paths and hashes of everything the compile read (information, never authority)."""
     if is_instance(opts.model):
         instance = instance_record(model)
-        return {"model": opts.model, "factory": instance["factory"], "model_file": instance["file"],
-                "instance": instance, "weights": _file_record(opts.weights), "inputs": _file_record(inputs_file)}
-    factory = None if opts.model.endswith(".nir") else opts.model.rpartition(":")[2]
-    return {"model": opts.model, "factory": factory, "model_file": _file_record(model_file(opts.model)),
-            "weights": _file_record(opts.weights), "inputs": _file_record(inputs_file)}
+        record = {"model": opts.model, "factory": instance["factory"], "model_file": instance["file"],
+                  "instance": instance, "weights": _file_record(opts.weights), "inputs": _file_record(inputs_file)}
+    else:
+        factory = None if opts.model.endswith(".nir") else opts.model.rpartition(":")[2]
+        record = {"model": opts.model, "factory": factory, "model_file": _file_record(model_file(opts.model)),
+                  "weights": _file_record(opts.weights), "inputs": _file_record(inputs_file)}
+    entry = _entry_file(opts, record)
+    return {**record, "source_file": f"{SOURCE_DIR}/{entry.name}" if entry else None}
+
+
+def _entry_file(opts, record: dict | None) -> Path | None:
+    """The Python file OUTDIR/source holds a copy of (None for a .nir model, or a module instance with no code)."""
+    if opts.model.endswith(".nir"):
+        return None
+    if is_instance(opts.model):  # the class's file only when its class rebuilds the module
+        instance = (record or {}).get("instance")
+        src = Path(instance["file"]["path"]) if instance and instance.get("factory") else None
+    else:
+        src = model_file(opts.model)
+    return src if src is not None and src.suffix == ".py" and src.is_file() else None
 
 
 def _imported_names(path: Path) -> set[str]:
@@ -153,21 +170,32 @@ def sibling_modules(src: Path) -> dict[str, Path]:
 
 
 def source_files(opts, model: torch.nn.Module, record: dict | None = None) -> dict:
-    """``OUTDIR`` file name -> writer, for the copies verify runs from (``record``: the report's provenance)."""
-    instance = (record or {}).get("instance")
-    if is_instance(opts.model):  # the class's file only when its class rebuilds the module
-        src = Path(instance["file"]["path"]) if instance and instance.get("factory") else None
-    else:
-        src = model_file(opts.model)
+    """``OUTDIR`` file name -> writer, for the copies verify runs from (``record``: the report's provenance). The
+    model file keeps its own name and its siblings theirs, so each import in them finds what it found before."""
     if opts.model.endswith(".nir"):
+        src = model_file(opts.model)
         return {f"{SOURCE_DIR}/{NIR_COPY}": lambda p: shutil.copyfile(src, p)}
     files = {f"{SOURCE_DIR}/{WEIGHTS_COPY}": lambda p: torch.save(model.state_dict(), p)}
-    if src is not None and src.is_file():
-        files[f"{SOURCE_DIR}/{MODEL_COPY}"] = lambda p: shutil.copyfile(src, p)
+    src = _entry_file(opts, record)
+    if src is not None:
+        files[f"{SOURCE_DIR}/{src.name}"] = lambda p: shutil.copyfile(src, p)
         for rel, path in sibling_modules(src).items():
-            if rel != MODEL_COPY:
-                files[f"{SOURCE_DIR}/{rel}"] = lambda p, path=path: shutil.copyfile(path, p)
+            files.setdefault(f"{SOURCE_DIR}/{rel}", lambda p, path=path: shutil.copyfile(path, p))
     return files
+
+
+def source_entry(outdir: Path, report: dict) -> Path:
+    """The copied model file in ``outdir/source`` the report names (``source/model.py`` for older OUTDIRs); BadInput
+    when the name is not a plain ``NAME.py`` directly in ``source/`` (the report is data: it picks no other file)."""
+    name = (report.get("provenance") or {}).get("source_file", f"{SOURCE_DIR}/{MODEL_COPY}")
+    if name is None:
+        name = f"{SOURCE_DIR}/{MODEL_COPY}"
+    base = name.removeprefix(f"{SOURCE_DIR}/") if isinstance(name, str) else ""
+    if not isinstance(name, str) or not name.startswith(f"{SOURCE_DIR}/") or not base.endswith(".py") \
+            or "/" in base or "\0" in base or base.startswith(".") or base in (".py", ""):
+        raise BadInput(f"{str(outdir)!r}: report.json names no valid source file ({name!r})",
+                       remedy="recompile, or pass --model FILE.py:factory to verify against the original model")
+    return Path(outdir) / SOURCE_DIR / base
 
 
 def source_spec(outdir: Path, report: dict) -> tuple[str, str | None]:
@@ -177,7 +205,8 @@ def source_spec(outdir: Path, report: dict) -> tuple[str, str | None]:
         return str(src / NIR_COPY), None
     factory = (report.get("provenance") or {}).get("factory")
     instance = (report.get("provenance") or {}).get("instance")
-    if is_instance(report.get("model")) and not (src / MODEL_COPY).is_file():
+    entry = source_entry(outdir, report)
+    if is_instance(report.get("model")) and not entry.is_file():
         why = instance.get("not_rebuildable") if isinstance(instance, dict) else None
         raise BadInput(f"{str(outdir)!r} was compiled from a module instance ({report['model'][len(INSTANCE):-1]}) "
                        f"and holds no code to rebuild it" + (f": {why}" if isinstance(why, str) else ""),
@@ -186,8 +215,8 @@ def source_spec(outdir: Path, report: dict) -> tuple[str, str | None]:
     if not isinstance(factory, str) or not factory.isidentifier():
         raise BadInput(f"{str(outdir)!r}: report.json names no valid factory ({factory!r})",
                        remedy="pass --model FILE.py:factory to verify against the original model")
-    if not (src / MODEL_COPY).is_file():
-        raise BadInput(f"{str(outdir)!r} holds no copy of the model source ({SOURCE_DIR}/{MODEL_COPY})",
+    if not entry.is_file():
+        raise BadInput(f"{str(outdir)!r} holds no copy of the model source ({SOURCE_DIR}/{entry.name})",
                        remedy="pass --model FILE.py:factory (and --weights) to verify against the original model")
     weights = src / WEIGHTS_COPY
-    return f"{src / MODEL_COPY}:{factory}", str(weights) if weights.is_file() else None
+    return f"{entry}:{factory}", str(weights) if weights.is_file() else None

@@ -4,6 +4,13 @@
 where code or weights come from (``OUTDIR/source`` or verify's own ``--model``/``--weights``), or whether
 a pickle may be opened (only verify's own ``--trust-pickle``, and only for its own ``--weights``). Its
 options are read back only as compile settings (passes, seed, ...) and are validated like the CLI's.
+
+No code from OUTDIR runs unless asked: by default verify checks what needs no model code (the IR loads and
+verifies, reproduces io.npz's recorded outputs, and every target artifact against it; a ``.nir`` source, which is
+data, is replayed too) and says that the source was not run and how to run it. ``run_source`` (``--run-source``)
+runs ``OUTDIR/source``'s copy of the model code, refusing a folder holding a module named like an installed one;
+``model`` (``--model``) runs the user's own code. Every file is read as ``spikec.app.files`` reads OUTDIRs:
+regular files only, no symbolic links, bounded.
 """
 import dataclasses
 import json
@@ -11,12 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
+from spikec.app import files
 from spikec.app import outdir as owned
 from spikec.app.conventions import choose
 from spikec.frontend.stepping import STEPPINGS
 from spikec.app.driver import CODINGS, CompileOptions, check_options, compile_model, load_source
 from spikec.app.multitarget import plan
-from spikec.app.provenance import SOURCE_DIR, WEIGHTS_COPY, instance_spec, source_spec
+from spikec.app.provenance import NIR_COPY, SOURCE_DIR, WEIGHTS_COPY, instance_spec, source_entry, source_spec
 from spikec.app import loader
 from spikec.compiler.checker import Comparison, compare_graphs, compare_with_torch
 from spikec.compiler.errors import BadInput, IRError, SpikecError
@@ -30,15 +38,19 @@ REPLAYED = ("passes", "target", "seed", "nir_dt", "nir_scheme", "coding", "ttfs_
             "nir_consumer")
 CHOICES = {"nir_scheme": ("snntorch", "norse"), "coding": ("native", *CODINGS),  # as the CLI's click.Choice
            "stepping": ("auto", *STEPPINGS), "nir_consumer": ("any", "snntorch", "norse")}
+NOT_AN_OUTDIR = "point at a directory written by `spikec compile` (recompile older ones)"
 
 
 def _read_report(out: Path) -> dict:
-    if not owned.is_owned(out):
-        raise BadInput(f"{str(out)!r} is not an OUTDIR written by `spikec compile` (no {owned.MARKER} marker)",
-                       remedy="point at a directory written by `spikec compile` (recompile older ones)")
+    why = owned.ownership(out) if out.is_dir() else "it is not a directory"
+    if why:
+        raise BadInput(f"{str(out)!r} is not an OUTDIR written by `spikec compile` ({why})", remedy=NOT_AN_OUTDIR)
+    files.check_tree(out)  # no link, FIFO or device anywhere before any file of it is opened
     try:
-        report = json.loads((out / "report.json").read_text())
-    except (OSError, ValueError, RecursionError) as e:  # RecursionError: JSON nested too deep to parse
+        data = files.read_bytes(out / "report.json", "report.json", files.JSON_LIMITS["report.json"], nofollow=True,
+                                remedy="point at a directory written by `spikec compile`")
+        report = json.loads(data)
+    except (ValueError, RecursionError) as e:  # RecursionError: JSON nested too deep to parse
         raise BadInput(f"{str(out)!r} holds no readable report.json: {type(e).__name__}: {e}",
                        remedy="point at a directory written by `spikec compile`") from e
     if not isinstance(report, dict):
@@ -48,6 +60,42 @@ def _read_report(out: Path) -> dict:
             raise BadInput(f"{str(out)!r}: report.json {key!r} is a JSON {type(report[key]).__name__}, not an object",
                            remedy="recompile")
     return report
+
+
+def source_mode(out: Path, model, weights, run_source: bool) -> str | None:
+    """Where the source model verify checks against comes from: ``model`` (verify's own ``--model`` or module),
+    ``nir`` (OUTDIR's ``.nir`` copy: data, no code), ``outdir`` (OUTDIR's code, with ``run_source``), or None."""
+    if model is not None:
+        if run_source:
+            raise BadInput("--run-source and --model both name the model to run",
+                           remedy="give --model to run your own code, or --run-source to run OUTDIR's copy")
+        return "model"
+    if (out / SOURCE_DIR / NIR_COPY).is_file():
+        return "nir"
+    if run_source:
+        return "outdir"
+    if weights is not None:
+        raise BadInput("--weights is the checkpoint of the source model, and verify runs none unless asked",
+                       remedy="add --model FILE.py:factory (your own code) or --run-source (OUTDIR/source's code)")
+    return None
+
+
+def not_run(out: Path, report: dict) -> dict:
+    """The result entry of a verification that ran no source model: why, and how to run it."""
+    try:
+        entry = source_entry(out, report)
+    except BadInput:
+        entry = None
+    code = entry if entry is not None and entry.is_file() else None
+    own = f"--model FILE.py:factory --weights {out / SOURCE_DIR / WEIGHTS_COPY}"
+    if code is None:
+        return {"equivalent": True, "not_run": True, "checks": ["source_vs_deployed", "passes_replayed"],
+                "reason": "OUTDIR holds no code to rebuild the source model", "remedy": own + " (your own code)"}
+    return {"equivalent": True, "not_run": True, "checks": ["source_vs_deployed", "passes_replayed"],
+            "code": str(code),
+            "reason": f"the source model was not run: its code, {code}, came with OUTDIR, and verify runs no code "
+                      "from OUTDIR unless asked",
+            "remedy": f"add --run-source to run that code (read it first: it runs as you), or {own} to run your own"}
 
 
 def _replay_options(report: dict, model: str, weights: str | None, trust_pickle: bool) -> CompileOptions:
@@ -77,7 +125,7 @@ def _replay_options(report: dict, model: str, weights: str | None, trust_pickle:
 
 
 def _recorded(out: Path, max_bytes) -> dict:
-    arrays = loader.load_npz(out / "io.npz", max_bytes=max_bytes, what="io.npz", required=("input",))
+    arrays = loader.load_npz(out / "io.npz", max_bytes=max_bytes, what="io.npz", required=("input",), nofollow=True)
     odd = [k for k, v in arrays.items() if v.dtype.kind not in "fiub"]
     if odd:
         raise BadInput(f"{str(out / 'io.npz')!r}: array {odd[0]!r} has dtype {arrays[odd[0]].dtype}, not numbers",
@@ -124,13 +172,16 @@ def compare_io(graph: Graph, x, recorded: dict, approximate: bool) -> dict:
 
 
 def verify_outdir(outdir, inputs: str | None = None, *, model=None, weights: str | None = None,
-                  trust_pickle: bool = False, max_input_bytes: int | None = None) -> dict:
+                  trust_pickle: bool = False, max_input_bytes: int | None = None, run_source: bool = False) -> dict:
     """Every check that applies to ``outdir``; returns ``{check: summary}`` (each with ``equivalent``).
 
     ``model``: a MODEL spec (``FILE.py:factory``, ``.nir``) or an ``nn.Module`` instance (the Python API) to verify
-    against instead of ``OUTDIR/source``."""
+    against instead of ``OUTDIR/source``. ``run_source``: run OUTDIR/source's copy of the model code (else the
+    source model is not checked: ``source_not_run`` says so and how to run it)."""
     out = Path(outdir)
     report = _read_report(out)
+    _replay_options(report, "", None, False)  # the recorded settings are checked whether or not a replay uses them
+    mode = source_mode(out, model, weights, run_source)
     graph = load_graph(out)
     results = {"ir_verifies": {"equivalent": True}}
     recorded = _recorded(out, max_input_bytes)
@@ -143,7 +194,10 @@ def verify_outdir(outdir, inputs: str | None = None, *, model=None, weights: str
     if not inputs:
         results["io_outputs"] = compare_io(graph, x, recorded, approximate)
     results.update(_target_checks(out, graph, x, report))
-    sources = _source_checks(out, report, graph, x, bool(inputs), model, weights, trust_pickle)
+    if mode is None:
+        results["source_not_run"] = not_run(out, report)
+        return results
+    sources = _source_checks(out, report, graph, x, bool(inputs), model, weights, trust_pickle, mode)
     if approximate and "passes_replayed" in sources and not sources["source_vs_deployed"].get("approximate"):
         # the replay is exact: no approximation explains the deployed_output, the source's outputs must match too
         results["io_outputs"] = compare_io(graph, x, recorded, approximate=False)
@@ -180,12 +234,13 @@ def _claimed_targets(report: dict) -> list[str]:
     return sorted({n for n in names if isinstance(n, str) and n in ARTIFACTS})
 
 
-def _source_checks(out, report, graph, x, given_inputs, model, weights, trust_pickle) -> dict:
+def _source_checks(out, report, graph, x, given_inputs, model, weights, trust_pickle, mode) -> dict:
     """The source model (OUTDIR's copy, or verify's --model) against the deployed graph, and the replayed passes."""
-    opts, source, model = replay_source(out, report, model, weights, trust_pickle)
+    opts, source, spec = replay_source(out, report, model, weights, trust_pickle, run_source=mode == "outdir")
     kind, ceiling = loader.value_kind(np.asarray(x))
     adapted = choose(source, opts.stepping, np.asarray(x, dtype=np.float64), kind, ceiling).model
-    results = {"source_vs_deployed": compare_with_torch(adapted, graph, x, progress="verifying").summary()}
+    results = {"source_vs_deployed": {**compare_with_torch(adapted, graph, x, progress="verifying").summary(),
+                                      "source": describe_source(mode, spec)}}
     if given_inputs:
         return results
     replay = compile_model(dataclasses.replace(opts, target="none"), model=source, inputs=x)
@@ -198,9 +253,21 @@ def _source_checks(out, report, graph, x, given_inputs, model, weights, trust_pi
     return results
 
 
-def replay_source(out: Path, report: dict, model, weights: str | None, trust_pickle: bool):
+def describe_source(mode: str, spec: str) -> str:
+    """Where the source model that ran came from, for the result and the terminal."""
+    if mode == "outdir":
+        return f"{spec} (the code OUTDIR carries, run because of --run-source)"
+    if mode == "nir":
+        return f"{spec} (NIR data OUTDIR carries: no code from OUTDIR ran)"
+    return f"{spec} (verify's --model: your own code)"
+
+
+def replay_source(out: Path, report: dict, model, weights: str | None, trust_pickle: bool, *,
+                  run_source: bool = False):
     """``(options, source module, MODEL spec)``: the compile settings replayed from the report and the source model
-    (OUTDIR's copy, or verify's own ``model``/``weights``), loaded as ``spikec verify`` trusts them."""
+    (verify's own ``model``/``weights``, OUTDIR's ``.nir`` copy, or with ``run_source`` OUTDIR's code), loaded as
+    ``spikec verify`` trusts them. OUTDIR's code runs only with ``run_source``, and not from a folder holding a
+    module named like an installed one."""
     instance = None
     if model is not None and not isinstance(model, str):  # a module instance (spikec.verify(outdir, model=net))
         instance, model = model, instance_spec(model)
@@ -209,6 +276,11 @@ def replay_source(out: Path, report: dict, model, weights: str | None, trust_pic
         if copy.exists() and not copy.is_file():
             raise BadInput(f"{str(copy)!r} is not a file", remedy="recompile")
         model, copied = source_spec(out, report)
+        if not model.endswith(".nir"):
+            if not run_source:
+                raise BadInput(f"running {model.rpartition(':')[0]} (code OUTDIR carries) needs --run-source",
+                               remedy="add --run-source, or give --model FILE.py:factory")
+            loader.check_no_shadowing(out / SOURCE_DIR)
         weights = weights or copied
         if weights == copied:
             trust_pickle = False  # spikec wrote it as a plain state_dict: never unpickle it

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import spikec
 from app_helpers import HERE, REPO, assert_clean_failure, cli
+from spikec.app.dataset_run import verify_dataset
 from spikec.compiler.errors import BadInput
 
 SAMPLES = 200
@@ -46,6 +46,12 @@ def tampered(compiled, tmp_path_factory):
     return out
 
 
+def _verify(outdir, inputs, **options):
+    """The data-set verification of OUTDIR's own source code (``--run-source``; the Python API takes no such
+    keyword yet, so the runner is called directly)."""
+    return verify_dataset(str(outdir), str(inputs), run_source=True, **options)
+
+
 def _data(out: Path, suffix=".npz") -> Path:
     return out.parent / f"data{suffix}"
 
@@ -55,8 +61,8 @@ def _counts(result: dict) -> dict:
 
 
 def test_one_and_two_workers_merge_to_identical_counts(compiled):
-    one = spikec.verify(compiled, _data(compiled), workers=1)
-    two = spikec.verify(compiled, _data(compiled, ".npy"), workers=2)  # .npy read too, the same samples
+    one = _verify(compiled, _data(compiled), workers=1)
+    two = _verify(compiled, _data(compiled, ".npy"), workers=2)  # .npy read too, the same samples
     assert one["dataset"]["runner"] == "inline" and two["dataset"]["runner"] == "processes"
     assert len(two["dataset"]["shards"]) == 2 and one["dataset"]["samples"] == SAMPLES
     assert _counts(one) == _counts(two)
@@ -67,8 +73,8 @@ def test_one_and_two_workers_merge_to_identical_counts(compiled):
 
 
 def test_a_wrong_deployed_graph_gives_per_sample_mismatches_and_worst_margins(tampered):
-    two = spikec.verify(tampered, _data(tampered), workers=2, targets="none")
-    one = spikec.verify(tampered, _data(tampered), workers=1, targets="none")
+    two = _verify(tampered, _data(tampered), workers=2, targets="none")
+    one = _verify(tampered, _data(tampered), workers=1, targets="none")
     assert _counts(one) == _counts(two)
     s = two["source_vs_deployed"]
     assert not s["equivalent"] and not two["dataset"]["equivalent"]
@@ -81,7 +87,7 @@ def test_a_wrong_deployed_graph_gives_per_sample_mismatches_and_worst_margins(ta
     assert {m["sample"] for m in lif["worst"]} <= set(bad)
     assert two["dataset"]["targets_skipped"] == ["onnx"] and "target_onnx" not in two
 
-    result = cli("verify", tampered, "--inputs", _data(tampered), "--workers", "2")
+    result = cli("verify", tampered, "--run-source", "--inputs", _data(tampered), "--workers", "2")
     assert result.exit_code == 1, result.output
     assert "samples equivalent" in result.stdout and "NOT (samples" in result.stdout
     assert "node 'lif' (spike)" in result.stdout and "smallest margins: sample" in result.stdout
@@ -89,7 +95,7 @@ def test_a_wrong_deployed_graph_gives_per_sample_mismatches_and_worst_margins(ta
 
 
 def test_progress_goes_to_stderr_and_json_to_stdout(compiled):
-    result = cli("verify", compiled, "--inputs", _data(compiled), "--workers", "1", "--json")
+    result = cli("verify", compiled, "--run-source", "--inputs", _data(compiled), "--workers", "1", "--json")
     assert result.exit_code == 0, result.output
     assert f"{SAMPLES}/{SAMPLES}" in result.stderr and "sample" in result.stderr
     import json
@@ -105,20 +111,20 @@ def test_progress_goes_to_stderr_and_json_to_stdout(compiled):
     (["--workers", "2", "--targets", "gpu"], ["'gpu' is not a target", "remedy"]),
 ])
 def test_bad_options_are_named_errors_with_remedies(compiled, args, phrases):
-    assert_clean_failure(cli("verify", compiled, "--inputs", _data(compiled), *args), 2, *phrases)
+    assert_clean_failure(cli("verify", compiled, "--run-source", "--inputs", _data(compiled), *args), 2, *phrases)
 
 
 def test_a_data_set_of_the_wrong_shape_or_none_is_refused_before_any_worker(compiled, tmp_path):
     wrong = tmp_path / "wrong.npz"
     np.savez(wrong, input=np.zeros((5, 10, 11)))
-    assert_clean_failure(cli("verify", compiled, "--inputs", wrong, "--workers", "2"), 2,
+    assert_clean_failure(cli("verify", compiled, "--run-source", "--inputs", wrong, "--workers", "2"), 2,
                          "has shape (5, 10, 11)", "graph's input shape (12,)", "remedy: lay the data set out as "
                          "[T, B, 12]")
     assert_clean_failure(cli("verify", compiled, "--workers", "2"), 2, "needs the data set", "--inputs DATA.npz")
     nokey = tmp_path / "nokey.npz"
     np.savez(nokey, x=np.zeros((5, 10, 12)))
     with pytest.raises(BadInput, match="no key 'input'"):
-        spikec.verify(compiled, nokey, workers=2)
+        _verify(compiled, nokey, workers=2)
 
 
 def test_a_failing_worker_is_named_by_its_shard(compiled, tmp_path):
@@ -126,7 +132,7 @@ def test_a_failing_worker_is_named_by_its_shard(compiled, tmp_path):
     x[2, 150, 4] = np.nan  # sample 150: shard 1 of 2 (samples 128-199, whole chunks of 64)
     bad = tmp_path / "nan.npy"
     np.save(bad, x)
-    result = cli("verify", compiled, "--inputs", bad, "--workers", "2")
+    result = cli("verify", compiled, "--run-source", "--inputs", bad, "--workers", "2")
     assert_clean_failure(result, 2, "shard 1 (samples 128-199)", "NaN or Inf", "remedy")
 
 
@@ -149,8 +155,8 @@ def test_ctrl_c_leaves_no_worker_behind(compiled, tmp_path):
     np.save(tmp_path / "big.npy", x)
     tag = f"SPIKEC_TEST_TAG={uuid.uuid4().hex}"
     env = {**os.environ, tag.split("=")[0]: tag.split("=")[1]}
-    proc = subprocess.Popen([sys.executable, "-m", "spikec.app.cli", "verify", str(compiled), "--inputs",
-                             str(tmp_path / "big.npy"), "--workers", "2", "--targets", "none"], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "spikec.app.cli", "verify", str(compiled), "--run-source",
+                             "--inputs", str(tmp_path / "big.npy"), "--workers", "2", "--targets", "none"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, cwd=REPO)
     try:
         deadline = time.monotonic() + 60
@@ -173,8 +179,8 @@ def test_ctrl_c_leaves_no_worker_behind(compiled, tmp_path):
 
 def test_ray_local_merges_to_the_same_counts(compiled):
     pytest.importorskip("ray", reason="ray (an optional extra) is not installed: `make venv` tries to install it")
-    local = spikec.verify(compiled, _data(compiled), ray="local", workers=2)
-    inline = spikec.verify(compiled, _data(compiled), workers=1)
+    local = _verify(compiled, _data(compiled), ray="local", workers=2)
+    inline = _verify(compiled, _data(compiled), workers=1)
     assert local["dataset"]["runner"] == "ray" and len(local["dataset"]["shards"]) == 2
     assert _counts(local) == _counts(inline) and local["target_onnx"] == inline["target_onnx"]
 
@@ -214,7 +220,7 @@ def test_a_loop_model_takes_its_static_input_per_sample(tmp_path):
     result = cli("compile", f"{tmp_path / 'static.py'}:static", "--inputs", tmp_path / "in.npz", "--stepping",
                  "loop", "-o", out)
     assert result.exit_code == 0, result.output
-    one = spikec.verify(out, tmp_path / "data.npz", workers=1)
-    two = spikec.verify(out, tmp_path / "data.npz", workers=2)
+    one = _verify(out, tmp_path / "data.npz", workers=1)
+    two = _verify(out, tmp_path / "data.npz", workers=2)
     assert one["dataset"]["layout"].startswith("[B, ...]") and _counts(one) == _counts(two)
     assert one["source_vs_deployed"]["spikes_compared"] == 150 * 6 * 6 and one["source_vs_deployed"]["equivalent"]

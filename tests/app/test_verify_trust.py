@@ -1,4 +1,5 @@
-"""``spikec verify`` trusts nothing in OUTDIR: report.json is data; code and weights come from OUTDIR/source."""
+"""``spikec verify`` trusts nothing in OUTDIR: report.json is data; code and weights come from OUTDIR/source, and
+that code runs only with --run-source."""
 import json
 import shutil
 import sys
@@ -71,7 +72,7 @@ def test_report_naming_a_malicious_pickle_is_never_unpickled(outdir, tmp_path):
     options = json.loads((outdir / "report.json").read_text())["options"]
     _edit_report(outdir, weights=str(tmp_path / "evil.pt"),
                  options={**options, "weights": str(tmp_path / "evil.pt"), "trust_pickle": True})
-    result = cli("verify", outdir)
+    result = cli("verify", outdir, "--run-source")
     assert not flag.exists()
     assert result.exit_code == 0, result.output  # the report's paths are never read: OUTDIR's copy is used
 
@@ -81,7 +82,7 @@ def test_a_malicious_pickle_in_outdir_exits_2_without_running(outdir, tmp_path):
     torch.save(Boom(str(flag)), outdir / "source" / "weights.pt")
     _edit_report(outdir, options={**json.loads((outdir / "report.json").read_text())["options"],
                                   "trust_pickle": True})
-    result = cli("verify", outdir)
+    result = cli("verify", outdir, "--run-source")
     assert_clean_failure(result, 2, "weights.pt")
     assert not flag.exists()
 
@@ -92,8 +93,9 @@ def test_report_naming_another_model_file_never_imports_it(outdir, tmp_path):
     evil.write_text(f"from pathlib import Path\nPath({str(flag)!r}).write_text('ran')\ndef two_outputs():\n    pass\n")
     _edit_report(outdir, model=f"{evil}:two_outputs",
                  options={**json.loads((outdir / "report.json").read_text())["options"], "model": f"{evil}:two_outputs"},
-                 provenance={"factory": "two_outputs", "model": f"{evil}:two_outputs"})
-    result = cli("verify", outdir)
+                 provenance={**json.loads((outdir / "report.json").read_text())["provenance"],
+                             "factory": "two_outputs", "model": f"{evil}:two_outputs"})
+    result = cli("verify", outdir, "--run-source")
     assert result.exit_code == 0, result.output
     assert not flag.exists()
 
@@ -115,7 +117,7 @@ def test_a_claimed_target_whose_artifact_is_gone_fails(outdir):
 
 def test_a_factory_name_that_is_not_an_identifier_is_refused(outdir):
     _edit_report(outdir, provenance={"factory": "__import__('os').system('true')"})
-    result = cli("verify", outdir)
+    result = cli("verify", outdir, "--run-source")
     assert_clean_failure(result, 2, "no valid factory")
 
 
@@ -131,15 +133,14 @@ def test_verifies_after_a_move_and_with_its_sources_gone(outdir, tmp_path, monke
     src = Path(json.loads((moved / "report.json").read_text())["provenance"]["model_file"]["path"])
     assert src.is_file()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    result = cli("verify", "moved")
+    result = cli("verify", "moved", "--run-source")
     assert result.exit_code == 0, result.output
 
 
 def test_a_missing_source_copy_says_so_and_verify_model_overrides(outdir):
-    (outdir / "source" / "models.py").unlink(missing_ok=True)
-    (outdir / "source" / "model.py").unlink()
-    result = cli("verify", outdir)
-    assert_clean_failure(result, 2, "holds no copy of the model source", "--model")
+    (outdir / "source" / "models.py").unlink()
+    result = cli("verify", outdir, "--run-source")
+    assert_clean_failure(result, 2, "holds no copy of the model source (source/models.py)", "--model")
     weights = outdir / "source" / "weights.pt"
     result = cli("verify", outdir, "--model", f"{HERE / 'models.py'}:two_outputs", "--weights", weights)
     assert result.exit_code == 0, result.output
@@ -165,11 +166,13 @@ def test_verify_trust_pickle_is_its_own_flag(outdir, tmp_path):
 def test_verify_does_not_change_outdir(outdir):
     before = snapshot(outdir)
     assert cli("verify", outdir).exit_code == 0
+    assert cli("verify", outdir, "--run-source").exit_code == 0
     assert snapshot(outdir) == before
 
 
 def test_a_model_importing_its_siblings_verifies_from_outdir_alone(tmp_path, monkeypatch):
-    """The sibling modules the model file imports are copied too, so verify needs nothing outside OUTDIR."""
+    """The sibling modules the model file imports are copied too, each under its own name (the entry keeps its
+    name, net.py), so verify --run-source needs nothing outside OUTDIR."""
     src = tmp_path / "project"
     (src / "helpers").mkdir(parents=True)
     (src / "helpers" / "__init__.py").write_text("")
@@ -184,10 +187,11 @@ def test_a_model_importing_its_siblings_verifies_from_outdir_alone(tmp_path, mon
     out = tmp_path / "out"
     result = cli("compile", f"{src / 'net.py'}:build", "-o", out)
     assert result.exit_code == 0, result.output
-    assert {"model.py", "layers.py", "helpers/sizes.py"} <= {str(p.relative_to(out / "source"))
+    assert {"net.py", "layers.py", "helpers/sizes.py"} <= {str(p.relative_to(out / "source"))
                                                              for p in (out / "source").rglob("*.py")}
     shutil.rmtree(src)
     for name in ("layers", "helpers", "helpers.sizes"):  # as in a new process: imported again, from OUTDIR
         monkeypatch.delitem(sys.modules, name)
-    result = cli("verify", out)
+    result = cli("verify", out, "--run-source")
     assert result.exit_code == 0, result.output
+    assert "source_vs_deployed   ok" in result.output and "passes_replayed      ok" in result.output

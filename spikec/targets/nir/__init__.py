@@ -26,6 +26,7 @@ from spikec.compiler.checker import Comparison
 from spikec.compiler.ir import Graph
 from spikec.targets import TargetResult, register_target
 from spikec.targets.nir import consumers as consumers_mod
+from spikec.targets.nir import hdf5
 from spikec.targets.nir import interpreter
 from spikec.targets.nir.export import CONSUMER, DISCRETIZATION, DT, FIRING, SCHEME, export_graph
 
@@ -117,7 +118,7 @@ def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: floa
 def check_file(path, graph: Graph, inputs, reference, dt: float = DT, scheme: str = SCHEME,
                source_outputs=None, with_consumers: bool = True) -> dict:
     """Re-read ``path`` and check it: own interpreter (both schemes), then the consumers."""
-    g = nir.read(path)
+    g = hdf5.read(path)
     mapping = _mapping(g)
     meta = g.metadata if isinstance(g.metadata, dict) else {}
     dt = float(meta.get("dt", dt))

@@ -19,6 +19,7 @@ import numpy as np
 import nir
 
 from spikec.compiler.errors import BadInput
+from spikec.targets.nir import hdf5
 from spikec.targets.nir.interpreter import SCHEMES, SUPPORTED, kind
 
 NEURON_TAUS = {"LIF": ("tau",), "LI": ("tau",), "CubaLIF": ("tau_syn", "tau_mem"), "CubaLI": ("tau_syn", "tau_mem")}
@@ -42,6 +43,7 @@ def read_nir(source) -> tuple[nir.NIRGraph, list[dict]]:
     path = Path(source)
     if not path.is_file():
         raise BadInput(f"NIR file {str(path)!r} does not exist")
+    hdf5.check_file(path)  # every array inside the file, for the strict and the lenient read alike
     try:
         return nir.read(path), []
     except Exception as strict:  # nir raises ValueError, KeyError, AssertionError ... on a file it rejects

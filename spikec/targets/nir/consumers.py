@@ -17,6 +17,8 @@ import nir
 import numpy as np
 import torch
 
+from spikec.targets.nir import hdf5
+
 CONSUMERS = ("snntorch", "norse")
 SNNTORCH_NODES = ("Input", "Output", "Affine", "Linear", "Conv2d", "Flatten", "AvgPool2d", "LIF", "CubaLIF")
 NORSE_NODES = ("Input", "Output", "Affine", "Linear", "Conv2d", "Flatten", "LIF", "IF", "CubaLIF")
@@ -173,7 +175,7 @@ def _quiet():
 
 
 def _import(consumer: str, path, dt: float):
-    graph = nir.read(path)
+    graph = hdf5.read(path)
     if consumer == "snntorch":
         from snntorch.import_nir import import_from_nir
         return import_from_nir(graph)
@@ -198,7 +200,7 @@ def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape) 
     Returns the graph output ``[T, B, *out_shape]`` and the spikes of every hooked neuron ``[T, B, ...]``.
     """
     from spikec.targets.nir.interpreter import one_thread
-    graph = nir.read(path)
+    graph = hdf5.read(path)
     wanted = _hook_names(graph)
     with _quiet(), one_thread():
         module = _import(consumer, path, dt)

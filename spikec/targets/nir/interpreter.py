@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from spikec.compiler.errors import BadInput, UnsupportedOp
+from spikec.targets.nir import hdf5
 
 SCHEMES = ("snntorch", "norse")
 NEURONS = ("LIF", "LI", "IF", "I", "CubaLIF", "CubaLI")
@@ -69,6 +70,7 @@ def read(source) -> nir.NIRGraph:
     path = Path(source)
     if not path.is_file():
         raise BadInput(f"NIR file {str(path)!r} does not exist")
+    hdf5.check_file(path)  # every array inside the file: no external link or storage is followed
     try:
         return nir.read(path)
     except Exception as e:
