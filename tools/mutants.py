@@ -10,7 +10,7 @@ mutant says whether it is ``semantic`` (changes what the compiled graph computes
 """
 from dataclasses import dataclass
 
-KINDS = ("pass", "checker", "interpreter", "quantizer", "emitter", "export")
+KINDS = ("pass", "checker", "interpreter", "quantizer", "emitter", "export", "frontend", "app")
 
 
 @dataclass(frozen=True)
@@ -342,4 +342,65 @@ MUTANTS: tuple[Mutant, ...] = (
        'arrays = {f"{n.name}/{k}": v for n in graph.nodes for k, v in n.params.items()}',
        'arrays = {f"{n.name}/{k}": v.astype(np.float32) for n in graph.nodes for k, v in n.params.items()}',
        T_SERIAL, "weights.npz written in float32"),
+)
+
+
+# -- blind spots: one-line bugs in code added late, each in a check no other test drove with its trigger ----
+# (tests/**/test_blind_spots*.py were written for them; ``mutation.py --set blind-spots --exclude-tests
+# '*blind_spots*'`` shows what the other tests alone kill.) The first test file of each is the one written for it.
+B_APP = "tests/app/test_blind_spots.py"
+B_LAVA = "tests/targets/lava/test_blind_spots_lava.py"
+B_ONNX = "tests/targets/onnx/test_blind_spots_onnx.py"
+B_FRONT = "tests/frontend/test_blind_spots_frontend.py"
+OUTDIR = "spikec/app/outdir.py"
+
+BLIND_SPOTS: tuple[Mutant, ...] = (
+    # (a)-(i): the blind spots the acceptance run found
+    _m("and-readout-any-weight-unscaled", "quantizer", "spikec/targets/lava/and_neurons.py",
+       'graph.node(s.source).op == "and_gate" and np.isin(s.op.weight, (0.0, 1.0)).all()',
+       'graph.node(s.source).op == "and_gate"',
+       (B_LAVA, "tests/targets/lava/test_sdna_sdt_lava.py"),
+       "a read-out of AND spikes through real weights deployed unscaled (weights round to 0/1; bit_exact stays "
+       "true, Lava and the reference share the integers)"),
+    _m("exact-verify-ignores-extra-arrays", "checker", "spikec/targets/lava/exact_source.py",
+       "lowered = [k for k in sorted(set(fresh) | set(arrays))",
+       "lowered = [k for k in sorted(set(fresh))",
+       (B_LAVA, "tests/targets/lava/test_exact_source.py"),
+       "exact-source verify ignores an array in OUTDIR the lowering never wrote"),
+    _m("norse-reset-not-shifted", "quantizer", "spikec/targets/lava/framework_neurons.py",
+       'v_reset=get("v_reset") - v_leak,',
+       'v_reset=get("v_reset"),',
+       (B_LAVA, "tests/targets/lava/test_framework_neurons.py"),
+       "a Norse LIF resets its v_leak-shifted state to v_reset unshifted (only a loose spike agreement sees it)"),
+    _m("outdir-ancestor-rule-dropped", "app", OUTDIR,
+       "if real == p or real in p.parents:",
+       "if real == p:",
+       (B_APP, "tests/app/test_outdir.py"),
+       "an OUTDIR that contains the cwd or a file the compile reads is accepted (the refusal of an unowned non-empty "
+       "directory fired first in the old test)"),
+    _m("outdir-missing-equivalent-overwritten", "app", OUTDIR,
+       '.get("equivalent") is not False',
+       '.get("equivalent") is True',
+       (B_APP, "tests/app/test_outdir.py"),
+       "an OUTDIR whose report lacks 'equivalent' is overwritten by a failed compile (it should be kept)"),
+    _m("plif-zero-decay-not-warned", "app", "spikec/app/vacuity.py",
+       '"lif_sj": DecayRule(_spikingjelly),',
+       '"lif_sj": DecayRule(_spikingjelly, zero_ok=True),',
+       (B_APP, "tests/app/test_vacuity.py"),
+       "a ParametricLIFNode with decay k = 1 (membrane decay 0: memoryless) gets no warning"),
+    _m("streaming-limit-longest-table", "export", "spikec/targets/onnx/streaming.py",
+       "return min(rows, default=None)",
+       "return max(rows, default=None)",
+       (B_ONNX, "tests/targets/onnx/test_onnx_streaming.py"),
+       "the step model's max_steps is the longest per-step table, not the shortest (the stream fails before it)"),
+    _m("step-reset-skips-syn", "frontend", "spikec/frontend/stepping.py",
+       'SNNTORCH_HIDDEN = ("spk", "syn", "syn_exc", "syn_inh", "mem")',
+       'SNNTORCH_HIDDEN = ("spk", "syn_exc", "syn_inh", "mem")',
+       (B_FRONT, "tests/frontend/test_snntorch_step.py"),
+       "--stepping step leaves snnTorch Synaptic's syn from the previous run (a second run starts elsewhere)"),
+    _m("verify-trusts-outdir-pickle", "app", "spikec/app/verify.py",
+       "        weights = weights or copied\n        if weights == copied:\n            trust_pickle = False",
+       "        weights = weights or copied\n        if weights is None:\n            trust_pickle = False",
+       (B_APP, "tests/app/test_verify_trust.py"),
+       "verify --trust-pickle unpickles OUTDIR/source/weights.pt (it may only unpickle verify's own --weights)"),
 )

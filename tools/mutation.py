@@ -4,6 +4,7 @@
     .venv/bin/python tools/mutation.py                  # every mutant, tests + runtime checks
     .venv/bin/python tools/mutation.py --list           # the mutants (tools/mutants.py)
     .venv/bin/python tools/mutation.py --only ID[,ID] --kind pass --no-runtime --jobs 2
+    .venv/bin/python tools/mutation.py --set blind-spots --exclude-tests '*blind_spots*'   # killed before them?
 
 The repository's files (``git ls-files`` plus untracked, not ignored files; no .venv, build, .git) are
 copied once into a private temporary directory per job, so nothing in the working tree is ever modified
@@ -25,6 +26,8 @@ run could not be set up (a mutant's text not found, a broken baseline).
 """
 import argparse
 import concurrent.futures
+import dataclasses
+import fnmatch
 import importlib.util
 import json
 import os
@@ -333,6 +336,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--list", action="store_true", help="print the mutants and exit")
     ap.add_argument("--only", help="comma-separated mutant ids")
+    ap.add_argument("--set", choices=("all", "curated", "blind-spots"), default="all",
+                    help="curated: MUTANTS; blind-spots: BLIND_SPOTS (bugs planted in code added late, tests/**/"
+                         "test_blind_spots*.py written for them); all: both (default)")
+    ap.add_argument("--exclude-tests", help="comma-separated fnmatch patterns: test files dropped from every mutant's "
+                                            "list (what the other tests alone kill)")
     ap.add_argument("--kind", help="comma-separated kinds: pass, checker, interpreter, quantizer, emitter, export")
     ap.add_argument("--no-runtime", action="store_true", help="skip the runtime checks of semantic pass mutants")
     ap.add_argument("--jobs", type=int, default=1, help="mutants run in parallel, one private copy each (default 1)")
@@ -346,7 +354,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     mod = load_mutants()
-    mutants = list(mod.MUTANTS)
+    mutants = {"curated": list(mod.MUTANTS), "blind-spots": list(mod.BLIND_SPOTS),
+               "all": list(mod.MUTANTS) + list(mod.BLIND_SPOTS)}[args.set]
+    if args.exclude_tests:
+        pats = [p.strip() for p in args.exclude_tests.split(",") if p.strip()]
+        mutants = [dataclasses.replace(m, tests=tuple(t for t in m.tests if not any(fnmatch.fnmatch(t, p)
+                                                                                     for p in pats)))
+                   for m in mutants]
     if args.only:
         want = [i.strip() for i in args.only.split(",") if i.strip()]
         unknown = sorted(set(want) - {m.id for m in mutants})
