@@ -3,8 +3,8 @@ parameter layouts are in ``spikec.frontend.snntorch_neurons``.
 
 Converted, stepping ``"step"`` (snnTorch's own modules, called once per time step on ``[B, ...]``; the tracer
 carries their state): ``Leaky``, ``Lapicque``, ``Synaptic``, ``RLeaky``, ``RSynaptic``, ``Alpha``. Stepping
-``"multistep"``: ``SnnTorchMultiStep(Leaky)`` (or of a ``Lapicque``) on ``[T, B, ...]``, which returns the spikes. The mapping is exact: a float64 run of
-the module and of its IR agree bit for bit, spikes and every returned state. Each returned tensor is one node;
+``"multistep"``: ``SnnTorchMultiStep(Leaky)`` (or of a ``Lapicque``) on ``[T, B, ...]``, which returns the spikes.
+The mapping is exact: a float64 run of the module and of its IR agree bit for bit, spikes and every returned state. Each returned tensor is one node;
 the built-in ``lif`` op (semantics.md 1.1, the one that reaches Lava) is used wherever it computes snnTorch's
 value identically, the framework-exact ops elsewhere::
 

@@ -252,6 +252,16 @@ def _norse_li():
     return b.graph(*outs), _spikes(32, (8,))
 
 
+def _norse_lif_recurrent():
+    """LIFRecurrentCell (its own input and recurrent weights), its spikes, v and i."""
+    b = _Builder(37, (8,))
+    params = {"input_weights": b.weights(5, 6), "recurrent_weights": b.weights(5, 5), "dt_tau_mem_inv": np.array(0.25),
+              "dt_tau_syn_inv": np.array(0.5), "v_leak": np.array(0.0), "threshold": np.array(0.375),
+              "v_reset": np.array(0.0)}
+    outs = _reads(b, "out", "lif_recurrent_norse", b.linear("fc", "x", 6), {}, params, ("spikes", "v", "i"))
+    return b.graph(*outs), _spikes(38, (8,))
+
+
 def _sdna_pairwise():
     """Spiking q, k, v (conv -> LIF each) through pairwise SDNA attention."""
     from torch import nn
@@ -316,6 +326,7 @@ EXAMPLES = {
     "lif_sj": _spikingjelly_lif,
     "lif_norse": _norse_lif,
     "li_norse": _norse_li,
+    "lif_recurrent_norse": _norse_lif_recurrent,
     "sdna_pairwise": _traced(_sdna_pairwise, (2, 5, 5)),
     "loihi_lif": _traced(_loihi, (5,)),
     "loihi_shift": _traced(_loihi, (5,)),

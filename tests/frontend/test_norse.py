@@ -193,8 +193,8 @@ def test_refuses_a_method_without_heaviside_forward():
     assert "method='adjoint'" in refused(nt.LIFCell(nt.LIFParameters(method="adjoint")))
 
 
-def test_refuses_recurrent_cells():
-    assert "feedback" in refused(nt.LIFRecurrentCell(N_IN, HIDDEN))
+def test_refuses_recurrent_cells_it_has_no_converter_for():
+    assert "recurrent Norse neuron LIFRefracRecurrentCell" in refused(nt.LIFRefracRecurrentCell(N_IN, HIDDEN))
 
 
 def test_refuses_other_norse_neurons_by_name():

@@ -1,6 +1,8 @@
 """ONNX emitters of the frameworks' exact neurons: snnTorch's ``lif_snntorch``, ``synaptic_snntorch``,
 ``rleaky_snntorch``, ``alpha_snntorch`` (``spikec/frontend/snntorch_neurons.py``), SpikingJelly's ``lif_sj``
-(``spikec/frontend/spikingjelly.py``) and Norse's ``lif_norse``, ``li_norse`` (``spikec/frontend/norse.py``).
+(``spikec/frontend/spikingjelly.py``) and Norse's ``lif_norse``, ``li_norse`` (``spikec/frontend/norse.py``),
+``lif_recurrent_norse`` (``spikec/frontend/norse_recurrent.py``; its two MatMuls sum in their own order, as
+``linear``'s).
 
 Each unrolls its kernel over the fixed T, one ONNX node per torch operation in the kernel's order, so every
 value is bit-identical in float64 (the recurrent ``linear`` / ``conv2d`` layers excepted: a MatMul sums in its
@@ -298,3 +300,40 @@ def lif_norse(b: Builder, node: Node, x: str) -> str:
 def li_norse(b: Builder, node: Node, x: str) -> str:
     """Norse ``LI`` / ``LICell`` (current) and ``LIBoxCell``; ``read`` v or i."""
     return _sequences(b, node, x, _norse_dynamics, "v")
+
+
+def _norse_recurrent_dynamics(b: Builder, node: Node, steps: list[str]) -> dict:
+    """``lif_recurrent_norse_kernel``: Norse's ``lif_step``, from rest (z = 0, v = v_leak, i = 0)."""
+    w_in = b.const(np.ascontiguousarray(np.asarray(node.params["input_weights"]).T), f"{node.name}.input_weights_t")
+    w_rec = b.const(np.ascontiguousarray(np.asarray(node.params["recurrent_weights"]).T),
+                    f"{node.name}.recurrent_weights_t")
+    a_mem, v_leak = _param(b, node, "dt_tau_mem_inv"), _param(b, node, "v_leak")
+    neg_a_syn = b.per_channel(-np.asarray(node.params["dt_tau_syn_inv"]), node.type.shape,
+                              f"{node.name}.neg_dt_tau_syn_inv")
+    v_th, v_reset, one = _param(b, node, "threshold"), _param(b, node, "v_reset"), b.const(1.0, "one")
+    v = b.state(node, "v", v_leak, node.params["v_leak"])
+    i = b.state(node, "i", b.const(0.0, "zero"))
+    z, out = None, {"spikes": [], "v": [], "i": []}
+    for t, xt in enumerate(steps):
+        with b.scope(f"{node.name}/t{t}"):
+            u = b.op("MatMul", [xt, w_in], hint=f"{node.name}/t{t}/input")                # linear(x, W_in)
+            if z is None:                                                                  # the previous spikes
+                z = b.state(node, "z", lambda: _zeros_like(b, u, f"{node.name}/z0"))
+            rec = b.op("MatMul", [z, w_rec], hint=f"{node.name}/t{t}/rec")                # linear(z, W_rec)
+            i_jump = b.add(b.add(i, u), rec)                                               # i + W_in x + W_rec z
+            v_new = b.add(v, b.mul(a_mem, b.add(b.sub(v_leak, v), i_jump)))              # v + a_mem ((v_leak - v) + i')
+            i = b.add(i_jump, b.mul(neg_a_syn, i_jump))                                    # i' + (-a_syn) i'
+            z = _greater(b, v_new, v_th)                                                   # (v~ - v_th > 0)
+            v = b.add(b.mul(b.sub(one, z), v_new), b.mul(z, v_reset))                     # (1 - z) v~ + z v_reset
+        out["spikes"].append(z)
+        out["v"].append(v)
+        out["i"].append(i)
+    for k, value in (("v", v), ("i", i), ("z", z)):
+        b.update_state(node, k, value)
+    return out
+
+
+@emitter("lif_recurrent_norse")
+def lif_recurrent_norse(b: Builder, node: Node, x: str) -> str:
+    """Norse ``LIFRecurrentCell`` / ``LIFRecurrent``; ``read`` spikes, v or i."""
+    return _sequences(b, node, x, _norse_recurrent_dynamics, "spikes")
