@@ -228,13 +228,24 @@ def _input(ctx, input_shape, kind, ceiling):
 
 
 def _tensor_args(fx_node, env) -> list[str]:
+    """The IR inputs of a module call: its tensor arguments. Trailing arguments that are ``None`` are a neuron's
+    reset state (Norse's ``cell(x, state)`` with the ``state=None`` a step model starts from, ``forward(x,
+    state=None)``): the multi-step op carries the state itself, so they are dropped."""
     if not fx_node.args or fx_node.kwargs or not all(isinstance(a, torch.fx.Node) for a in fx_node.args):
         raise UnsupportedOp(f"module call {fx_node.target!r} has non-tensor or keyword arguments; spikec converts "
                             "module calls whose arguments are all tensors, passed positionally",
-                            where=f"module {fx_node.target!r}")
+                            where=f"module {fx_node.target!r}",
+                            remedy="pass the module's tensors positionally (a state as the forward's state "
+                                   "argument, None at the first step)")
     xs = [env[a.name] for a in fx_node.args]
+    while len(xs) > 1 and xs[-1] is None:
+        xs.pop()
     if not all(isinstance(x, str) for x in xs):
-        raise UnsupportedOp("a tuple was passed to a module; unpack it first", where=f"module {fx_node.target!r}")
+        raise UnsupportedOp("a tuple (or a state) was passed to a module; unpack it first", where=f"module "
+                            f"{fx_node.target!r}",
+                            remedy="pass the module its input tensor; a neuron's state only as the state the "
+                                   "step's forward(x, state=None) received (spikec carries it from step to step), or "
+                                   "the output tensor of a module that returned a tuple (out, state = m(x))")
     return xs
 
 
