@@ -3,7 +3,9 @@
 
 Converted: ``LIFCell``, ``LIFBoxCell``, ``LICell``, ``LIBoxCell`` (stepping ``"step"``: one call per time step on
 ``[B, ...]``), ``LIF`` and ``LI`` (stepping ``"multistep"``: one call on ``[T, B, ...]``), and ``SequentialState``
-(step stepping). Norse 1.1 has no multi-step ``LIFBox``. The mapping is exact: a float64 run of the module and of
+(either stepping, its children stepping as it does; a bare one is the model through ``stepping.StateDropped`` in
+multistep). ``LIFRecurrentCell`` / ``LIFRecurrent``: ``spikec.frontend.norse_recurrent``. Norse 1.1 has no
+multi-step ``LIFBox``. The mapping is exact: a float64 run of the module and of
 its IR agree bit for bit, spikes and state alike. The built-in ``lif`` op is not used: it folds the leak into
 ``beta H + alpha X + bias``, which rounds differently from Norse's ``v + dt/tau (v_leak - v + i)``.
 
@@ -145,12 +147,11 @@ def li_box(ctx, m, name, x):
 
 
 def sequential_state(ctx, m, name, x):
-    """``SequentialState`` called once per step without a state: its children in order, each stateful child's
-    first output passed on; returns ``(out, [state per child])`` (``None`` for stateless children) or, with
-    ``return_hidden``, ``([out per child], states)``."""
-    if ctx.stepping != "step":
-        refuse(name, m, "SequentialState is converted as one time step per call (stepping 'step'), its children "
-               "Norse cells", "compile with --stepping step, calling the model once per time step")
+    """``SequentialState``: its children in order, each stateful child's first output passed on; returns ``(out,
+    [state per child])`` (``None`` for stateless children) or, with ``return_hidden``, ``([out per child],
+    states)``. Either stepping: called once per step (its children Norse cells) or once on ``[T, B, ...]`` (its
+    children multi-step modules, ``LIF``, ``LI``, ``LIFRecurrent``, and torch layers); each child's converter
+    checks that it steps as the trace does."""
     states, hidden = [None] * len(m), []
     for index, (child_name, child) in enumerate(m.named_children()):
         out = ctx.convert_module(child, f"{name}.{child_name}", x)

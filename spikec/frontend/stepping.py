@@ -1,6 +1,8 @@
 """The three model conventions (``--stepping``), each made a multi-step module the rest of spikec takes as is.
 
-``multistep``  ``forward`` maps ``[T, B, ...]`` to ``[T, B, ...]`` (spikec's own contract): the model itself.
+``multistep``  ``forward`` maps ``[T, B, ...]`` to ``[T, B, ...]`` (spikec's own contract): the model itself; a
+               Norse ``SequentialState`` returns ``(y, state)``: ``StateDropped`` returns its ``y`` (the state it
+               returns is the last step's, which no ``[T, B, ...]`` output holds).
 ``step``       ``forward`` computes one time step on ``[B, ...]`` and keeps state in its neurons (snnTorch
                ``init_hidden=True``, SpikingJelly ``step_mode='s'``, a Norse ``SequentialState`` whose
                ``forward(x, state)`` returns ``(y, state)``): ``Stepped`` resets the state the framework's own
@@ -108,10 +110,26 @@ class Stepped(nn.Module):
         return outs[0] if len(outs) == 1 else outs
 
 
+class StateDropped(nn.Module):
+    """A Norse ``SequentialState`` called once on ``[T, B, ...]`` from ``state=None``; returns its output ``y``."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor):
+        return self.model(x)[0]
+
+
+def _norse_sequential(model: nn.Module) -> bool:
+    return type(model).__name__ == "SequentialState" and type(model).__module__.startswith("norse.")
+
+
 def adapt(model: nn.Module, stepping: str) -> nn.Module:
-    """The multi-step module that runs ``model`` in convention ``stepping`` (``multistep``: the model itself)."""
+    """The multi-step module that runs ``model`` in convention ``stepping`` (``multistep``: the model itself, or
+    the ``y`` of a Norse ``SequentialState``'s ``(y, state)``)."""
     if stepping == "multistep":
-        return model
+        return StateDropped(model) if _norse_sequential(model) else model
     if stepping == "step":
         return Stepped(model)
     if stepping == "loop":

@@ -221,9 +221,10 @@ def test_refuses_a_cell_traced_multistep_and_a_sequence_module_traced_step():
     assert "whole [T, B, ...] sequence" in refused(nt.LI(nt.LIParameters(v_leak=torch.tensor(0.0))))
 
 
-def test_refuses_sequential_state_multistep():
-    model = nt.SequentialState(nn.Linear(N_IN, HIDDEN), nt.LIF())
-    assert "stepping 'step'" in refused(model, (N_IN,), "multistep")
+def test_refuses_sequential_state_of_cells_multistep_naming_the_cell():
+    model = nt.SequentialState(nn.Linear(N_IN, HIDDEN), nt.LIFCell())
+    why = refused(model, (N_IN,), "multistep")
+    assert "neuron.1" in why and "LIFCell" in why and "--stepping step" in why
 
 
 def test_refuses_subclasses():
