@@ -21,6 +21,11 @@ REGISTER_HINT = ("register one with spikec.frontend.register_converter({cls}, fn
                  "fn(ctx, module, name, x) emits IR nodes with ctx.emit(...) and returns the output node name")
 
 
+class ToAten(Exception):
+    """Raised by a function converter for a call it does not map (a tensor where it maps numbers, say): the
+    tracer captures the call to core ATen instead (``spikec.frontend.aten``), which lowers it or refuses it."""
+
+
 class Merged(str):
     """A node name whose torch tensor has T and B merged into one leading dim (``x.flatten(0, 1)``,
     ``x.reshape(T * B, ...)``): torch modules applied to it run per step. The IR has no node for the merge."""

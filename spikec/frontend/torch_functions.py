@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from spikec.compiler.errors import UnsupportedOp
-from spikec.frontend.registry import Merged, Unmerged, lead_count, register_function
+from spikec.frontend.registry import Merged, ToAten, Unmerged, lead_count, register_function
 from spikec.frontend.torch_modules import avgpool2d, flatten_dims, maxpool2d
 
 
@@ -29,8 +29,10 @@ def _binary(op, scalar_attrs):
         if not isinstance(a, str) and not isinstance(b, str):  # static shape arithmetic, e.g. H * W
             return _PY_OPS[op](a, b)
         tensors = [v for v in (a, b) if isinstance(v, str)]
-        if len(tensors) == 2:
+        if len(tensors) == 2 and ctx.type(a).shape == ctx.type(b).shape:
             return ctx.emit(name, op, [a, b], scope=scope)
+        if len(tensors) == 2:  # a broadcast: ATen's form says which operand and refuses it by name
+            raise ToAten
         const = b if isinstance(a, str) else a
         if not isinstance(const, (int, float)) or isinstance(const, bool):
             raise UnsupportedOp(f"{op} with operand {const!r} is not supported", where=f"fx node {name!r}",
@@ -247,9 +249,11 @@ def _tril(ctx, name, args, kwargs, scope=""):
 
 def _int_arith(fn):
     def convert(ctx, name, args, kwargs, scope=""):
+        if any(isinstance(a, LeadDim) for a in args):
+            raise UnsupportedOp(f"{fn.__name__} of the T or B dimension {args}", where=f"fx node {name!r}",
+                                remedy="keep [T, B] leading and compute only with per-step sizes")
         if any(not isinstance(a, int) or isinstance(a, bool) for a in args):
-            raise UnsupportedOp(f"{fn.__name__} is supported on static shape numbers only, got {args}",
-                                where=f"fx node {name!r}", remedy="compute tensor arithmetic with modules")
+            raise ToAten  # tensor arithmetic (x - y, x // 2): lowered from its ATen form
         return fn(*args)
     return convert
 

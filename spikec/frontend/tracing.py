@@ -4,6 +4,8 @@ Convention: the model maps ``[T, B, ...]`` to ``[T, B, ...]``. Per-step torch mo
 BatchNorm, pooling) appear inside ``spikec.nn.TimeDistributed``, which merges T and B as torch
 needs; Linear, ReLU and the ``spikec.nn`` modules also run on ``[T, B, ...]`` directly.
 """
+import operator
+
 import torch
 import torch.fx
 from torch import nn
@@ -11,8 +13,9 @@ from torch import nn
 from spikec.compiler.errors import BadInput, ShapeError, SpikecError, UnsupportedOp
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.verify import verify
-from spikec.frontend.registry import (FUNCTIONS, REGISTER_HINT, ConvertContext, Merged, Unmerged, find_converter,
-                                      register_converter)
+from spikec.frontend.registry import (FUNCTIONS, REGISTER_HINT, ConvertContext, Merged, ToAten, Unmerged,
+                                      find_converter, register_converter)
+from spikec.frontend.aten import capture
 from spikec.frontend.loop import MULTISTEP, Looped
 from spikec.frontend.stepping import Stepped
 # The built-in converters, imported for their registrations (they import the registry, never this module).
@@ -30,6 +33,8 @@ class _Root(nn.Module):
 
 
 class _Tracer(torch.fx.Tracer):
+    record_stack_traces = True  # a call captured to ATen is refused naming the user's line
+
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         if type(m) is nn.Sequential:
             return False
@@ -148,6 +153,8 @@ def convert_fx(ctx, model, fx_graph, x: str, *, threads_state: bool = False) -> 
 
 def _convert_node(ctx, fx_node, env, modules):
     """The IR name(s) one fx call node becomes."""
+    if fx_node.op == "call_module" and find_converter(modules[fx_node.target]) is None:
+        return _captured(ctx, fx_node, env, modules[fx_node.target])  # e.g. nn.Conv1d, nn.AvgPool1d
     if fx_node.op == "call_module":
         xs = _tensor_args(fx_node, env)
         out = _with_layout(ctx, xs, lambda: ctx.convert_module(modules[fx_node.target], fx_node.target, *xs))
@@ -157,8 +164,17 @@ def _convert_node(ctx, fx_node, env, modules):
     if fx_node.op in ("call_function", "call_method"):
         xs = [env[a.name] for a in fx_node.all_input_nodes if isinstance(env.get(a.name), str)]
         return _with_layout(ctx, xs, lambda: _convert_function(ctx, fx_node, env))
+    if fx_node.op == "get_attr":  # a parameter or buffer read in forward(): a constant of the calls that take it
+        value = _attribute(modules, fx_node.target)
+        if isinstance(value, torch.Tensor):
+            return value.detach()
     raise UnsupportedOp(f"fx node {fx_node.name!r} of kind {fx_node.op} ({fx_node.target}) is not supported",
                         remedy="register parameters inside modules rather than reading them in forward()")
+
+
+def _attribute(modules, target: str):
+    path, _, attr = target.rpartition(".")
+    return getattr(modules.get(path), attr, None)
 
 
 def _first_of_pair(result, env):
@@ -266,11 +282,6 @@ def _unwrap(v):
     return v
 
 
-def _describe(fx_node) -> str:
-    t = fx_node.target
-    return f"method {t}" if isinstance(t, str) else f"function {getattr(t, '__module__', '')}.{getattr(t, '__name__', t)}"
-
-
 def _scope(fx_node) -> str:
     stack = fx_node.meta.get("nn_module_stack") or {}
     return next(reversed(stack.values()))[0] if stack else ""
@@ -279,24 +290,28 @@ def _scope(fx_node) -> str:
 def _convert_function(ctx, fx_node, env) -> str:
     target = fx_node.target
     fn = FUNCTIONS.get(target)
-    if fn is None:
-        stack = [(path, cls) for path, cls in (fx_node.meta.get("nn_module_stack") or {}).values()
-                 if isinstance(cls, type) and not cls.__module__.startswith(("torch.", "spikec."))]
-        if stack:  # inside the user's own module: that module is what needs a converter
-            path, cls = stack[-1]
-            raise UnsupportedOp(f"no converter for module of class {cls.__module__}.{cls.__qualname__}: its forward "
-                                f"calls {_describe(fx_node)}, which spikec cannot convert",
-                                where=f"module {path!r}", remedy=REGISTER_HINT.format(cls=cls.__qualname__))
-        what = target if isinstance(target, str) else f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', target)}"
-        raise UnsupportedOp(f"no converter for {'method' if fx_node.op == 'call_method' else 'function'} {what}",
-                            where=f"fx node {fx_node.name!r}" + (f" in module {_scope(fx_node)!r}" if _scope(fx_node) else ""),
-                            remedy="express it with supported modules, or register a converter with "
-                                   "spikec.frontend.register_function(target, fn)")
+    indexes = target is operator.getitem and isinstance(env.get(getattr(fx_node.args[0], "name", None)), str)
+    call = target if fx_node.op == "call_function" else \
+        (lambda x, *args, **kwargs: getattr(x, target)(*args, **kwargs))
+    if fn is None or indexes:  # no converter (or x[...] of a tensor): the call captured to ATen and lowered
+        return _captured(ctx, fx_node, env, call)
     lookup = lambda a: _Value(env[a.name])  # nested args too, e.g. reshape(x, (x.shape[0], ...))
     args = _unwrap(torch.fx.node.map_arg(fx_node.args, lookup))
     kwargs = _unwrap(torch.fx.node.map_arg(fx_node.kwargs, lookup))
     scope = _scope(fx_node)  # named inside its module, so names read like the model's structure
-    return fn(ctx, f"{scope}.{fx_node.name}" if scope else fx_node.name, args, kwargs, scope=scope)
+    try:
+        return fn(ctx, f"{scope}.{fx_node.name}" if scope else fx_node.name, args, kwargs, scope=scope)
+    except ToAten:
+        return _captured(ctx, fx_node, env, call)
+
+
+def _captured(ctx, fx_node, env, call):
+    """A call with no converter, captured to core ATen (``spikec.frontend.aten``); named inside its module."""
+    scope = fx_node.target if fx_node.op == "call_module" else _scope(fx_node)
+    name = fx_node.target if fx_node.op == "call_module" else f"{scope}.{fx_node.name}" if scope else fx_node.name
+    dtype = next((t.dtype for t in call.parameters() if t.is_floating_point()), torch.float64) \
+        if isinstance(call, nn.Module) else torch.float64
+    return capture(ctx, fx_node, env, call, name, scope, dtype)
 
 
 def _stepped(ctx, m: Stepped, name, x):

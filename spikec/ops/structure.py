@@ -1,13 +1,20 @@
-"""Structural and element-wise ops: the graph input, flatten, reshape, transpose, ReLU, add, mul.
+"""Structural and element-wise ops: the graph input, flatten, reshape, transpose, ReLU, add, mul, and the per-step
+structure the ATen capture lowers onto: concat, slice, sum, mean, div.
 
 attrs: flatten start, end (per-step dims); reshape shape (the new per-step shape); transpose perm (a
 permutation of the per-step dims). add and mul take two operands of one shape (no broadcasting).
+concat axis; slice dim, start, stop, step; sum and mean dims (a tuple), keepdim; div divisor -- all dims per-step:
+
+  concat  y = [a, b] along axis            slice  y = x[start:stop:step] along dim
+  sum     y = sum_{i in dims} x_i          mean   y = (sum_{i in dims} x_i) / prod(shape[dims])
+  div     y = x / divisor                  (torch's division, correctly rounded; not x * (1 / divisor))
 """
 import numpy as np
+import torch
 import torch.nn.functional as F
 
 from spikec.compiler.ir import TensorType
-from spikec.ops.common import spike_or_real
+from spikec.ops.common import float_only, spike_or_real
 from spikec.ops.registry import define, need
 
 
@@ -69,3 +76,106 @@ define("add", 2, lambda n, i: infer_elementwise(n, i, _sum_type), kernel=lambda 
        doc="a + b (identical shapes)")
 define("mul", 2, lambda n, i: infer_elementwise(n, i, _product_type), kernel=lambda ctx, node, p, a, b: a * b,
        doc="a * b (identical shapes): a coincidence of binary spikes, else a dynamic product")
+
+
+# -- per-step structure: concatenation, slices, reductions, division by a constant ------------------
+# What the ATen capture (spikec/frontend/aten.py) lowers torch.cat / split / chunk / select / x[...] / sum / mean /
+# x / c onto. Every ``dim``/``axis``/``dims`` attribute counts the per-step dims: T and B are never touched.
+def _joined_kind(a: TensorType, b: TensorType, shape) -> TensorType:
+    """Values moved side by side keep their kind: binary if both are, a count up to the larger ceiling if both
+    are spikes, real otherwise."""
+    if a.kind == b.kind == "binary":
+        return TensorType(tuple(shape), "binary")
+    if a.is_spike and b.is_spike:
+        return TensorType(tuple(shape), "integer", max(a.ceiling or 1, b.ceiling or 1))
+    return TensorType(tuple(shape))
+
+
+def infer_concat(node, ins):
+    a, b = ins
+    axis = node.attrs["axis"]
+    need(len(a.shape) == len(b.shape) and 0 <= axis < len(a.shape), node,
+         f"cannot concatenate {a.shape} and {b.shape} along per-step dim {axis}")
+    need(all(x == y for i, (x, y) in enumerate(zip(a.shape, b.shape)) if i != axis), node,
+         f"{a.shape} and {b.shape} differ outside the concatenated dim {axis}")
+    shape = list(a.shape)
+    shape[axis] += b.shape[axis]
+    return _joined_kind(a, b, shape)
+
+
+def _slice_len(node, t) -> int:
+    a = node.attrs
+    need(0 <= a["dim"] < len(t.shape) and a["step"] >= 1, node,
+         f"cannot slice per-step dim {a['dim']} of {t.shape} with step {a['step']}")
+    n = len(range(a["start"], a["stop"], a["step"]))
+    need(0 <= a["start"] and a["stop"] <= t.shape[a["dim"]] and n >= 1, node,
+         f"slice {a['start']}:{a['stop']}:{a['step']} of dim {a['dim']} (size {t.shape[a['dim']]}) is empty or "
+         "out of range")
+    return n
+
+
+def infer_slice(node, ins):
+    (t,) = ins
+    shape = list(t.shape)
+    shape[node.attrs["dim"]] = _slice_len(node, t)
+    return spike_or_real(t, shape)
+
+
+def _reduced(node, t):
+    """(output shape, number of values reduced into each output) of a sum/mean over per-step ``dims``."""
+    dims = tuple(node.attrs["dims"])
+    need(len(dims) >= 1 and len(set(dims)) == len(dims) and all(0 <= d < len(t.shape) for d in dims), node,
+         f"reduction dims {dims} are not distinct per-step dims of {t.shape}")
+    keep = node.attrs["keepdim"]
+    shape = tuple(1 if i in dims else s for i, s in enumerate(t.shape)) if keep else \
+        tuple(s for i, s in enumerate(t.shape) if i not in dims)
+    return shape, int(np.prod([t.shape[d] for d in dims]))
+
+
+def infer_sum(node, ins):
+    (t,) = ins
+    shape, n = _reduced(node, t)
+    need(len(shape) >= 1, node, "a sum over every per-step dim leaves a 0-d step; keep a dim (keepdim=True)")
+    return TensorType(shape) if t.kind == "real" else TensorType(shape, "integer", n * (t.ceiling or 1))
+
+
+def infer_mean(node, ins):
+    (t,) = ins
+    shape, _ = _reduced(node, t)
+    need(len(shape) >= 1, node, "a mean over every per-step dim leaves a 0-d step; keep a dim (keepdim=True)")
+    return TensorType(shape)
+
+
+def _steps_dims(node):
+    return [2 + d for d in node.attrs["dims"]]
+
+
+def slice_kernel(ctx, node, p, x):
+    a = node.attrs
+    return x[(slice(None),) * (2 + a["dim"]) + (slice(a["start"], a["stop"], a["step"]),)].contiguous()
+
+
+def mean_kernel(ctx, node, p, x):
+    float_only(ctx, node)
+    return x.mean(_steps_dims(node), keepdim=node.attrs["keepdim"])
+
+
+def div_kernel(ctx, node, p, x):
+    float_only(ctx, node)
+    return x / node.attrs["divisor"]
+
+
+def infer_div(node, ins):
+    need(node.attrs["divisor"] != 0, node, "division by zero")
+    return TensorType(ins[0].shape)
+
+
+define("concat", 2, infer_concat, kernel=lambda ctx, node, p, a, b: torch.cat([a, b], 2 + node.attrs["axis"]),
+       doc="[a, b] joined along per-step dim attr axis (torch.cat of two)")
+define("slice", 1, infer_slice, kernel=slice_kernel,
+       doc="x[..., start:stop:step, ...] on per-step dim attr dim (attrs start, stop, step; step >= 1)")
+define("sum", 1, infer_sum, kernel=lambda ctx, node, p, x: x.sum(_steps_dims(node), keepdim=node.attrs["keepdim"]),
+       doc="sum over per-step dims attr dims (attr keepdim): a count on spikes")
+define("mean", 1, infer_mean, kernel=mean_kernel,
+       doc="mean over per-step dims attr dims (attr keepdim), as torch.mean computes it (real output)")
+define("div", 1, infer_div, kernel=div_kernel, doc="y = x / c; attr divisor c (a nonzero scalar), rounded as torch's")

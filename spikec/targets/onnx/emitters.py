@@ -516,3 +516,33 @@ def softmax(b: Builder, node: Node, x: str) -> str:
 @emitter("causal_mask")
 def causal_mask(b: Builder, node: Node, x: str) -> str:
     return b.op("Trilu", [x], out=node.name, upper=0)
+
+
+# -- per-step structure: concat, slice, reductions, division (the ATen capture's ops) -------------------------
+@emitter("concat")
+def concat(b: Builder, node: Node, x: str, y: str) -> str:
+    return b.op("Concat", [x, y], out=node.name, axis=2 + node.attrs["axis"])
+
+
+@emitter("slice")
+def slice_(b: Builder, node: Node, x: str) -> str:
+    a = node.attrs
+    return b.op("Slice", [x, b.ints([a["start"]]), b.ints([a["stop"]]), b.ints([2 + a["dim"]]), b.ints([a["step"]])],
+                out=node.name)
+
+
+def _reduce(onnx_op: str):
+    """ReduceSum / ReduceMean over the per-step dims (a reduction: a few ulp from torch's order, measured)."""
+    def emit(b: Builder, node: Node, x: str) -> str:
+        axes = b.ints([2 + d for d in node.attrs["dims"]])
+        return b.op(onnx_op, [x, axes], out=node.name, keepdims=int(node.attrs["keepdim"]))
+    return emit
+
+
+register_emitter("sum", _reduce("ReduceSum"))
+register_emitter("mean", _reduce("ReduceMean"))
+
+
+@emitter("div")
+def div(b: Builder, node: Node, x: str) -> str:
+    return b.op("Div", [x, b.const(node.attrs["divisor"], f"{node.name}.divisor")], out=node.name)

@@ -1,0 +1,195 @@
+"""The capture: one fx call with no converter run by ``make_fx`` (core ATen decompositions) on example tensors,
+and its ATen graph lowered node by node through ``LOWERINGS``."""
+import operator
+from dataclasses import replace
+
+import torch
+import torch.fx
+from torch._decomp import core_aten_decompositions
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from spikec.compiler.errors import SpikecError, UnsupportedOp
+from spikec.frontend.aten.lowerings import LOWERINGS
+from spikec.frontend.aten.values import Lowering, Unavailable, Value, describe, remedy_for, where
+from spikec.frontend.registry import Merged, Unmerged
+from spikec.frontend.torch_functions import B_DIM, T_DIM, TB_DIM, LeadDim, leading
+
+DECOMPOSITIONS = core_aten_decompositions()
+SIZES = (3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43)  # example T and B: the first two no shape uses
+
+
+# -- capture -----------------------------------------------------------------------------------------------
+class _Leaf:
+    """An env value standing for one tensor argument of the captured call."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def capture(ctx, fx_node, env, fn, name, scope, dtype=torch.float64):
+    """Convert one fx call node with no converter: ``fn(*args, **kwargs)`` captured to ATen and lowered."""
+    args = torch.fx.node.map_arg(fx_node.args, lambda a: _Leaf(env[a.name]))
+    kwargs = torch.fx.node.map_arg(fx_node.kwargs, lambda a: _Leaf(env[a.name]))
+    inputs: list[Value] = []
+    sizes = _lead_sizes(ctx, _ints_in((args, kwargs), ctx, fn))
+    examples: list[torch.Tensor] = []
+
+    def example(v):  # an env value -> what the captured function receives
+        if isinstance(v, _Leaf):
+            return example(v.value)
+        if isinstance(v, str):
+            lead = leading(ctx, v)
+            inputs.append(Value(str(v), lead))
+            examples.append(torch.zeros(*(sizes[d] for d in lead), *ctx.type(v).shape, dtype=dtype))
+            return _Slot(len(examples) - 1)
+        if isinstance(v, LeadDim):
+            return sizes[v]
+        if isinstance(v, (tuple, list)) and not hasattr(v, "_fields"):
+            return type(v)(example(x) for x in v)
+        if isinstance(v, dict):
+            return {k: example(x) for k, x in v.items()}
+        if v is None or isinstance(v, (int, float, bool, str, torch.dtype, slice, type(Ellipsis), torch.Tensor)):
+            return v  # a tensor here is a parameter or buffer read in forward(): a constant of the call
+        raise UnsupportedOp(f"{describe(fx_node, fn)} takes {type(v).__name__} {v!r}, which spikec cannot pass to torch",
+                            where=where(fx_node), remedy="pass tensors, numbers and shapes")
+    args, kwargs = example(args), example(kwargs)
+
+    def call(*tensors):
+        return fn(*_fill(args, tensors), **_fill(kwargs, tensors))
+    try:
+        with torch.no_grad():
+            gm = make_fx(call, decomposition_table=DECOMPOSITIONS)(*examples)
+    except SpikecError:
+        raise
+    except Exception as e:
+        raise UnsupportedOp(f"{describe(fx_node, fn)} could not be captured to ATen ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0] if str(e) else ''})", where=where(fx_node),
+                            remedy="check the shapes it is called on, " + remedy_for(fx_node)) from None
+    lw = Lowering(ctx, name, scope, sizes, fx_node, describe(fx_node, fn))
+    out = lower(lw, gm, inputs)
+    merged_in = any(isinstance(env.get(a.name), Merged) for a in fx_node.all_input_nodes)
+    return _result(lw, out, merged_in)
+
+
+class _Slot:
+    def __init__(self, index):
+        self.index = index
+
+
+def _fill(v, tensors):
+    if isinstance(v, _Slot):
+        return tensors[v.index]
+    if isinstance(v, (tuple, list)):
+        return type(v)(_fill(x, tensors) for x in v)
+    if isinstance(v, dict):
+        return {k: _fill(x, tensors) for k, x in v.items()}
+    return v
+
+
+def _ints_in(value, ctx, fn) -> set:
+    """Every size a lead dim must not be mistaken for: the arguments' numbers, per-step dims, parameter dims."""
+    found = set()
+
+    def walk(v):
+        if isinstance(v, _Leaf):
+            v = v.value
+            if isinstance(v, str):
+                found.update(ctx.type(v).shape)
+                return
+        if isinstance(v, bool):
+            return
+        if isinstance(v, int):
+            found.add(abs(v))
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+    walk(value)
+    if isinstance(fn, torch.nn.Module):
+        for t in list(fn.parameters()) + list(fn.buffers()):
+            found.update(t.shape)
+    return found
+
+
+def _lead_sizes(ctx, taken: set) -> dict:
+    if ctx.concrete is not None:  # a loop model's capture: the user's shapes hold the real T and B
+        t, b = ctx.concrete
+    else:
+        free = [s for s in SIZES if s not in taken]
+        t, b = free[0], next(s for s in free[1:] if s * free[0] not in taken)
+    return {T_DIM: t, B_DIM: b, TB_DIM: t * b}
+
+
+def _result(lw, out, merged_in):
+    """The converter's return value: IR names, marked ``Merged`` / ``Unmerged`` as the lead dims they have."""
+    if isinstance(out, (tuple, list)):
+        return tuple(_result(lw, o, merged_in) for o in out)
+    if isinstance(out, Unavailable):
+        return None
+    if not isinstance(out, Value):
+        lw.refuse("returns a value that does not depend on the model's input", "compute constants outside forward")
+    if out.lead == (TB_DIM,) and not lw.ctx.per_step:
+        return Merged(out.name)
+    if out.lead == (T_DIM, B_DIM) and (merged_in or lw.ctx.per_step):
+        return Unmerged(out.name)
+    return out.name
+
+
+def lower(lw: Lowering, gm, inputs: list[Value]):
+    """Lower the captured graph's nodes (those the output reads) in order; returns what its output holds."""
+    live = _live(gm.graph)
+    ops = [n for n in live if n.op == "call_function" and n.target is not operator.getitem]
+    lw = replace(lw, single=len(ops) == 1)
+    env, placeholders = {}, iter(inputs)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = next(placeholders)
+        elif node.op == "get_attr":
+            env[node] = getattr(gm, node.target)
+        elif node.op == "output":
+            return torch.fx.node.map_arg(node.args[0], lambda n: env[n])
+        elif node in live:
+            here = replace(lw, aten_node=node)
+            args = torch.fx.node.map_arg(node.args, lambda n: env[n])
+            kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+            env[node] = _lower_node(here, node, args, kwargs)
+    return None
+
+
+def _live(graph) -> set:
+    out = next(n for n in graph.nodes if n.op == "output")
+    live, todo = set(), list(out.all_input_nodes)
+    while todo:
+        n = todo.pop()
+        if n not in live:
+            live.add(n)
+            todo += n.all_input_nodes
+    return live
+
+
+def _flat(v):
+    if isinstance(v, (tuple, list)):
+        return [y for x in v for y in _flat(x)]
+    if isinstance(v, dict):
+        return [y for x in v.values() for y in _flat(x)]
+    return [v]
+
+
+def _lower_node(lw, node, args, kwargs):
+    if node.target is operator.getitem:
+        return args[0][args[1]]
+    values = [v for v in _flat((args, kwargs)) if isinstance(v, (Value, Unavailable))]
+    for v in values:
+        if isinstance(v, Unavailable):
+            lw.refuse(f"reads {v.what}, which spikec does not compute", f"use only the main output")
+    if not values:  # constants only (a weight's transpose, a filled tensor): evaluated here
+        with torch.no_grad():
+            return node.target(*args, **kwargs)
+    fn = LOWERINGS.get(node.target)
+    if fn is None:
+        lw.refuse("no IR lowering for this ATen op", "express it with ops spikec lowers (the ATen lowering table "
+                  "spikec.frontend.aten.LOWERINGS), " + remedy_for(lw.call))
+    return fn(lw, *args, **kwargs)
+

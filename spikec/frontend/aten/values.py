@@ -1,0 +1,87 @@
+"""What a captured call's lowering sees: IR values behind their lead dims, the lowering state, the user's line."""
+import re
+from dataclasses import dataclass
+
+from spikec.compiler.errors import UnsupportedOp
+
+
+@dataclass(frozen=True)
+class Value:
+    """An IR value as the captured graph sees it: node ``name`` behind the leading dims ``lead``."""
+    name: str
+    lead: tuple
+
+
+class Unavailable:
+    """A result spikec computes no tensor for (max pooling's indices, batch norm's saved statistics)."""
+
+    def __init__(self, what):
+        self.what = what
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """One captured call being lowered: the trace's context, where its nodes go and the lead sizes used."""
+    ctx: object
+    base: str            # node names are "<base>.<aten node>"
+    scope: str
+    sizes: dict          # LeadDim -> its example size
+    call: object         # the user's fx node (for messages)
+    what: str = ""       # what the user called (``describe``)
+    single: bool = False      # the call is one ATen op: its nodes are named like the call itself
+    aten_node: object = None  # the ATen node being lowered (one Lowering per node: dataclasses.replace)
+
+    def emit(self, op, inputs, attrs=None, params=None) -> str:
+        name = self.base if self.single else f"{self.base}.{self.aten_node.name}"
+        return self.ctx.emit(name, op, [v.name for v in inputs], attrs, params, scope=self.scope)
+
+    def shape(self, v: Value) -> tuple:
+        return self.ctx.type(v.name).shape
+
+    def refuse(self, what, remedy):
+        op = f" -> {_op_name(self.aten_node.target)}" if self.aten_node is not None else ""
+        raise UnsupportedOp(f"{self.what}{op}: {what}", where=where(self.call), remedy=remedy)
+
+    def dim(self, v: Value, d: int) -> int:
+        """Per-step index of torch dim ``d`` of ``v``; a lead dim (T or B) is refused."""
+        nd = len(v.lead) + len(self.shape(v))
+        d = d % nd
+        if d < len(v.lead):
+            self.refuse(f"works along dim {d}, which is {v.lead[d]!r} (time or batch)",
+                        "apply it to the per-step dims only (count them after the leading [T, B] or [T*B])")
+        return d - len(v.lead)
+
+
+def _op_name(target) -> str:
+    return f"aten.{target.name().split('::')[-1]}" if hasattr(target, "name") else str(target)
+
+
+def user_line(fx_node) -> str:
+    """``file:line: code`` of the user's code that made ``fx_node`` (the last frame outside torch and spikec)."""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in \S+\n\s*(.*)', fx_node.stack_trace or "")
+    user = [f for f in frames if not re.search(r"[/\\](torch|spikec)[/\\]", f[0])] or frames
+    return f"{user[-1][0]}:{user[-1][1]}: {user[-1][2].strip()}" if user else ""
+
+
+def where(fx_node) -> str:
+    line = user_line(fx_node)
+    what = f"module {fx_node.target!r}" if fx_node.op == "call_module" else f"fx node {fx_node.name!r}"
+    return what + (f" ({line})" if line else "")
+
+
+def describe(fx_node, module=None) -> str:
+    """What the user called: ``module 'a.b' (torch.nn...Class)``, ``method exp`` or ``function torch.sigmoid``."""
+    t = fx_node.target
+    if fx_node.op == "call_module":
+        cls = type(module)
+        return f"module {t!r} ({cls.__module__}.{cls.__qualname__})"
+    return f"method {t}" if isinstance(t, str) else f"function {getattr(t, '__module__', '')}.{getattr(t, '__name__', t)}"
+
+
+def remedy_for(fx_node) -> str:
+    """How to teach spikec the call itself, when its ATen form cannot be lowered."""
+    if fx_node.op == "call_module":
+        return "or register a converter for its class with spikec.frontend.register_converter(cls, fn)"
+    return "or register a converter with spikec.frontend.register_function(target, fn)"
+
+

@@ -1,0 +1,174 @@
+"""Calls with no converter captured to core ATen and lowered through one table (spikec/frontend/aten): each ATen
+op's lowering reproduces torch's float64 forward bit for bit in spikec's interpreter, and the exported ONNX model
+reproduces the interpreter in onnxruntime; what would touch T or B, or has no lowering, is refused naming the op,
+the user's line and a remedy."""
+import numpy as np
+import onnx
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import spikec.nn as snn
+from spikec.compiler.errors import UnsupportedOp
+from spikec.compiler.interpreter import run
+from spikec.frontend import trace
+from spikec.frontend.aten import LOWERINGS
+from spikec.targets.onnx import check_model_against, export
+
+RNG = np.random.default_rng(0)
+X4 = RNG.normal(size=(3, 2, 4, 6))            # [T, B, N, D]
+XC = RNG.normal(size=(3, 2, 2, 6, 6))         # [T, B, C, H, W]
+
+
+class Fn(nn.Module):
+    def __init__(self, fn, *modules):
+        super().__init__()
+        self.fn, self.layers = fn, nn.ModuleList(modules)
+
+    def forward(self, x):
+        return self.fn(x, *self.layers)
+
+
+def merged(module):
+    """``module`` applied per step: T and B merged for it, as users write a per-step torch layer."""
+    return lambda x, m: m(x.flatten(0, 1)).unflatten(0, (x.shape[0], x.shape[1]))
+
+
+def check(model, x, *, onnx_run=True):
+    """Traced graph run by the interpreter == torch's float64 forward, bit for bit; then the ONNX export run in
+    onnxruntime against the interpreter (spikes exact, reals to the target's bound)."""
+    model = model.double().eval()
+    graph = trace(model, x.shape[2:], input_kind="real")
+    got = run(graph, x)
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).numpy()
+    out = got.outputs(graph)[0]
+    assert out.shape == ref.shape and np.array_equal(out, ref), np.abs(out - ref).max()
+    if onnx_run:
+        m = export(graph, x.shape[0])
+        onnx.checker.check_model(m, full_check=True)
+        result = check_model_against(m, graph, x, got)
+        assert result["equivalent"], result["first_mismatches"]
+    return graph
+
+
+def ops(graph):
+    return [n.op for n in graph.nodes if n.op != "input"]
+
+
+CASES = {
+    "cat": (lambda x: torch.cat([x, x * 0.5], dim=2), X4, ["scale", "concat"]),
+    "cat-last-negative": (lambda x: torch.cat((x, x, x), -1), X4, ["concat", "concat"]),
+    "stack": (lambda x: torch.stack([x, x], dim=2).flatten(2, 3), X4, ["concat", "reshape", "flatten"]),
+    "chunk": (lambda x: x.chunk(2, dim=-1)[1], X4, ["slice"]),
+    "split": (lambda x: torch.split(x, [1, 3], dim=2)[1], X4, ["slice"]),
+    "getitem-slice": (lambda x: x[:, :, 1:4:2], X4, ["slice"]),
+    "getitem-select": (lambda x: x[:, :, 1], X4, ["slice", "reshape"]),
+    "narrow": (lambda x: x.narrow(3, 2, 3), X4, ["slice"]),
+    "sum": (lambda x: x.sum(2), X4, ["sum"]),
+    "sum-keepdim": (lambda x: x.sum((-1, 2), keepdim=True), X4, ["sum"]),
+    "mean": (lambda x: x.mean(-1), X4, ["mean"]),
+    "mean-keepdim": (lambda x: torch.mean(x, dim=(2, 3), keepdim=True), X4, ["mean"]),
+    "contiguous-clone-detach": (lambda x: x.transpose(2, 3).contiguous().clone().detach(), X4, ["transpose"]),
+    "sub": (lambda x: x - x * 0.25, X4, ["scale", "scale", "add"]),
+    "sub-scalar": (lambda x: x.sub(1.5), X4, ["scale"]),
+    "div-scalar": (lambda x: x / 3.0, X4, ["div"]),
+    "unsqueeze-squeeze": (lambda x: x.unsqueeze(2).squeeze(2), X4, ["reshape", "reshape"]),
+    "flatten-dims": (lambda x: x.flatten(2).unflatten(2, (4, 6)), X4, ["flatten", "reshape"]),
+    "relu-function": (lambda x: torch.nn.functional.relu(x), X4, ["relu"]),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_function_lowering_is_exact(case):
+    fn, x, expected = CASES[case]
+    assert ops(check(Fn(lambda x: fn(x)), x)) == expected
+
+
+MODULES = {
+    "conv1d": (nn.Conv1d(4, 3, 3, padding=1, stride=2), ["reshape", "conv2d", "reshape"]),
+    "conv1d-dilated-grouped": (nn.Conv1d(4, 4, 3, dilation=2, groups=2, bias=False), ["reshape", "conv2d", "reshape"]),
+    "avgpool1d": (nn.AvgPool1d(2), ["reshape", "avgpool2d", "reshape"]),
+    "maxpool1d": (nn.MaxPool1d(3, stride=1, padding=1), ["reshape", "maxpool2d", "reshape"]),
+    "adaptive-avgpool1d": (nn.AdaptiveAvgPool1d(1), ["reshape", "mean", "reshape"]),
+}
+
+
+@pytest.mark.parametrize("case", MODULES)
+def test_module_lowering_is_exact(case):
+    module, expected = MODULES[case]
+    assert ops(check(Fn(merged(module), module), X4)) == expected
+
+
+def test_time_distributed_modules_and_functional_pools():
+    model = nn.Sequential(snn.TimeDistributed(nn.Conv2d(2, 2, 3, padding=1), nn.AvgPool2d(2)),
+                          Fn(lambda x: F.adaptive_avg_pool2d(x.flatten(0, 1), 1).unflatten(0, (x.shape[0], -1))))
+    assert ops(check(model, XC)) == ["conv2d", "avgpool2d", "mean"]  # ATen: adaptive pooling to 1 is a mean
+
+
+def test_parameters_read_in_forward_are_constants():
+    lin = nn.Linear(6, 5)
+    graph = check(Fn(lambda x, m: F.linear(x.flatten(0, 1), m.weight, m.bias).unflatten(0, (x.shape[0], -1)), lin), X4[:, :, 0])
+    assert ops(graph) == ["linear"]
+
+
+def test_batch_norm_function_in_eval():
+    bn = nn.BatchNorm1d(4).eval()
+    bn.running_mean.normal_()
+    bn.running_var.uniform_(0.5, 2.0)
+    graph = check(Fn(lambda x, m: F.batch_norm(x.flatten(0, 1), m.running_mean, m.running_var, m.weight, m.bias)
+                     .unflatten(0, (x.shape[0], x.shape[1])), bn), X4)
+    assert ops(graph) == ["batchnorm"]
+
+
+def test_step_convention_sees_the_batch_only():
+    """A per-step forward (stepping "step"): the ATen capture sees [B, ...] and keeps B as the lead dim."""
+    from spikec.frontend.stepping import Stepped
+    conv = nn.Conv1d(4, 2, 3).double()
+    graph = trace(Stepped(Fn(lambda x, m: torch.cat([m(x), m(x)], 1).mean(-1, keepdim=True), conv)), (4, 6))
+    assert ops(graph) == ["reshape", "conv2d", "reshape"] * 2 + ["concat", "mean"]
+    x = RNG.normal(size=(3, 2, 4, 6))
+    with torch.no_grad():
+        ref = np.stack([torch.cat([conv(s), conv(s)], 1).mean(-1, keepdim=True).numpy() for s in torch.from_numpy(x)])
+    assert np.array_equal(run(graph, x).outputs(graph)[0], ref)
+
+
+# -- refusals --------------------------------------------------------------------------------------------------
+def refused(fn, x=X4, *modules) -> str:
+    with pytest.raises(UnsupportedOp) as e:
+        trace(Fn(fn, *modules).double(), x.shape[2:], input_kind="real")
+    return str(e.value)
+
+
+def test_unlowered_op_names_the_aten_op_and_the_users_line():
+    msg = refused(lambda x: torch.tanh(x) * 2.0)
+    assert "aten.tanh" in msg and "function torch.tanh" in msg and "no IR lowering" in msg
+    assert "test_aten.py" in msg and "torch.tanh(x) * 2.0" in msg, msg  # the user's line
+    assert "register_function" in msg
+
+
+def test_time_and_batch_are_refused():
+    assert "'T'" in refused(lambda x: torch.cat([x, x], dim=0)) and "per-step dims" in refused(lambda x: x.sum(0))
+    assert "'B'" in refused(lambda x: x.mean(1))
+    assert "mixing the leading" in refused(lambda x: x.unsqueeze(0).mean(3).view(6, 6))
+    assert "must keep the leading" in refused(lambda x: x.reshape(6, 4, 6))
+    assert "every dim" in refused(lambda x: x.sum())
+
+
+def test_per_step_module_on_the_sequence_is_refused():
+    msg = refused(lambda x, m: m(x.flatten(2)), X4, nn.Conv1d(2, 2, 1))
+    assert "module 'layers.0'" in msg or "could not be captured" in msg or "[T, B, ...]" in msg, msg
+
+
+def test_broadcasting_and_indices_are_refused():
+    assert "no broadcasting" in refused(lambda x: x * x[:, :, :1])
+    assert "indices" in refused(lambda x: F.max_pool1d(x.flatten(0, 1), 2, return_indices=True)[1].float().view(
+        3, 2, 4, 3))
+
+
+def test_the_table_holds_the_ops_the_issue_lists():
+    names = {op.name().split("::")[1] for op in LOWERINGS}
+    for name in ("view", "permute", "cat", "slice.Tensor", "select.int", "sum.dim_IntList", "mean.dim", "convolution",
+                 "avg_pool2d", "max_pool2d_with_indices", "_adaptive_avg_pool2d", "addmm", "bmm"):
+        assert any(n == name or n.startswith(name.split(".")[0]) for n in names), name
