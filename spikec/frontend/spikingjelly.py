@@ -1,5 +1,7 @@
 """SpikingJelly 2.0 neurons (``IFNode``, ``LIFNode``, ``ParametricLIFNode``) onto the built-in ``lif`` op or the
-framework-exact ``lif_sj`` op defined here; the layer wrappers and containers are in
+framework-exact ``lif_sj`` op defined here; ``QIFNode``, ``EIFNode``, ``IzhikevichNode`` onto ``qif_sj``,
+``eif_sj``, ``izhikevich_sj`` (defined, with their formulas, in ``spikec.frontend.spikingjelly_nonlinear``; the
+same checks as below, and for Izhikevich a ``w`` restored to ``w_rest``); the layer wrappers and containers are in
 ``spikec.frontend.spikingjelly_layers``. Registered only when SpikingJelly imports.
 
 The mapping is exact: a float64 run of the module and of its IR agree bit for bit, in both step modes. A float64
@@ -39,6 +41,7 @@ import torch
 from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.ir import TensorType
 from spikec.frontend.exact_neurons import float_only, require_stepping
+from spikec.frontend.spikingjelly_nonlinear import CHARGE
 from spikec.frontend.registry import refuse, register_converter
 from spikec.ops import define, need, register_kernel
 
@@ -77,6 +80,28 @@ def sj_node(ctx, m, name, x):
         params["decay"] = m.w.detach().reshape(()).double().sigmoid()  # as a float64 run computes w.sigmoid()
     attrs = {"decay_input": bool(getattr(m, "decay_input", False))}  # IFNode has none; unused without a decay
     return ctx.emit(name, "lif_sj", [x], attrs, params, scope=name)
+
+
+def sj_nonlinear_node(ctx, m, name, x):
+    """QIFNode, EIFNode, IzhikevichNode: their parameters as Python floats, as SpikingJelly computes with them."""
+    from spikingjelly.activation_based import neuron
+    ops = {neuron.QIFNode: "qif_sj", neuron.EIFNode: "eif_sj", neuron.IzhikevichNode: "izhikevich_sj"}
+    if type(m) not in ops:
+        base = next(c for c in ops if isinstance(m, c))
+        refuse(name, m, f"subclasses of {base.__name__} may change the neuron step",
+               f"register a converter for {type(m).__qualname__} with spikec.frontend.register_converter, "
+               f"or use {base.__name__} itself")
+    _check_stepping(ctx, m, name)
+    _check_forward(m, name)
+    v_reset = None if m.v_reset is None else _scalar(m, name, "v_reset")
+    _check_initial_state(m, name, v_reset)
+    op = ops[type(m)]
+    params = {"threshold": _scalar(m, name, "v_threshold"), "v_reset": v_reset,
+              **{k: _scalar(m, name, k) for k in CHARGE[op]}}
+    if op == "izhikevich_sj" and m._memories_rv.get("w") != params["w_rest"]:
+        refuse(name, m, f"reset_net restores w to {m._memories_rv.get('w')!r}, not to w_rest={m.w_rest!r}",
+               "construct the neuron with the w_rest it uses")
+    return ctx.emit(name, op, [x], {}, params, scope=name)
 
 
 def _lif(ctx, name, x, beta, theta, v_reset):
@@ -184,6 +209,8 @@ except ImportError:
 else:
     for _cls in (_sj_neuron.IFNode, _sj_neuron.LIFNode, _sj_neuron.ParametricLIFNode):
         register_converter(_cls, sj_node)
+    for _cls in (_sj_neuron.QIFNode, _sj_neuron.EIFNode, _sj_neuron.IzhikevichNode):
+        register_converter(_cls, sj_nonlinear_node)
     from spikec.frontend import spikingjelly_layers  # noqa: F401,E402  (registers the layer wrappers)
 finally:
     _triton_log.setLevel(_level)

@@ -234,6 +234,31 @@ def _spikingjelly_lif():
     return b.graph(out, plif), _spikes(28, (8,))
 
 
+def _spikingjelly_nonlinear(op, params):
+    """QIFNode / EIFNode / IzhikevichNode (spikec/frontend/spikingjelly_nonlinear.py), hard reset."""
+    def build():
+        import spikec.frontend  # noqa: F401  (the converters define these ops)
+        b = _Builder(41, (8,))
+        out = b.add("out", op, [b.linear("fc", "x", 6)], {},
+                    {"threshold": np.array(0.5), "tau": np.array(2.0), "v_rest": np.array(0.0),
+                     "v_reset": np.array(-0.125), **{k: np.array(v) for k, v in params.items()}})
+        return b.graph(out), _spikes(42, (8,))
+    return build
+
+
+def _sinabs_lif():
+    """Sinabs IAF (MultiSpike counts, subtract) then LIF (SingleSpike, MembraneReset) (spikec/frontend/sinabs.py)."""
+    import spikec.frontend.sinabs  # noqa: F401  (defines lif_sinabs)
+    b = _Builder(43, (8,))
+    iaf = b.add("iaf", "lif_sinabs", [b.linear("fc", "x", 6)], {"spike": "multi", "reset": "subtract",
+                                                                 "norm_input": False},
+                {"alpha_mem": np.array(1.0), "threshold": np.array(0.25)})
+    out = b.add("out", "lif_sinabs", [b.linear("head", iaf, 4)], {"spike": "single", "reset": "reset",
+                                                                   "norm_input": True},
+                {"alpha_mem": np.array(0.75), "threshold": np.array(0.125), "reset_value": np.array(0.0)})
+    return b.graph(out, iaf), _spikes(44, (8,))
+
+
 def _norse_lif():
     """LIFCell (a current, reset to a value), its spikes, v and i."""
     b = _Builder(29, (8,))
@@ -324,6 +349,11 @@ EXAMPLES = {
     "rleaky_snntorch": _snntorch_rleaky,
     "alpha_snntorch": _snntorch_alpha,
     "lif_sj": _spikingjelly_lif,
+    "qif_sj": _spikingjelly_nonlinear("qif_sj", {"a0": 1.0, "v_c": 0.75}),
+    "eif_sj": _spikingjelly_nonlinear("eif_sj", {"delta_T": 1.0, "theta_rh": 0.75}),
+    "izhikevich_sj": _spikingjelly_nonlinear("izhikevich_sj", {"a0": 1.0, "v_c": 0.75, "tau_w": 2.0, "a": 0.25,
+                                                               "b": 0.125, "w_rest": 0.0}),
+    "lif_sinabs": _sinabs_lif,
     "lif_norse": _norse_lif,
     "li_norse": _norse_li,
     "lif_recurrent_norse": _norse_lif_recurrent,

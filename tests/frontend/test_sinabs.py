@@ -14,7 +14,7 @@ import sinabs.layers as sl  # noqa: E402
 from sinabs.activation import MaxSpike, MembraneReset, MembraneSubtract, SingleSpike  # noqa: E402
 
 import spikec  # noqa: E402
-import spikec.targets.onnx.sinabs_emitters  # noqa: E402,F401  (until spikec.targets.onnx imports it)
+import spikec.targets.onnx.sinabs_sj_emitters  # noqa: E402,F401  (until spikec.targets.onnx imports it)
 from spikec.app import loader  # noqa: E402
 from spikec.compiler.errors import BadInput, SpikecError, UnsupportedOp  # noqa: E402
 from spikec.compiler.interpreter import run  # noqa: E402

@@ -81,3 +81,48 @@ def lif_sinabs(b: Builder, node: Node, x: str) -> str:
     if i is not None:
         b.update_state(node, "i", i)
     return b.stack_steps(outs, out=node.name)
+
+
+# -- SpikingJelly's nonlinear neurons --------------------------------------------------------------------
+def _sj_charge(b: Builder, node: Node, c, v: str, w: str | None, xt: str) -> str:
+    """``H`` of ``nonlinear_sj_kernel``, operation by operation in Python's left-to-right order."""
+    if node.op == "eif_sj":                     # v + (x + v_rest - v + delta_T * exp((v - theta_rh) / delta_T)) / tau
+        e = b.op("Exp", [b.op("Div", [b.sub(v, c("theta_rh")), c("delta_T")])])
+        inner = b.add(b.sub(b.add(xt, c("v_rest")), v), b.mul(c("delta_T"), e))
+    else:                                       # v + (x + a0 * (v - v_rest) * (v - v_c) [- w]) / tau
+        inner = b.add(xt, b.mul(b.mul(c("a0"), b.sub(v, c("v_rest"))), b.sub(v, c("v_c"))))
+        if w is not None:
+            inner = b.sub(inner, w)
+    return b.add(v, b.op("Div", [inner, c("tau")]))
+
+
+@emitter("qif_sj")
+@emitter("eif_sj")
+@emitter("izhikevich_sj")
+def nonlinear_sj(b: Builder, node: Node, x: str) -> str:
+    """SpikingJelly ``QIFNode`` / ``EIFNode`` / ``IzhikevichNode`` as ``nonlinear_sj_kernel`` runs it."""
+    q = {k: float(v) for k, v in node.params.items()}
+
+    def c(k):
+        return b.const(q[k], f"{node.name}.{k}")
+    theta, reset, one = c("threshold"), q.get("v_reset"), b.const(1.0, "one")
+    start = 0.0 if reset is None else reset
+    v = b.state(node, "v", b.const(start, f"{node.name}.v0"), start)
+    w = b.state(node, "w", c("w_rest"), q["w_rest"]) if node.op == "izhikevich_sj" else None
+    spikes = []
+    for t, xt in enumerate(b.split_steps(x, b.time_len(x), f"{node.name}/x")):
+        with b.scope(f"{node.name}/t{t}"):
+            h = _sj_charge(b, node, c, v, w, xt)
+            s = b.spike(b.op("GreaterOrEqual", [b.sub(h, theta), b.const(0.0, "zero")]))   # (h - theta >= 0)
+            if w is not None:                   # w + (a * (h - v_rest) - w) / tau_w + b * s
+                w = b.add(b.add(w, b.op("Div", [b.sub(b.mul(c("a"), b.sub(h, c("v_rest"))), w), c("tau_w")])),
+                          b.mul(c("b"), s))
+            if reset is None:
+                v = b.sub(h, b.mul(s, theta))                                      # h - s * theta
+            else:                                                                  # s * v_reset + (1 - s) * h
+                v = b.add(b.mul(s, c("v_reset")), b.mul(b.sub(one, s), h))
+        spikes.append(s)
+    b.update_state(node, "v", v)
+    if w is not None:
+        b.update_state(node, "w", w)
+    return b.stack_steps(spikes, out=node.name)
