@@ -180,7 +180,7 @@ def sinabs_neuron(ctx, m, name, x):
 
 def _config(m, name):
     from sinabs.activation import MaxSpike, MembraneReset, MembraneSubtract, MultiSpike, SingleSpike
-    params = {"alpha_mem": _scalar(m, name, "alpha_mem", _alpha_mem(m)),
+    params = {"alpha_mem": _scalar(m, name, "alpha_mem" if m.train_alphas else "tau_mem", _alpha_mem(m)),
               "alpha_syn": None if m.alpha_syn_calculated is None else
               _scalar(m, name, "alpha_syn", m.alpha_syn_calculated.detach().double()),
               "min_v_mem": None if m.min_v_mem is None else _scalar(m, name, "min_v_mem", m.min_v_mem)}

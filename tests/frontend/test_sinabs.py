@@ -170,3 +170,26 @@ def _fresh_cnn():
     return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), sl.IAFSqueeze(num_timesteps=T, spike_threshold=th(0.5)),
                          nn.AvgPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 5),
                          sl.IAFSqueeze(num_timesteps=T, spike_threshold=th(0.25)))
+
+
+def test_a_network_of_batch_first_layers_compiles_equivalent_on_onnx():
+    """Sinabs's plain layers on [B, T, N]: Linear runs on the last dim, the neurons on the batch-first sequence."""
+    torch.manual_seed(2)
+    net = nn.Sequential(nn.Linear(6, 8), sl.LIF(tau_mem=3.0, spike_fn=SingleSpike, spike_threshold=th(0.2)),
+                        nn.Linear(8, 3), sl.IAF(spike_threshold=th(0.25)))
+    x = (np.random.default_rng(4).random((T, B, 6)) < 0.5).astype(np.float32)
+    c = spikec.compile(frontend.SinabsNet(net), x, targets=("onnx",))
+    assert frontend.SinabsNet(net).layout == "B,T"
+    assert c.equivalent and c.targets["onnx"]["spike_exact"]
+    assert c.run(x).any()
+
+
+@pytest.mark.parametrize("layer", ["IAF multi", "LIF train_alphas", "LIF max subtract_value", "ExpLeak norm min"])
+def test_the_one_step_streaming_onnx_model_repeats_the_run(layer, monkeypatch):
+    """The emitter's state form (Builder.state / update_state), stepped by onnxruntime one step at a time."""
+    from spikec.targets.onnx import streaming
+    monkeypatch.setattr(streaming, "STEP_FORMS", streaming.STEP_FORMS | {"lif_sinabs"})
+    graph = trace(frontend.SinabsNet(LAYERS[layer][0]()), SHAPE, input_kind="real")
+    x = inputs(11).numpy()
+    report, _ = streaming.streaming_result(graph, x, run(graph, x), "float64")
+    assert report["written"] and report["equivalent"] and report["max_rel_diff"] == 0.0, report

@@ -142,3 +142,16 @@ def test_subclasses_and_a_moved_rest_state_are_refused(sj):
     izh.w_rest = 0.5  # changed after construction: reset_net restores w to 0.0
     with pytest.raises(UnsupportedOp, match="w_rest"):
         trace(izh, SHAPE)
+
+
+@pytest.mark.parametrize("cls", list(OPS))
+def test_the_one_step_streaming_onnx_model_repeats_the_run(sj, cls, monkeypatch):
+    """The emitter's state form (v, and Izhikevich's w), stepped by onnxruntime one step at a time."""
+    from spikec.targets.onnx import streaming
+    monkeypatch.setattr(streaming, "STEP_FORMS", streaming.STEP_FORMS | set(OPS.values()))
+    module = make(sj, cls, np.random.default_rng(7), True, "m")
+    ctx, out = convert_one(module, SHAPE, "multistep")
+    graph, _ = run_converted(ctx, [out], np.zeros((1, 1, *SHAPE)))
+    x = np.random.default_rng(8).normal(0.4, 1.0, size=(10, 2, *SHAPE))
+    report, _ = streaming.streaming_result(graph, x, run(graph, x), "float64")
+    assert report["written"] and report["spike_exact"], report
