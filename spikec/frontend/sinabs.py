@@ -115,6 +115,14 @@ class SinabsNet(nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args)
 
 
+def adapt(model: nn.Module) -> nn.Module:
+    """``model`` as spikec runs it: a bare Sinabs network (one holding Sinabs layers and no ``SinabsNet``) wrapped
+    in ``SinabsNet``, anything else as it is. Wrap before loading a checkpoint: the bare network's keys then load."""
+    if not _stateful_layers(model) or any(isinstance(m, SinabsNet) for m in model.modules()):
+        return model
+    return SinabsNet(model)
+
+
 def _is_squeeze(m) -> bool:
     return type(m).__module__.startswith("sinabs.") and hasattr(m, "squeeze_forward")
 

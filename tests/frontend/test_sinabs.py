@@ -193,3 +193,17 @@ def test_the_one_step_streaming_onnx_model_repeats_the_run(layer, monkeypatch):
     x = inputs(11).numpy()
     report, _ = streaming.streaming_result(graph, x, run(graph, x), "float64")
     assert report["written"] and report["equivalent"] and report["max_rel_diff"] == 0.0, report
+
+
+def test_adapt_wraps_a_bare_sinabs_network_once(tmp_path):
+    bare = cnn()
+    wrapped = frontend.adapt(bare)
+    assert isinstance(wrapped, frontend.SinabsNet) and wrapped.net is bare and wrapped.layout == "B*T"
+    assert frontend.adapt(wrapped) is wrapped and frontend.adapt(nn.Sequential(wrapped)).__class__ is nn.Sequential
+    plain = nn.Sequential(nn.Linear(3, 3))
+    assert frontend.adapt(plain) is plain
+    path = tmp_path / "bare.pt"
+    torch.save(bare.state_dict(), path)
+    c = spikec.compile(frontend.adapt(_fresh_cnn()), cnn_inputs(), weights=path, targets=("onnx",))
+    assert c.equivalent and np.array_equal(c.run(cnn_inputs()), spikec.compile(
+        frontend.SinabsNet(cnn()), cnn_inputs(), targets="none").run(cnn_inputs()))
