@@ -131,6 +131,8 @@ def _run_tag() -> str:
     return f"{os.getpid()}-{_start_time(os.getpid()) or 0}"
 
 
+# the most a temp sibling's name adds to NAME: ".NAME.tmp-PID-START-XXXXXXXX" (a 7-digit PID, a 20-digit start time)
+TEMP_EXTRA = len(".") + len(".tmp-") + 7 + len("-") + 20 + len("-") + 8
 _TEMP = re.compile(r"^\..+\.(?P<kind>tmp|old)-(?P<pid>\d+)-(?P<start>\d+)-[^-]+$")
 
 

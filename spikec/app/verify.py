@@ -24,7 +24,9 @@ from spikec.app.conventions import choose
 from spikec.frontend.stepping import STEPPINGS
 from spikec.app.driver import CODINGS, CompileOptions, check_options, compile_model, load_source
 from spikec.app.multitarget import plan
-from spikec.app.provenance import NIR_COPY, SOURCE_DIR, WEIGHTS_COPY, instance_spec, source_entry, source_spec
+from spikec.passes import select
+from spikec.app.provenance import (INSTANCE, NIR_COPY, SOURCE_DIR, WEIGHTS_COPY, instance_spec, is_instance,
+                                   source_entry, source_spec)
 from spikec.app import loader
 from spikec.compiler.checker import Comparison, compare_graphs, compare_with_torch
 from spikec.compiler.errors import BadInput, IRError, SpikecError
@@ -89,8 +91,11 @@ def not_run(out: Path, report: dict) -> dict:
     code = entry if entry is not None and entry.is_file() else None
     own = f"--model FILE.py:factory --weights {out / SOURCE_DIR / WEIGHTS_COPY}"
     if code is None:
+        model = report.get("model")
+        origin = f" (it was compiled from a module instance, {model[len(INSTANCE):-1]})" if is_instance(model) else ""
         return {"equivalent": True, "not_run": True, "checks": ["source_vs_deployed", "passes_replayed"],
-                "reason": "OUTDIR holds no code to rebuild the source model", "remedy": own + " (your own code)"}
+                "reason": f"the source model was not run: OUTDIR holds no code to rebuild it{origin}",
+                "remedy": own + " (your own code; spikec.verify(outdir, model=your_module) in Python)"}
     return {"equivalent": True, "not_run": True, "checks": ["source_vs_deployed", "passes_replayed"],
             "code": str(code),
             "reason": f"the source model was not run: its code, {code}, came with OUTDIR, and verify runs no code "
@@ -121,6 +126,10 @@ def _replay_options(report: dict, model: str, weights: str | None, trust_pickle:
     except BadInput as e:
         raise BadInput(f"report.json options: {e.what}", remedy="recompile") from e
     plan(opts.target)  # none | all | names: each a known, loadable target
+    try:
+        select(opts.passes)  # known pass names, whether or not a replay runs them
+    except BadInput as e:
+        raise BadInput(f"report.json option 'passes': {e.what}", remedy="recompile") from e
     return opts
 
 

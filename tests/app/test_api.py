@@ -9,6 +9,7 @@ import torch
 import spikec
 from spikec.compiler.errors import BadInput, ModelLoadError, SpikecError
 from spikec.app.loader import load_factory
+from spikec.app.verify import verify_outdir  # spikec.verify takes no run_source keyword yet
 from app_helpers import HERE, REPO, cli
 
 MODELS = HERE / "models.py"
@@ -38,8 +39,8 @@ def test_one_compile_of_a_module_instance_is_exact_on_lava_nir_and_onnx(tmp_path
     out = c.save(tmp_path / "out")
     assert out == tmp_path / "out"
     assert {"lava", "model.nir", "model.onnx", "report.json"} <= {p.name for p in out.iterdir()}
-    assert {p.name for p in (out / "source").iterdir()} == {"model.py", "weights.pt"}  # the class rebuilds: Net()
-    results = spikec.verify(out)
+    assert {p.name for p in (out / "source").iterdir()} == {"models.py", "weights.pt"}  # the class rebuilds: Net()
+    results = verify_outdir(out, run_source=True)  # OUTDIR's copy of the class's file runs only when asked
     assert all(r["equivalent"] for r in results.values()), results
     assert {"target_lava", "target_nir", "target_onnx", "source_vs_deployed", "passes_replayed"} <= set(results)
 
@@ -50,8 +51,9 @@ def test_a_factory_string_and_an_npz_path(tmp_path):
     assert c.equivalent and set(c.targets) == {"nir", "onnx"}
     assert c.report["input"]["source"].startswith("file ") and c.report["input"]["samples"] == 3
     out = c.save(tmp_path / "out")
-    assert (out / "source" / "model.py").is_file()
-    assert all(r["equivalent"] for r in spikec.verify(out).values())
+    assert (out / "source" / "models.py").is_file()
+    results = spikec.verify(out)
+    assert all(r["equivalent"] for r in results.values()) and results["source_not_run"]["not_run"]
 
 
 def test_random_inputs_a_single_target_and_several_outputs(tmp_path):
@@ -101,12 +103,17 @@ def test_an_instance_its_class_cannot_rebuild_verifies_only_against_a_model(tmp_
     out = c.save(tmp_path / "out")
     assert {p.name for p in (out / "source").iterdir()} == {"weights.pt"}
     with pytest.raises(BadInput) as e:
-        spikec.verify(out)
+        verify_outdir(out, run_source=True)
     assert "compiled from a module instance (torch.nn.modules.container.Sequential)" in e.value.what
     assert "--model FILE.py:factory --weights" in e.value.remedy and "spikec.verify(outdir, model=" in e.value.remedy
+    note = spikec.verify(out)["source_not_run"]  # by default: the IR checks, and what it takes to check the source
+    assert "module instance, torch.nn.modules.container.Sequential" in note["reason"]
+    assert "spikec.verify(outdir, model=" in note["remedy"]
     assert all(r["equivalent"] for r in spikec.verify(out, model=net).values())
-    result = cli("verify", out)
+    result = cli("verify", out, "--run-source")
     assert result.exit_code == 2 and "module instance" in result.output and "remedy" in result.output
+    result = cli("verify", out)
+    assert result.exit_code == 0 and "NOT RUN" in result.output and "module instance" in result.output
     result = cli("verify", out, "--model", f"{MODELS}:one_output", "--weights", out / "source" / "weights.pt")
     assert result.exit_code == 0, result.output
 

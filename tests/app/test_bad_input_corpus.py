@@ -437,6 +437,8 @@ WEIGHT_CASES = {
     "an npz": (lambda ws: (np.savez(ws / "ckpt.npz", w=np.ones(3)), ws / "ckpt.npz")[1], ["ckpt.npz"]),
     "a directory": (lambda ws: (ws / "ckpt.pt").mkdir() or ws / "ckpt.pt", ["--weights", "directory"]),
     "missing": (lambda ws: ws / "nope.pt", ["nope.pt", "does not exist"]),
+    "a FIFO": (lambda ws: (os.mkfifo(ws / "ckpt.pt"), ws / "ckpt.pt")[1], ["ckpt.pt", "FIFO", "not a regular file"]),
+    "/dev/zero": (lambda ws: "/dev/zero", ["/dev/zero", "character device"]),
     "wrong shape": (_save(_state("0.weight", torch.zeros(3, 3))), ["ckpt.pt", "0.weight", "shape"]),
     "transposed": (_save(_state("0.weight", lambda v: v.t().contiguous())), ["ckpt.pt", "0.weight", "shape"]),
     "scalar for a matrix": (_save(_state("2.weight", torch.tensor(1.0))), ["ckpt.pt", "2.weight"]),
@@ -589,6 +591,8 @@ NPZ_CASES = {
     "header of an unknown dtype": (_npz_declaring((4, 3, 12), dtype="<q9"), ["x.npz"]),
     "a directory": (lambda ws: (ws / "x.npz").mkdir() or ws / "x.npz", ["--inputs", "directory"]),
     "missing": (lambda ws: ws / "nope.npz", ["nope.npz"]),
+    "a FIFO": (lambda ws: (os.mkfifo(ws / "x.npz"), ws / "x.npz")[1], ["x.npz", "FIFO", "not a regular file"]),
+    "/dev/zero": (lambda ws: "/dev/zero", ["/dev/zero", "character device"]),
 }
 
 
@@ -807,6 +811,14 @@ def _read_only_parent(ws):
     return ws / "ro" / "out"
 
 
+def _marked(ws, make_marker):
+    """A non-empty directory whose .spikec marker ``make_marker`` makes: OUTDIR may replace it only if it is spikec's."""
+    (ws / "fake").mkdir()
+    (ws / "fake" / "thesis.tex").write_text("years of work\n")
+    make_marker(ws / "fake" / ".spikec")
+    return ws / "fake"
+
+
 OUTDIR_CASES = {
     # name: (OUTDIR from ws, phrases)
     "a file": (lambda ws: ((ws / "f").write_text("keep\n"), ws / "f")[1], [("not a directory", "is a file")]),
@@ -822,6 +834,11 @@ OUTDIR_CASES = {
                                              ws / "fake")[2], ["did not write"]),
     "a dir with a garbage marker": (lambda ws: ((ws / "fake").mkdir(), (ws / "fake" / ".spikec").write_text("[["),
                                                 ws / "fake")[2], ["did not write"]),
+    "a dir with a marker of version 999": (lambda ws: _marked(ws, lambda m: m.write_text(
+        '{"format": "spikec-outdir", "version": 999}')), ["did not write", "version 999"]),
+    "a dir with a marker linked to a good OUTDIR's": (lambda ws: _marked(ws, lambda m: m.symlink_to(
+        CORPUS.good / ".spikec")), ["did not write", "symbolic link"]),
+    "a dir with a FIFO marker": (lambda ws: _marked(ws, os.mkfifo), ["did not write", "FIFO"]),
     "the model's folder": (lambda ws: ws, ["the current directory"]),
     "the model's folder, via ..": (lambda ws: ws / "sub" / "..", ["the current directory"]),
     "'.'": (lambda ws: ".", ["the current directory"]),
@@ -1085,7 +1102,38 @@ VERIFY_CASES = {
     "a garbage model.nir": (_write("model.nir", b"garbage"), 2, ["model.nir"]),
     "a garbage lava/network.json": (lambda out: ((out / "lava").mkdir(), (out / "lava" / "network.json")
                                                  .write_text("{")), 2, ["lava"]),
+    # an OUTDIR is a file people send each other: nothing in it is read through a link or from a special file
+    "graph.json a link to a copy outside": (lambda out: _linked(out, "graph.json"), 2,
+                                            ["graph.json", "symbolic link"]),
+    "io.npz a link to /dev/zero": (lambda out: ((out / "io.npz").unlink(), (out / "io.npz").symlink_to("/dev/zero")),
+                                   2, ["io.npz", "symbolic link", "/dev/zero"]),
+    "source/model.py a link": (lambda out: _linked(out, "source/model.py"), 2, ["model.py", "symbolic link"]),
+    "report.json a FIFO": (lambda out: ((out / "report.json").unlink(), os.mkfifo(out / "report.json")), 2,
+                           ["report.json", "FIFO"]),
+    "report.json over its size limit": (lambda out: os.truncate(out / "report.json", 65 << 20), 2,
+                                        ["report.json", "over the limit of 67,108,864 bytes"]),
+    ".spikec version 999": (_write(".spikec", b'{"format": "spikec-outdir", "version": 999}'), 2,
+                            [".spikec", "version 999"]),
+    ".spikec a link to a good OUTDIR's": (lambda out: ((out / ".spikec").unlink(),
+                                                       (out / ".spikec").symlink_to(CORPUS.good / ".spikec")), 2,
+                                          [".spikec", "symbolic link"]),
+    "a planted source/sklearn.py": (_write("source/sklearn.py", b"raise SystemExit(9)\n"), 2,
+                                    ["sklearn.py", "installed module 'sklearn'"]),
+    "a planted source/torch package": (lambda out: ((out / "source" / "torch").mkdir(),
+                                                    (out / "source" / "torch" / "__init__.py").write_text("")), 2,
+                                       ["torch", "installed module 'torch'"]),
 }
+# run with --run-source: they are about the model code OUTDIR carries (without it, none of it runs)
+RUN_SOURCE = {name for name in VERIFY_CASES if name.startswith(("report factory", "source/", "a planted"))
+              and "a link" not in name} | {"report.json {}", "report without provenance"}
+
+
+def _linked(out, name):
+    """``name`` replaced by a symbolic link to an identical copy outside OUTDIR (valid content, still refused)."""
+    copy = out.parent / f"outside-{name.replace('/', '-')}"
+    shutil.copy(out / name, copy)
+    (out / name).unlink()
+    (out / name).symlink_to(copy)
 
 
 @pytest.mark.parametrize("case", list(VERIFY_CASES))
@@ -1094,7 +1142,17 @@ def test_verify_tampered_outdir(ws, case):
     out = ws / "out"
     shutil.copytree(CORPUS.good, out)
     tamper(out)
-    check(ws, ["verify", out], code, *phrases)  # verify writes nothing: ws, OUTDIR included, is unchanged
+    # verify writes nothing: ws, OUTDIR included, is unchanged
+    check(ws, ["verify", out, *(["--run-source"] if case in RUN_SOURCE else [])], code, *phrases)
+
+
+@pytest.mark.parametrize("case", sorted(RUN_SOURCE))
+def test_verify_runs_no_tampered_source_by_default(ws, case):
+    tamper = VERIFY_CASES[case][0]
+    out = ws / "out"
+    shutil.copytree(CORPUS.good, out)
+    tamper(out)
+    check(ws, ["verify", out], 0, "NOT RUN", ("--run-source", "--model"))  # the IR and io.npz still check out
 
 
 VERIFY_TARGETS = {
@@ -1124,7 +1182,8 @@ def test_verify_with_bad_model_and_weights(ws):
     check(ws, ["verify", ws / "out", "--model", model(ws, "returns_dict")], 2, "Returns")
     make, phrases = WEIGHT_CASES["wrong shape"]
     check(ws, ["verify", ws / "out", "--model", model(ws), "--weights", make(ws)], 2, *phrases)
-    check(ws, ["verify", ws / "out", "--weights", make(ws)], 2, *phrases)
+    check(ws, ["verify", ws / "out", "--run-source", "--weights", make(ws)], 2, *phrases)
+    check(ws, ["verify", ws / "out", "--weights", make(ws)], 2, "--weights", "--run-source")
 
 
 JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2 ** 70, 2 ** 70) | st.floats(allow_nan=True)

@@ -151,7 +151,7 @@ def test_compiles_equivalent_and_records_what_the_framework_computes(compiled):
 def test_verify_passes(compiled):
     _, work, res = compiled
     assert res.exit_code == 0, res.output
-    check = cli("verify", work / "out")
+    check = cli("verify", work / "out", "--run-source")
     assert check.exit_code == 0, check.output
 
 

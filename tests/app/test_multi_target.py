@@ -27,7 +27,7 @@ def test_all_targets_in_one_compile_side_by_side_and_verified(tmp_path):
     assert r["options"]["target"] == "all"
     assert (out / "lava").is_dir() and (out / "model.nir").is_file() and (out / "model.onnx").is_file()
     assert "  targets    lava: " in result.output and "\n             nir: " in result.output
-    result = cli("verify", out)
+    result = cli("verify", out, "--run-source")
     assert result.exit_code == 0, result.output
     for check in ("target_lava", "target_nir", "target_onnx", "passes_replayed"):
         assert f"\n{check}" in "\n" + result.output

@@ -171,7 +171,7 @@ def test_verify_detects_tampered_weights(digits_out, tmp_path):
     assert result.exit_code == 1, result.output
     assert "FAILED" in result.output
 
-    result = cli("verify", out, "--inputs", INPUTS)  # the source-vs-deployed check alone also catches it
+    result = cli("verify", out, "--run-source", "--inputs", INPUTS)  # the source-vs-deployed check alone catches it
     no_traceback(result)
     assert result.exit_code == 1, result.output
 

@@ -72,7 +72,7 @@ def test_exact_mapping_is_a_recorded_pass_and_verifies(models, tmp_path):
     assert report["final"]["approximate"] is False
     with np.load(out / "io.npz") as io:
         assert "deployed_output" not in io.files       # exact: the source's own outputs are the reference
-    result = cli("verify", out)
+    result = cli("verify", out, "--run-source")
     assert result.exit_code == 0, result.output
     assert "APPROXIMATE" not in result.output
 
@@ -88,7 +88,7 @@ def test_layernorm_exports_to_onnx_and_verifies_as_approximate(models, tmp_path)
     assert not report["final"]["equivalent"] and report["final"]["approximate"] and report["equivalent"]
     assert target["name"] == "onnx" and target["equivalent"] and target["max_rel_diff"] <= 1e-12
     assert (out / "model.onnx").is_file()
-    result = cli("verify", out)
+    result = cli("verify", out, "--run-source")
     assert result.exit_code == 0, result.output
     assert "target_onnx" in result.output and "APPROXIMATE" in result.output
 
