@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from spikec.app.api import Compilation, UnexpectedError, compile, verify
 
 _API = ("compile", "verify", "Compilation", "UnexpectedError")
-__all__ = [*_API, "load"]
+__all__ = ["compile", "verify", "Compilation", "UnexpectedError", "load"]  # literal: linters read it
 
 
 def __getattr__(name: str):
@@ -28,5 +28,10 @@ def __dir__():
 
 def load(outdir):
     """The integer reference of a Lava compile in ``outdir``, batched and Lava-free (``model(x, dequantize=True)``)."""
+    import os
+    from spikec.compiler.errors import BadInput
+    if not isinstance(outdir, (str, os.PathLike)):
+        raise BadInput(f"spikec.load(): the OUTDIR is a {type(outdir).__name__}, not a path",
+                       remedy="give the OUTDIR of a Lava compile as a str or a pathlib.Path")
     from spikec.targets.lava import load as _load
     return _load(outdir)

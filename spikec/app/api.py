@@ -8,6 +8,8 @@ never a bare traceback from deep inside. The CLI is a layer over ``compile_optio
 from __future__ import annotations
 
 import functools
+import inspect
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -19,22 +21,34 @@ from spikec.app import loader
 from spikec.app import outdir as owned
 from spikec.app.driver import CompileOptions, Compiled, compile_model, load_source, write_outdir
 from spikec.app.provenance import instance_spec, is_instance, model_file
-from spikec.compiler.errors import BadInput, Interrupted, SpikecError
+from spikec.compiler.errors import BadInput, InternalError, Interrupted, SpikecError
 from spikec.compiler.interpreter import run as run_graph
 from spikec.compiler.ir import Graph
 
 DEFAULT_TARGETS = ("lava", "nir", "onnx")
 
 
-class UnexpectedError(SpikecError):
+class UnexpectedError(InternalError):
     """An exception spikec did not foresee (a bug, or an input nothing checks yet): the original is ``__cause__``."""
+
+
+def _bind(fn, signature, args, kwargs) -> None:
+    """A call ``fn`` cannot take (an unknown keyword, a missing or extra argument) as a BadInput naming them."""
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:
+        accepted = ", ".join(n for n, p in signature.parameters.items() if p.kind is p.KEYWORD_ONLY)
+        raise BadInput(f"spikec.{fn.__name__}(): {e}", remedy=f"its keyword arguments are: {accepted}") from None
 
 
 def guarded(fn):
     """Every way ``fn`` can fail becomes a named ``SpikecError`` (as ``cli._run_guarded`` makes it an exit code);
     KeyboardInterrupt and ``Interrupted`` (SIGTERM) pass through, so a caller can still stop a compile."""
+    signature = inspect.signature(fn)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        _bind(fn, signature, args, kwargs)
         try:
             return fn(*args, **kwargs)
         except (SpikecError, KeyboardInterrupt, Interrupted):
@@ -88,6 +102,12 @@ class Compilation:
         ``outdir``, or ``outdir.not-equivalent`` beside an equivalent OUTDIR a failed compile must not replace."""
         return _save(self, outdir)
 
+    @property
+    def internal_errors(self) -> dict:
+        """``{target name: message}`` of the targets that failed internally (a compiler bug; the others ran)."""
+        from spikec.app.multitarget import internal_failures
+        return {r["name"]: r["reason"] for r in internal_failures(self.targets)}
+
 
 @guarded
 def _run(graph: Graph, x):
@@ -103,6 +123,7 @@ def _run(graph: Graph, x):
 
 @guarded
 def _save(c: Compilation, outdir) -> Path:
+    _check_path("save(outdir)", outdir)
     owned.check_outdir(outdir, c.reads)
     return write_outdir(outdir, c.compiled, c.reads)
 
@@ -115,6 +136,64 @@ def _as_array(x) -> np.ndarray:
     raise BadInput(f"inputs of type {type(x).__name__} are not an array",
                    remedy="give a numpy array or a torch tensor laid out [T, B, *input_shape], or an .npz path "
                           "(key 'input')")
+
+
+def _check_path(what: str, value) -> None:
+    if not isinstance(value, (str, os.PathLike)):
+        raise BadInput(f"{what} is a {type(value).__name__}, not a path", remedy="give a str or a pathlib.Path")
+
+
+def _check_count(name: str, value, optional: bool = True) -> None:
+    """``steps``/``batch``/``max_input_bytes``/``workers``: an int >= 1 (not a bool, a float or a string), or None."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise BadInput(f"{name}={value!r} is not an integer >= 1",
+                       remedy=f"give {name} an int >= 1" + (" or None" if optional else ""))
+
+
+_CHOICES = {"stepping": ("auto", "multistep", "step", "loop"), "nir_scheme": ("snntorch", "norse"),
+            "nir_consumer": ("any", "snntorch", "norse"), "coding": ("native", "ttfs")}
+
+
+def _check_api_options(options: dict) -> dict:
+    """The keyword values of ``spikec.compile`` checked (and ``passes`` as a sequence joined): a BadInput naming
+    the keyword and the values it takes, before any work."""
+    for name in ("steps", "batch", "max_input_bytes"):
+        _check_count(name, options[name])
+    for name in ("probes", "trust_pickle", "allow_unstable"):
+        if not isinstance(options[name], bool):
+            raise BadInput(f"{name}={options[name]!r} is not a bool", remedy=f"give {name}=True or {name}=False")
+    for name, accepted in _CHOICES.items():
+        if options[name] not in accepted:
+            raise BadInput(f"{name}={options[name]!r} is not one of {', '.join(accepted)}",
+                           remedy=f"give {name} one of: {', '.join(map(repr, accepted))}")
+    passes = options["passes"]
+    if isinstance(passes, (tuple, list)) and all(isinstance(p, str) for p in passes):
+        options["passes"] = ",".join(passes) if passes else "none"
+    elif not isinstance(passes, str):
+        raise BadInput(f"passes={passes!r} is not pass names", remedy="give 'default', 'none', 'a,b' or a sequence "
+                       "of pass names such as ('fold_batchnorm', 'fuse_repconv')")
+    shape = options["input_shape"]
+    if shape is not None and (isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__")
+                              or not all(not isinstance(d, bool) and isinstance(d, (int, np.integer)) and d >= 1
+                                         for d in shape) or not len(tuple(shape))):
+        raise BadInput(f"input_shape={shape!r} is not a sequence of integers >= 1", remedy="e.g. input_shape=(1, 8, 8)")
+    for name in ("weights",):
+        if options[name] is not None:
+            _check_path(name, options[name])
+    return options
+
+
+def _check_instance(model) -> None:
+    """A module whose tensors hold no data (the meta device) cannot be run, so cannot be checked."""
+    if isinstance(model, torch.nn.Module):
+        meta = next((n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta), None)
+        if meta is not None:
+            raise BadInput(f"the model's tensor {meta!r} is on the meta device (it holds no values)",
+                           where=f"model {type(model).__qualname__}",
+                           remedy="materialize the model first (model.to_empty(device='cpu') and load its weights, "
+                                  "or build it without device='meta')")
 
 
 def compile_options(model, inputs=None, **options) -> tuple[CompileOptions, np.ndarray | None, torch.nn.Module | None]:
@@ -168,13 +247,34 @@ def compile(model: torch.nn.Module | str | Path, inputs: np.ndarray | torch.Tens
     The rest as the CLI's options of the same names (``--dt`` is ``nir_dt``). Raises a ``SpikecError`` subclass
     (``BadInput``, ``ModelLoadError``, ``UnsupportedOp``, ...) naming what is wrong and the remedy.
     """
+    checked = _check_api_options(dict(steps=steps, batch=batch, max_input_bytes=max_input_bytes, probes=probes,
+                                      trust_pickle=trust_pickle, allow_unstable=allow_unstable, stepping=stepping,
+                                      nir_scheme=nir_scheme, nir_consumer=nir_consumer, coding=coding,
+                                      passes=passes, input_shape=input_shape, weights=weights))
+    passes = checked["passes"]
+    _check_instance(model)
     opts, array, instance = compile_options(
         model, inputs, weights=None if weights is None else str(weights), stepping=stepping,
-        input_shape=None if input_shape is None else tuple(input_shape), steps=steps, batch=batch, passes=passes,
+        input_shape=None if input_shape is None else tuple(int(d) for d in input_shape), steps=steps, batch=batch,
+        passes=passes,
         target=_target_spec(targets), coding=coding, seed=seed, probes=probes, trust_pickle=trust_pickle,
         nir_dt=nir_dt, nir_scheme=nir_scheme, nir_consumer=nir_consumer, allow_unstable=allow_unstable,
         ttfs_dt=ttfs_dt, max_input_bytes=max_input_bytes, report_refusals=True)
     return compile_with(opts, array, instance)
+
+
+VERIFY_TARGETS = "'default' (all but lava), 'all', 'none', a name such as 'onnx', 'nir,onnx', or a sequence of names"
+
+
+def _verify_targets(targets) -> str:
+    """``verify``'s ``targets``: default, all, none, or known target names; BadInput listing the forms else."""
+    from spikec.targets import KNOWN
+    spec = _target_spec(targets)
+    names = spec.split(",")
+    if spec in ("default", "all", "none") or (all(n in KNOWN for n in names) and len(set(names)) == len(names)):
+        return spec
+    raise BadInput(f"targets={targets!r} is not a set of targets to re-check",
+                   remedy=f"give {VERIFY_TARGETS} (targets: {', '.join(KNOWN)})")
 
 
 def _target_spec(targets) -> str:
@@ -203,10 +303,17 @@ def verify(outdir: str | Path, inputs: str | Path | None = None, *, model: torch
         ``"none"`` or names; ``progress``: a progress bar on stderr.
     All checks passed when ``all(r["equivalent"] for r in result.values())``.
     """
+    _check_path("outdir", outdir)
+    _check_count("max_input_bytes", max_input_bytes)
+    _check_count("workers", workers)
+    spec = _verify_targets(targets)
+    if workers is None and ray is None and spec != "default":
+        raise BadInput(f"targets={targets!r} applies to a data-set run", remedy="add workers=N (and inputs=DATA.npz), "
+                       "or drop targets")
     if workers is not None or ray is not None:
         from spikec.app.dataset_run import verify_dataset
         return verify_dataset(str(outdir), None if inputs is None else str(inputs), workers=1 if workers is None
-                              else workers, ray=ray, targets=_target_spec(targets), model=model,
+                              else workers, ray=ray, targets=spec, model=model,
                               weights=None if weights is None else str(weights), trust_pickle=trust_pickle,
                               max_input_bytes=max_input_bytes, progress=progress)
     from spikec.app.verify import verify_outdir

@@ -1,19 +1,26 @@
 """``spikec`` command line, a thin layer over the driver.
 
-Exit codes: 0 success; 1 not equivalent / verification failed; 2 bad input; 130 / 143 interrupted by
-SIGINT / SIGTERM. What user code prints goes to stderr, so stdout carries only spikec's own output.
+Exit codes: 0 success; 1 not equivalent / verification failed; 2 bad input; 3 a compiler bug (internal error);
+130 / 143 interrupted by SIGINT / SIGTERM. What user code prints goes to stderr, so stdout carries only spikec's
+own output.
+
+The console entry (``run``) runs the command in a forked child that reports its exit code to the parent just
+before it exits: a model whose code ends the process itself (``os._exit``, a fatal signal) cannot pass for a
+success or a verdict, the parent says so and exits 2.
 """
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 
 import click
 
-from spikec.compiler.errors import Interrupted, SpikecError
+from spikec.compiler.errors import BadInput, Interrupted, SpikecError
 
 # SpikingJelly registers torch custom ops that warn "Triton not available" (at import and on first use): noise
 # on a CPU machine, where its torch reference code is what runs anyway
@@ -51,6 +58,19 @@ def _fail(message: str, code: int, debug: bool) -> int:
     return code
 
 
+def _user_frame(tb) -> str:
+    """`` (forward in /path/model.py:12)``: the innermost frame of ``tb`` outside spikec and the installed packages."""
+    here, found = str(Path(__file__).resolve().parents[1]), ""
+    lib = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.__file__))}
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        path = str(Path(code.co_filename).resolve()) if not code.co_filename.startswith("<") else ""
+        if path and not path.startswith(here) and not any(path.startswith(p) for p in lib):
+            found = f" ({code.co_name} in {path}:{tb.tb_lineno})"
+        tb = tb.tb_next
+    return found
+
+
 def _run_guarded(fn, args, kwargs, debug: bool) -> int:
     """Run a command; every way it can end becomes a message and an exit code, never a bare traceback."""
     try:
@@ -62,14 +82,19 @@ def _run_guarded(fn, args, kwargs, debug: bool) -> int:
     except Interrupted as e:
         return _fail(f"interrupted (signal {e.signum}); nothing was written", e.exit_code, debug)
     except SystemExit as e:  # spikec never exits from inside a command: this came from user code
-        return _fail(f"the model's code called sys.exit({e.code!r}) during the command\n"
-                     "  remedy: the factory and forward must return, not exit", 2, debug)
+        return _fail(f"the model's code{_user_frame(e.__traceback__)} called sys.exit({e.code!r}) during the "
+                     "command\n  remedy: the factory and forward must return, not exit", 2, debug)
     except MemoryError:
         return _fail("out of memory\n  remedy: use fewer samples or steps (--batch, --steps, a smaller --inputs)",
                      2, debug)
     except Exception as e:  # a bug in spikec or an unforeseen input: still no bare traceback
-        return _fail(f"unexpected {type(e).__name__}: {e}\n  (run with --debug for the traceback, and please "
-                     "report it)", 2, debug)
+        return _fail(f"internal error: exception {type(e).__name__}: {e}\n  remedy: this is a compiler bug: run "
+                     "with --debug for the traceback, and please report it", 3, debug)
+    except BaseException as e:  # GeneratorExit, a custom BaseException: spikec raises none but the above
+        text = f"{type(e).__qualname__}" + (f"({e})" if str(e) else "")
+        return _fail(f"the model's code{_user_frame(e.__traceback__)} raised {text}, a BaseException, during the "
+                     "command\n  remedy: the factory and forward must return (or raise an Exception), not raise "
+                     "a BaseException", 2, debug)
 
 
 def _guard(fn):
@@ -77,17 +102,67 @@ def _guard(fn):
     def wrapper(*args, **kwargs):
         ctx = click.get_current_context()
         ctx.meta["spikec.stdout"] = sys.stdout
-        with contextlib.redirect_stdout(sys.stderr):
-            code = _run_guarded(fn, args, kwargs, bool(ctx.find_root().params.get("debug")))
-        sys.stdout.flush()
+        debug = bool(ctx.find_root().params.get("debug")) or bool(ctx.meta.get("spikec.debug"))
+        with contextlib.redirect_stdout(sys.stderr if sys.stderr is not None else sys.stdout):
+            code = _run_guarded(fn, args, kwargs, debug)
+        try:
+            if sys.stdout is not None:
+                sys.stdout.flush()
+        except (OSError, ValueError):
+            ctx.meta["spikec.stdout_lost"] = True
+        if ctx.meta.get("spikec.stdout_lost") and code == 0:
+            code = _fail("the command's output could not be printed: stdout is closed or broken (the command "
+                         "itself completed)\n  remedy: run it with stdout open, e.g. `> out.txt`", 2, False)
         ctx.exit(code)
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
 
 def say(text: str = "") -> None:
-    """Print to the command's real stdout (not to the stderr that user code's prints are sent to)."""
-    click.echo(text, file=click.get_current_context().meta.get("spikec.stdout", sys.stdout))
+    """Print to the command's real stdout (not to the stderr that user code's prints are sent to); a closed or
+    broken stdout is noted (the command then exits 2 saying so), not a traceback."""
+    ctx = click.get_current_context()
+    out = ctx.meta.get("spikec.stdout", sys.stdout)
+    if out is None:
+        ctx.meta["spikec.stdout_lost"] = True
+        return
+    try:
+        click.echo(text, file=out)
+    except (OSError, ValueError):  # EBADF, EPIPE; ValueError: the stream was closed
+        ctx.meta["spikec.stdout_lost"] = True
+
+
+def _absolute(path):
+    """``path`` made absolute now: the factory's import may ``os.chdir``, and a relative -o, --inputs, --weights or
+    --html must mean what it meant when the command was typed (where the ownership checks looked)."""
+    return None if path is None or not str(path).strip() else os.path.abspath(path)
+
+
+def _absolute_model(spec: str) -> str:
+    """A ``file.py:factory`` or ``.nir`` MODEL with its file made absolute (its copy is read after the factory ran)."""
+    where, colon, attr = spec.rpartition(":")
+    if spec.endswith(".nir") and "\0" not in spec:
+        return os.path.abspath(spec)
+    return f"{os.path.abspath(where)}:{attr}" if colon and where.endswith(".py") and "\0" not in where else spec
+
+
+def _check_name_lengths(outdir: str) -> None:
+    """A path component longer than the file system's NAME_MAX is refused before the compile, not after it; the
+    last one also needs room for the temporary sibling ``.NAME.not-equivalent.tmp-XXXXXXXX`` written first."""
+    path = Path(os.path.abspath(outdir))
+    try:
+        limit = os.pathconf(next((p for p in path.parents if p.exists()), Path("/")), "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    room = len(".") + len(".not-equivalent") + len(".tmp-") + 8
+    for i, part in enumerate(path.parts[1:]):
+        most = limit - room if i == len(path.parts) - 2 else limit
+        if len(part.encode(errors="surrogateescape")) > most:
+            raise BadInput(f"-o: the name {part[:40]!r}... is {len(part.encode(errors='surrogateescape'))} bytes, "
+                           f"over the {most} this file system allows" + (f" (NAME_MAX {limit}, less {room} for "
+                                                                         "the temporary sibling spikec writes first)"
+                                                                         if most != limit else ""),
+                           remedy="choose a shorter OUTDIR name")
 
 
 @click.group()
@@ -139,6 +214,7 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
     from spikec.compiler.serialize import graph_to_json
     from spikec.app.conventions import choose
     from spikec.app import loader
+    model, weights, html_path = _absolute_model(model), _absolute(weights), _absolute(html_path)
     opts = CompileOptions(model, weights=weights, input_shape=input_shape, steps=steps, batch=1,
                           trust_pickle=trust_pickle, nir_dt=nir_dt, nir_scheme=nir_scheme,
                           allow_unstable=allow_unstable, max_input_bytes=max_input_bytes, stepping=stepping)
@@ -194,6 +270,9 @@ def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
     from spikec.app.provenance import model_file
     from spikec.app.summary import summary_text
     from spikec.app.vacuity import format_warning
+    model, outdir, weights, inputs = _absolute_model(model), _absolute(outdir) or outdir, _absolute(weights), \
+        _absolute(inputs)
+    _check_name_lengths(outdir)
     opts, _, _ = compile_options(model, weights=weights, input_shape=input_shape, steps=steps, batch=batch,
                                  inputs=inputs, passes=passes, target=target, seed=seed, trust_pickle=trust_pickle,
                                  nir_dt=nir_dt, nir_scheme=nir_scheme, coding=coding, ttfs_dt=ttfs_dt,
@@ -207,6 +286,8 @@ def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
     say(f"  wrote      {out}/" + ", ".join(["report.json", "report.html", "graph.json", "weights.npz", "io.npz", *compiled.files]))
     for w in compiled.report["warnings"]:
         say(format_warning(w))
+    if _target_failures(compiled.report["targets"]):
+        return 3
     if strict and compiled.report["warnings"] and compiled.report["equivalent"]:
         say(f"  --strict: {len(compiled.report['warnings'])} warning(s): the proof is not accepted")
         return 1
@@ -216,6 +297,24 @@ def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
                 "and is left unchanged")
         return 1
     return 0
+
+
+def _target_failures(targets: dict) -> bool:
+    """Each refused or failed target's reason and remedy in full on stderr (the summary has its first line);
+    True when one failed internally (a compiler bug: exit 3, the other targets were written)."""
+    from spikec.app.multitarget import internal_failures
+    debug = bool(click.get_current_context().find_root().params.get("debug"))
+    for r in targets.values():
+        if isinstance(r, dict) and r.get("refused"):
+            click.echo(f"note: target {r['name']} refused: {r.get('reason', '')}", err=True)
+    bugs = internal_failures(targets)
+    for r in bugs:  # the first line unless --debug: the rest is a traceback (also in report.json)
+        if debug:
+            click.echo(r.get("traceback", ""), err=True)
+        lines = r["reason"].splitlines()
+        more = "" if debug or len(lines) < 2 else f" (and {len(lines) - 1} more lines: --debug shows them)"
+        click.echo(f"error: {r['reason'] if debug else lines[0]}{more}\n  remedy: {r['remedy']}", err=True)
+    return bool(bugs)
 
 
 def _first_problem(r: dict) -> str:
@@ -346,19 +445,118 @@ def nir_check_cmd(nir_file, nir_dt, nir_scheme, as_json):
     return nir_check_command(nir_file, nir_dt, nir_scheme, as_json, say)
 
 
-def _on_sigterm(signum, frame):
+_LAST_SIGNAL: dict = {}
+_REPEAT = 1.0   # seconds: a signal sent to the process group reaches the child twice (directly and forwarded)
+
+
+def _on_signal(signum, frame):
+    """SIGINT -> KeyboardInterrupt, SIGTERM -> Interrupted: unwind, clean up, exit 128 + signum. A second copy
+    within ``_REPEAT`` s is the parent's forward of one the child got itself: it must not cut the cleanup short."""
+    now = time.monotonic()
+    if now - _LAST_SIGNAL.get(signum, -_REPEAT) < _REPEAT:
+        return
+    _LAST_SIGNAL[signum] = now
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Interrupted(signum)
 
 
-def run() -> None:
-    """The console entry: SIGTERM unwinds like SIGINT (temp directories removed, Lava shut down).
+def _run_here() -> int:
+    """The command in this process: SIGTERM unwinds like SIGINT (temp directories removed, Lava shut down).
 
     SIGINT is made to interrupt even when the process inherited it ignored (a job a non-interactive shell
     started with '&' does): an explicit ``kill -INT`` must stop a compile, not let it finish.
     """
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    main()
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    try:
+        main()
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    except KeyboardInterrupt:
+        return 130
+    except Interrupted as e:
+        return e.exit_code
+    return 0
+
+
+def _command_name(argv) -> str:
+    """``compile of MODEL`` (the factory's or forward's code, or an OUTDIR's copy of it, is what ended it)."""
+    i = next((i for i, a in enumerate(argv) if a in main.commands), None)
+    if i is None:
+        return "the command"
+    what = next((a for a in argv[i + 1:] if not a.startswith("-")), None)
+    return f"{argv[i]} of {what}" if what else argv[i]
+
+
+def _child(report_fd: int, parent: int) -> None:
+    """Run the command, write its exit code to ``report_fd``, then exit normally (atexit hooks run after the
+    report: whatever they do, the parent already knows the outcome). Dies with the parent."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: unwind, clean up
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(143)
+    code = _run_here()
+    try:
+        os.write(report_fd, f"{code}\n".encode())
+    finally:
+        sys.exit(code)
+
+
+def _child_status(pid: int) -> int:
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1]
+        except InterruptedError:
+            continue
+
+
+def _supervise() -> int:
+    """Fork the command's process (before torch is imported: cheap), forward SIGINT/SIGTERM to it, and exit with
+    the code it reports; a child that ended without reporting was ended by the model's code."""
+    for fd in (0, 1, 2):  # a closed standard stream: /dev/null on it, so that no file we open takes its number
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.dup2(os.open(os.devnull, os.O_RDWR), fd)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    read_fd, write_fd = os.pipe()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _child(write_fd, parent)
+    os.close(write_fd)
+
+    def forward(signum, frame):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    status = _child_status(pid)
+    os.set_blocking(read_fd, False)
+    try:
+        reported = os.read(read_fd, 64).decode().strip()
+    except (BlockingIOError, OSError):
+        reported = ""
+    if reported.lstrip("-").isdigit():
+        return int(reported)
+    how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit status {os.waitstatus_to_exitcode(status)}"
+    click.echo(f"error: the model's code ended the process ({how}) during {_command_name(sys.argv[1:])} (in its factory "
+               "or forward), before spikec could finish: nothing it printed or wrote is a result\n  remedy: the "
+               "factory and forward must return, not end the process (os._exit, a signal, a crash in native code)", err=True)
+    return 2
+
+
+def run() -> None:
+    """The console entry (``spikec``, ``python -m spikec.app.cli``): the command in a forked child (see the
+    module docstring); in this process where there is no fork."""
+    sys.exit(_supervise() if hasattr(os, "fork") else _run_here())
 
 
 if __name__ == "__main__":

@@ -8,10 +8,17 @@ and does not (``all`` means "every target that can take this graph"). Inputs a t
 ``BadInput``, e.g. values beyond Lava's bit widths) are bad input when the target was named (exit 2), and a
 refusal under ``all``. Artifacts of several targets live side by
 side in OUTDIR; two targets writing the same file name is a compiler bug and is refused.
+
+A target that fails *internally* (any other exception: a compiler bug, not the user's input) is recorded as
+failed in its report (``internal``, the error class, the node when known, the traceback) and the other targets
+are still emitted, checked and written; the compile then exits 3 (``InternalError``), naming the target. A
+named target's internal failure makes the compile not equivalent; under ``all`` it does not (nothing was claimed).
 """
+import traceback
 from dataclasses import dataclass, field
 
-from spikec.compiler.errors import BadInput, IRError, UnsupportedOp
+from spikec.compiler.errors import BadInput, InternalError, IRError, SpikecError, UnsupportedOp
+from spikec.compiler.ir import Node
 from spikec.targets import KNOWN, get_target
 
 ALL = "all"
@@ -77,6 +84,35 @@ def refused(name: str, why: str, error: str = "UnsupportedOp") -> dict:
             "summary": f"{name}: refused: {why.splitlines()[0]}"}
 
 
+BUG_REMEDY = ("this is a compiler bug: report it with the model (spikec --debug compile ... shows the traceback); "
+              "the other targets are not affected: compile without this one meanwhile")
+
+
+def _node_of(tb) -> str | None:
+    """The IR node the innermost frame of ``tb`` that holds one was working on (a target's loop variable)."""
+    found = None
+    while tb is not None:
+        found = next((v.name for v in tb.tb_frame.f_locals.values() if isinstance(v, Node)), found)
+        tb = tb.tb_next
+    return found
+
+
+def internal_failure(name: str, e: BaseException) -> dict:
+    """The report of target ``name`` that failed with ``e``, a compiler bug (not a refusal: nothing was decided)."""
+    node = e.where if isinstance(e, InternalError) and e.where else _node_of(e.__traceback__)
+    what = f"{type(e).__name__}: {e.what if isinstance(e, SpikecError) else e}"  # its remedy is BUG_REMEDY
+    message = f"internal error: target {name}" + (f", node {node!r}" if node else "") + f", exception {what}"
+    return {"name": name, "emitted": False, "refused": False, "failed": True, "internal": True,
+            "error": type(e).__name__, "node": node, "reason": message, "remedy": BUG_REMEDY,
+            "traceback": "".join(traceback.format_exception(e)),
+            "summary": f"{name}: FAILED, {message.splitlines()[0]} (a compiler bug)"}
+
+
+def internal_failures(reports: dict) -> list[dict]:
+    """The target reports that record an internal failure (a compiler bug), in target order."""
+    return [r for r in reports.values() if isinstance(r, dict) and r.get("internal") is True]
+
+
 def run_targets(targets: TargetPlan, deployed, x, reference, options: dict, raise_refusals: bool,
                 no_lowering: dict | None = None) -> TargetsRun:
     """Emit and check every target of ``targets``; ``no_lowering`` maps targets known in advance to refuse (a
@@ -93,6 +129,15 @@ def run_targets(targets: TargetPlan, deployed, x, reference, options: dict, rais
             if targets.named and (raise_refusals or not isinstance(e, UnsupportedOp)):
                 raise
             result.reports[name] = refused(name, e.message(), type(e).__name__)
+            result.ok = result.ok and not targets.named
+            continue
+        except MemoryError:  # this machine, not the target: the CLI says so (exit 2)
+            raise
+        except Exception as e:  # the target broke on a graph it accepted: a compiler bug, the others still run
+            failure = internal_failure(name, e)
+            if raise_refusals and targets.named:
+                raise InternalError(failure["reason"], remedy=BUG_REMEDY) from e
+            result.reports[name] = failure
             result.ok = result.ok and not targets.named
             continue
         result.reports[name] = emitted.report

@@ -1,6 +1,6 @@
 """One exception class per failure, each naming where it happened and what to do about it.
 
-``exit_code`` is what the CLI returns: 2 for bad input, 1 for a failed verification.
+``exit_code`` is what the CLI returns: 2 for bad input, 1 for a failed verification, 3 for a compiler bug.
 """
 
 
@@ -47,6 +47,13 @@ class PassError(SpikecError):
 class NotEquivalent(SpikecError):
     """A checked graph or target does not reproduce its source."""
     exit_code = 1
+
+
+class InternalError(SpikecError):
+    """A compiler bug: spikec itself failed (a target crashed on a graph it accepted, an unforeseen exception).
+
+    Not the user's fault, so not bad input: its own exit code, so that scripts can tell the two apart."""
+    exit_code = 3
 
 
 class Interrupted(BaseException):
