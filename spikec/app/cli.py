@@ -356,9 +356,10 @@ def verify_cmd(outdir, inputs, run_source, model, weights, trust_pickle, max_inp
                targets, as_json):
     """Re-run every check on OUTDIR, trusting nothing in it.
 
-    report.json is read as data, never trusted, and no code from OUTDIR runs: the IR, io.npz and every target
-    artifact are re-checked, and the source model only with --run-source (OUTDIR's copy of its code, which runs
-    as you) or --model (your own). Every file read from OUTDIR must be a regular file, not a link."""
+    report.json is read as data, never trusted, and no code from OUTDIR runs unless asked: the IR, io.npz and
+    every target artifact are re-checked; the source model (and the pass replay) only with --run-source (OUTDIR's
+    copy of its code, which runs as you), --model (your own), or from a .nir copy (data). Every file read from
+    OUTDIR must be a regular file, not a link."""
     if workers is not None or ray_address is not None:
         return _verify_dataset(outdir, inputs, model, weights, trust_pickle, max_input_bytes, workers, ray_address,
                                targets, as_json, run_source)
