@@ -24,6 +24,12 @@ Per step (``sinabs/layers/functional/lif.py`` ``lif_forward_single``), in Sinabs
     out = s                          (ExpLeak: out = v, before the clip)
     v = relu(v - min_v_mem) + min_v_mem                   with min_v_mem
 
+SingleSpike without ``tau_syn`` or ``min_v_mem``, with a subtract reset of a float32-representable threshold
+(Sinabs stores ``spike_threshold`` in float32 unless given a float64 tensor) or a reset to 0, is the built-in
+``lif`` (``beta = alpha_mem``, ``alpha = 1 - alpha_mem`` with norm_input else 1, ``bias = 0``), which reaches every
+target ``lif`` reaches: ``lif`` fires on the same ``v - θ >= 0``, and its ``U - θ S`` / ``U (1 - S)`` are then
+Sinabs's ``v - s θ`` / ``v [s == 0] + 0`` exactly (up to the sign of a zero). The rest is ``lif_sinabs``.
+
 The op repeats these torch expressions with the same dtypes, so a float64 run of the layer and of the op agree
 bit for bit, spikes and counts alike (Sinabs's float32 spikes times the 0-dim threshold are a float32 product:
 the kernel multiplies the same float32 spikes by the same 0-dim parameter). ``lif_sinabs`` params, all ``()``:
@@ -183,7 +189,27 @@ def sinabs_neuron(ctx, m, name, x):
                f"use {'Squeeze' if layout == MERGED else 'plain'} layers throughout the network (SinabsNet "
                "layout " + repr(layout) + ")")
     attrs, params = _config(m, name)
+    lif = _as_lif(attrs, params)
+    if lif is not None:
+        return ctx.emit(name, "lif", [x], *lif, scope=name)
     return ctx.emit(name, "lif_sinabs", [x], attrs, params, scope=name)
+
+
+def _as_lif(attrs, params):
+    """The built-in ``lif`` (``U = beta H + alpha X + bias``, fires on ``U - θ >= 0``) for the cases it computes
+    identically: SingleSpike, no synaptic current, no ``min_v_mem``, and a subtract reset of a float32 threshold
+    (Sinabs's float32 ``s * θ`` is then ``θ`` itself) or a reset to 0. Else None."""
+    if attrs["spike"] != "single" or any(k in params and params[k] is not None
+                                         for k in ("alpha_syn", "min_v_mem", "subtract")):
+        return None
+    theta, alpha = params["threshold"], params["alpha_mem"]
+    if attrs["reset"] == "subtract" and float(theta.float()) != float(theta):
+        return None
+    if attrs["reset"] == "reset" and float(params["reset_value"]) != 0.0:
+        return None
+    gain = 1 - alpha if attrs["norm_input"] else torch.tensor(1.0, dtype=torch.float64)  # Sinabs's (1 - alpha)
+    return ({"reset": "subtract" if attrs["reset"] == "subtract" else "zero"},
+            {"beta": alpha, "alpha": gain, "bias": 0.0, "threshold": theta, "v_reset": 0.0})
 
 
 def _config(m, name):

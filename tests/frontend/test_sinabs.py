@@ -25,10 +25,14 @@ from spikec.targets.onnx import export, run_model  # noqa: E402
 T, B, SHAPE = 7, 3, (4, 5)
 th = torch.tensor
 
-LAYERS = {  # name: (factory, what its output is)
+LAYERS = {  # name: (factory, its lif_sinabs spike attr, or "lif" where it is the built-in lif)
     "IAF multi": (lambda: sl.IAF(), "multi"),
-    "IAF single": (lambda: sl.IAF(spike_fn=SingleSpike, spike_threshold=th(0.75)), "single"),
-    "IAF reset": (lambda: sl.IAF(spike_fn=SingleSpike, reset_fn=MembraneReset()), "single"),
+    "IAF single": (lambda: sl.IAF(spike_fn=SingleSpike, spike_threshold=th(0.75)), "lif"),
+    "IAF single float64 threshold": (lambda: sl.IAF(spike_fn=SingleSpike, spike_threshold=th(0.3, dtype=torch.float64)),
+                                     "single"),
+    "IAF reset": (lambda: sl.IAF(spike_fn=SingleSpike, reset_fn=MembraneReset()), "lif"),
+    "LIF single": (lambda: sl.LIF(tau_mem=3.0, spike_fn=SingleSpike, spike_threshold=th(0.3)), "lif"),
+    "LIF single min_v_mem": (lambda: sl.LIF(tau_mem=3.0, spike_fn=SingleSpike, min_v_mem=-0.25), "single"),
     "IAF min_v_mem": (lambda: sl.IAF(min_v_mem=-0.5, spike_threshold=th(0.3)), "multi"),
     "IAF tau_syn": (lambda: sl.IAF(tau_syn=3.0), "multi"),
     "LIF": (lambda: sl.LIF(tau_mem=5.0, spike_threshold=th(0.3)), "multi"),
@@ -42,7 +46,7 @@ LAYERS = {  # name: (factory, what its output is)
     "ExpLeak norm min": (lambda: sl.ExpLeak(tau_mem=3.0, norm_input=True, min_v_mem=-0.2), "none"),
     "IAFSqueeze": (lambda: sl.IAFSqueeze(num_timesteps=T, spike_threshold=th(0.5)), "multi"),
     "LIFSqueeze": (lambda: sl.LIFSqueeze(batch_size=B, tau_mem=2.5, norm_input=False, spike_fn=SingleSpike),
-                   "single"),
+                   "lif"),
     "ExpLeakSqueeze": (lambda: sl.ExpLeakSqueeze(num_timesteps=T, tau_mem=2.0), "none"),
 }
 
@@ -70,8 +74,8 @@ def test_each_layer_is_its_sinabs_layer_bit_for_bit(name):
         torch.manual_seed(seed)
         x = inputs(seed)
         graph = trace(frontend.SinabsNet(make()), SHAPE, input_kind="real")
-        (node,) = [n for n in graph.nodes if n.op == "lif_sinabs"]
-        assert node.attrs["spike"] == kind
+        (node,) = [n for n in graph.nodes if n.op in ("lif_sinabs", "lif")]
+        assert (node.op if node.op == "lif" else node.attrs["spike"]) == kind
         got = run(graph, x.numpy()).values[graph.outputs[0]]
         want = own_run(make(), x)
         assert np.array_equal(got, want), name
@@ -115,6 +119,7 @@ def test_a_sinabs_cnn_compiles_equivalent_on_onnx():
 
 def test_lava_and_nir_refuse_the_op_by_name():
     graph = trace(frontend.SinabsNet(sl.IAF()), SHAPE, input_kind="real")
+    assert [n.op for n in graph.nodes if n.op != "input"] == ["lif_sinabs"]
     x = inputs(0).numpy()
     for target in ("nir", "lava"):
         with pytest.raises(SpikecError) as e:
@@ -181,7 +186,8 @@ def test_a_network_of_batch_first_layers_compiles_equivalent_on_onnx():
     c = spikec.compile(frontend.SinabsNet(net), x, targets=("onnx",))
     assert frontend.SinabsNet(net).layout == "B,T"
     assert c.equivalent and c.targets["onnx"]["spike_exact"]
-    assert c.run(x).any()
+    out = c.run(x)
+    assert out.any() and not out.all()
 
 
 @pytest.mark.parametrize("layer", ["IAF multi", "LIF train_alphas", "LIF max subtract_value", "ExpLeak norm min"])
@@ -207,3 +213,17 @@ def test_adapt_wraps_a_bare_sinabs_network_once(tmp_path):
     c = spikec.compile(frontend.adapt(_fresh_cnn()), cnn_inputs(), weights=path, targets=("onnx",))
     assert c.equivalent and np.array_equal(c.run(cnn_inputs()), spikec.compile(
         frontend.SinabsNet(cnn()), cnn_inputs(), targets="none").run(cnn_inputs()))
+
+
+def test_single_spike_layers_become_lif_and_reach_every_target():
+    """IAF / LIF with SingleSpike (subtract of a float32 threshold, or reset to 0) are the built-in lif."""
+    torch.manual_seed(4)
+    net = nn.Sequential(nn.Linear(6, 8), sl.IAF(spike_fn=SingleSpike, spike_threshold=th(0.5)),
+                        nn.Linear(8, 3), sl.LIF(tau_mem=2.0, spike_fn=SingleSpike, reset_fn=MembraneReset(),
+                                                norm_input=False, spike_threshold=th(0.25)))
+    x = (np.random.default_rng(5).random((T, B, 6)) < 0.5).astype(np.float32)
+    c = spikec.compile(frontend.SinabsNet(net), x, targets=("onnx", "nir", "lava"))
+    assert [n.op for n in c.graph.nodes if n.op in ("lif", "lif_sinabs")] == ["lif", "lif"]
+    assert c.equivalent, {t: {k: r.get(k) for k in ("refused", "reason", "equivalent")} for t, r in c.targets.items()}
+    out = c.run(x)
+    assert out.any() and not out.all()
