@@ -4,7 +4,8 @@
 Converted: ``LIFCell``, ``LIFBoxCell``, ``LICell``, ``LIBoxCell`` (stepping ``"step"``: one call per time step on
 ``[B, ...]``), ``LIF`` and ``LI`` (stepping ``"multistep"``: one call on ``[T, B, ...]``), and ``SequentialState``
 (either stepping, its children stepping as it does; a bare one is the model through ``stepping.StateDropped`` in
-multistep). ``LIFRecurrentCell`` / ``LIFRecurrent``: ``spikec.frontend.norse_recurrent``. Norse 1.1 has no
+multistep). ``LIFRecurrentCell`` / ``LIFRecurrent``: ``spikec.frontend.norse_recurrent``; AdEx and LSNN (and
+their recurrent forms): ``spikec.frontend.norse_adaptive``. Norse 1.1 has no
 multi-step ``LIFBox``. The mapping is exact: a float64 run of the module and of
 its IR agree bit for bit, spikes and state alike. The built-in ``lif`` op is not used: it folds the leak into
 ``beta H + alpha X + bias``, which rounds differently from Norse's ``v + dt/tau (v_leak - v + i)``.
@@ -44,7 +45,7 @@ the state is the whole sequence and its leaves are nodes.
 import torch
 
 from spikec.compiler.ir import TensorType
-from spikec.frontend import norse_recurrent
+from spikec.frontend import norse_adaptive, norse_recurrent
 from spikec.frontend.exact_neurons import float_only, require_stepping
 from spikec.frontend.norse_common import (HEAVISIDE_METHODS, MEM, SYN, _check_method, _check_rest,  # noqa: F401
                                           _exact_type, _factor, _param, _record_states)
@@ -167,13 +168,14 @@ def sequential_state(ctx, m, name, x):
 
 def recurrent(ctx, m, name, x):
     refuse(name, m, f"no exact converter for the recurrent Norse neuron {type(m).__qualname__} (spikec converts "
-           "LIFRecurrentCell and LIFRecurrent)", f"use one of those, or the feed-forward cell (e.g. LIFCell) after an "
+           "LIFRecurrentCell, LIFRecurrent, LIFAdExRecurrentCell, LIFAdExRecurrent, LSNNRecurrentCell, LSNNRecurrent)", f"use one of those, or the feed-forward cell (e.g. LIFCell) after an "
            f"nn.Linear, or register a converter for {type(m).__qualname__}")
 
 
 def other_neuron(ctx, m, name, x):
     refuse(name, m, f"no exact converter for the Norse neuron {type(m).__qualname__} (spikec converts LIFCell, "
-           "LIF, LIFBoxCell, LICell, LI, LIBoxCell, LIFRecurrentCell, LIFRecurrent)",
+           "LIF, LIFBoxCell, LICell, LI, LIBoxCell, LIFRecurrentCell, LIFRecurrent, LIFAdExCell, LIFAdEx, LSNNCell, "
+           "LSNN and their recurrent forms)",
            f"use one of those, or register a converter for {type(m).__qualname__}")
 
 
@@ -246,5 +248,8 @@ else:
                       (_norse.LIFBoxCell, lif_box), (_norse.LICell, li), (_norse.LI, li),
                       (_norse.LIBoxCell, li_box), (_norse.SequentialState, sequential_state),
                       (_norse.LIFRecurrentCell, norse_recurrent.lif_recurrent),
-                      (_norse.LIFRecurrent, norse_recurrent.lif_recurrent)]:
+                      (_norse.LIFRecurrent, norse_recurrent.lif_recurrent),
+                      *((getattr(_norse, c), norse_adaptive.adaptive) for c in (
+                          "LIFAdExCell", "LIFAdEx", "LIFAdExRecurrentCell", "LIFAdExRecurrent", "LSNNCell", "LSNN",
+                          "LSNNRecurrentCell", "LSNNRecurrent"))]:
         register_converter(_cls, _fn)

@@ -277,14 +277,15 @@ def _norse_li():
     return b.graph(*outs), _spikes(32, (8,))
 
 
-def _norse_lif_recurrent():
-    """LIFRecurrentCell (its own input and recurrent weights), its spikes, v and i."""
-    b = _Builder(37, (8,))
-    params = {"input_weights": b.weights(5, 6), "recurrent_weights": b.weights(5, 5), "dt_tau_mem_inv": np.array(0.25),
-              "dt_tau_syn_inv": np.array(0.5), "v_leak": np.array(0.0), "threshold": np.array(0.375),
-              "v_reset": np.array(0.0)}
-    outs = _reads(b, "out", "lif_recurrent_norse", b.linear("fc", "x", 6), {}, params, ("spikes", "v", "i"))
-    return b.graph(*outs), _spikes(38, (8,))
+def _norse_more(op, extra, reads):
+    """LIFRecurrentCell, LIFAdExCell, LSNNCell (``extra(b)``: their own params), spikes and every state leaf."""
+    def build():
+        b = _Builder(39, (8,))
+        params = {"dt_tau_mem_inv": np.array(0.25), "dt_tau_syn_inv": np.array(0.5), "v_leak": np.array(0.0),
+                  "threshold": np.array(0.375), "v_reset": np.array(0.0), **extra(b)}
+        outs = _reads(b, "out", op, b.linear("fc", "x", 6), {}, params, reads)
+        return b.graph(*outs), _spikes(40, (8,))
+    return build
 
 
 def _sdna_pairwise():
@@ -361,7 +362,13 @@ EXAMPLES = {
     "lif_sinabs": _sinabs_lif,
     "lif_norse": _norse_lif,
     "li_norse": _norse_li,
-    "lif_recurrent_norse": _norse_lif_recurrent,
+    "lif_recurrent_norse": _norse_more("lif_recurrent_norse", lambda b: {
+        "input_weights": b.weights(5, 6), "recurrent_weights": b.weights(5, 5)}, ("spikes", "v", "i")),
+    "lif_adex_norse": _norse_more("lif_adex_norse", lambda b: {
+        "dt_tau_ada_inv": np.array(0.125), "delta_T": np.array(0.5), "adaptation_current": np.array(0.25),
+        "adaptation_spike": np.array(0.125)}, ("spikes", "v", "i", "a")),
+    "lsnn_norse": _norse_more("lsnn_norse", lambda b: {"dt_tau_adapt_inv": np.array(0.125), "beta": np.array(0.25)},
+                              ("spikes", "v", "i", "b")),
     "sdna_pairwise": _traced(_sdna_pairwise, (2, 5, 5)),
     "loihi_lif": _traced(_loihi, (5,)),
     "loihi_shift": _traced(_loihi, (5,)),

@@ -198,7 +198,7 @@ def test_refuses_recurrent_cells_it_has_no_converter_for():
 
 
 def test_refuses_other_norse_neurons_by_name():
-    assert "LIFAdExCell" in refused(nt.LIFAdExCell())
+    assert "LIFExCell" in refused(nt.LIFExCell())
     assert "LIFRefracCell" in refused(nt.LIFRefracCell())
 
 

@@ -166,8 +166,8 @@ def test_refusals():
         convert_one(cell(), (N_IN,), "multistep")
     with pytest.raises(UnsupportedOp, match="input_size"):
         convert_one(cell(), (N_IN + 1,), "step")
-    with pytest.raises(UnsupportedOp, match="no exact converter for the recurrent Norse neuron LSNNRecurrentCell"):
-        convert_one(nt.LSNNRecurrentCell(N_IN, N), (N_IN,), "step")
+    with pytest.raises(UnsupportedOp, match="no exact converter for the recurrent Norse neuron LIFExRecurrentCell"):
+        convert_one(nt.LIFExRecurrentCell(N_IN, N), (N_IN,), "step")
 
 
 def test_a_state_from_another_module_is_refused_with_a_remedy():

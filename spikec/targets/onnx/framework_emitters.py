@@ -2,7 +2,9 @@
 ``rleaky_snntorch``, ``alpha_snntorch`` (``spikec/frontend/snntorch_neurons.py``), SpikingJelly's ``lif_sj``
 (``spikec/frontend/spikingjelly.py``) and Norse's ``lif_norse``, ``li_norse`` (``spikec/frontend/norse.py``),
 ``lif_recurrent_norse`` (``spikec/frontend/norse_recurrent.py``; its two MatMuls sum in their own order, as
-``linear``'s).
+``linear``'s), ``lif_adex_norse`` and ``lsnn_norse`` (``spikec/frontend/norse_adaptive.py``; AdEx's ``Exp`` is
+onnxruntime's, which may differ from torch's by an ulp: a spike decided within that of the threshold would differ,
+which the checker reports).
 
 Each unrolls its kernel over the fixed T, one ONNX node per torch operation in the kernel's order, so every
 value is bit-identical in float64 (the recurrent ``linear`` / ``conv2d`` layers excepted: a MatMul sums in its
@@ -337,3 +339,121 @@ def _norse_recurrent_dynamics(b: Builder, node: Node, steps: list[str]) -> dict:
 def lif_recurrent_norse(b: Builder, node: Node, x: str) -> str:
     """Norse ``LIFRecurrentCell`` / ``LIFRecurrent``; ``read`` spikes, v or i."""
     return _sequences(b, node, x, _norse_recurrent_dynamics, "spikes")
+
+
+# -- Norse's adaptive neurons (spikec/frontend/norse_adaptive.py) ---------------------------------------
+class _NorseInput:
+    """``i + x`` (feed-forward) or ``i + linear(x, W_in) + linear(z, W_rec)`` with the previous spikes ``z`` a
+    state (the recurrent variants), as ONNX nodes."""
+
+    def __init__(self, b: Builder, node: Node):
+        self.b, self.node, self.z = b, node, None
+        p = node.params
+        self.w = None if "input_weights" not in p else tuple(
+            b.const(np.ascontiguousarray(np.asarray(p[k]).T), f"{node.name}.{k}_t") for k in
+            ("input_weights", "recurrent_weights"))
+
+    def add(self, i: str, xt: str, t: int) -> str:
+        b, node = self.b, self.node
+        if self.w is None:
+            return b.add(i, xt)                                                            # i + x
+        u = b.op("MatMul", [xt, self.w[0]], hint=f"{node.name}/t{t}/input")              # linear(x, W_in)
+        if self.z is None:
+            self.z = b.state(node, "z", lambda: _zeros_like(b, u, f"{node.name}/z0"))
+        return b.add(b.add(i, u), b.op("MatMul", [self.z, self.w[1]], hint=f"{node.name}/t{t}/rec"))
+
+    def zeros(self, xt: str) -> str:
+        """Zeros shaped as a step of the output ``[1, B, *shape]``, from the first step ``xt``."""
+        b, node = self.b, self.node
+        like = xt if self.w is None else b.op("MatMul", [xt, self.w[0]], hint=f"{node.name}/shape")
+        return _zeros_like(b, like, f"{node.name}/i0")
+
+    def spikes(self, z: str) -> None:
+        if self.w is not None:
+            self.z = z
+
+    def update(self) -> None:
+        if self.w is not None:
+            self.b.update_state(self.node, "z", self.z)
+
+
+def _adex_exp(b: Builder, v: str, delta_t: str, v_th: str) -> str:
+    return b.mul(delta_t, b.op("Exp", [b.op("Div", [b.sub(v, v_th), delta_t])]))    # delta_T exp((v - v_th) / delta_T)
+
+
+def _adex_dynamics(b: Builder, node: Node, steps: list[str]) -> dict:
+    """``lif_adex_norse_kernel``. With ``dv_exp_rest`` (LIFAdExCell), the exponential of each step is a state
+    computed at the end of the step before, starting at ``dv_exp_rest``: the stream's first step uses it too."""
+    c = {k: _param(b, node, k) for k in ("dt_tau_mem_inv", "dt_tau_ada_inv", "delta_T", "v_leak", "threshold",
+                                         "v_reset", "adaptation_current", "adaptation_spike")}
+    neg_a_syn = b.per_channel(-np.asarray(node.params["dt_tau_syn_inv"]), node.type.shape,
+                              f"{node.name}.neg_dt_tau_syn_inv")
+    rest, one, zero = "dv_exp_rest" in node.params, b.const(1.0, "one"), b.const(0.0, "zero")
+    drive = _NorseInput(b, node)
+    v = b.state(node, "v", c["v_leak"], node.params["v_leak"])
+    i, a = b.state(node, "i", zero), b.state(node, "a", zero)
+    e = b.state(node, "e", _param(b, node, "dv_exp_rest"), node.params["dv_exp_rest"]) if rest else None
+    out = {"spikes": [], "v": [], "i": [], "a": []}
+    for t, xt in enumerate(steps):
+        with b.scope(f"{node.name}/t{t}"):
+            i_jump = drive.add(i, xt, t)
+            dv_exp = e if rest else _adex_exp(b, v, c["delta_T"], c["threshold"])
+            total = b.sub(b.add(b.add(b.sub(c["v_leak"], v), dv_exp), i_jump), a)    # ((v_leak - v) + e + i') - a
+            v_new = b.add(v, b.mul(c["dt_tau_mem_inv"], total))
+            i = b.add(i_jump, b.mul(neg_a_syn, i_jump))
+            a_new = b.add(a, b.mul(c["dt_tau_ada_inv"], b.sub(b.mul(c["adaptation_current"],
+                                                                      b.sub(v, c["v_leak"])), a)))
+            z = _greater(b, v_new, c["threshold"])
+            v = b.add(b.mul(b.sub(one, z), v_new), b.mul(z, c["v_reset"]))
+            a = b.add(a_new, b.mul(z, c["adaptation_spike"]))
+            drive.spikes(z)
+            if rest:
+                e = _adex_exp(b, v, c["delta_T"], c["threshold"])
+        for k, value in zip(("spikes", "v", "i", "a"), (z, v, i, a)):
+            out[k].append(value)
+    for k, value in (("v", v), ("i", i), ("a", a), ("e", e)):
+        if value is not None:
+            b.update_state(node, k, value)
+    drive.update()
+    return out
+
+
+def _lsnn_dynamics(b: Builder, node: Node, steps: list[str]) -> dict:
+    """``lsnn_norse_kernel``: the input enters the current after the spike."""
+    c = {k: _param(b, node, k) for k in ("dt_tau_mem_inv", "dt_tau_adapt_inv", "v_leak", "threshold", "v_reset",
+                                         "beta")}
+    neg_a_syn = b.per_channel(-np.asarray(node.params["dt_tau_syn_inv"]), node.type.shape,
+                              f"{node.name}.neg_dt_tau_syn_inv")
+    one, drive = b.const(1.0, "one"), _NorseInput(b, node)
+    v = b.state(node, "v", c["v_leak"], node.params["v_leak"])
+    i = b.state(node, "i", lambda: drive.zeros(steps[0]))  # the step's shape: step 0 reads constants only
+    th = b.state(node, "b", c["threshold"], node.params["threshold"])
+    out = {"spikes": [], "v": [], "i": [], "b": []}
+    for t, xt in enumerate(steps):
+        with b.scope(f"{node.name}/t{t}"):
+            v_new = b.add(v, b.mul(c["dt_tau_mem_inv"], b.add(b.sub(c["v_leak"], v), i)))   # v + a_mem (..)
+            i_new = b.add(i, b.mul(neg_a_syn, i))                                             # i + (-a_syn) i
+            th_new = b.add(th, b.mul(c["dt_tau_adapt_inv"], b.sub(c["threshold"], th)))   # b + a_adapt (v_th - b)
+            z = _greater(b, v_new, th_new)                                                    # (v~ - b~ > 0)
+            v = b.add(b.mul(b.sub(one, z), v_new), b.mul(z, c["v_reset"]))
+            i = drive.add(i_new, xt, t)                                                       # uses the previous z
+            th = b.add(th_new, b.mul(z, c["beta"]))
+            drive.spikes(z)
+        for k, value in zip(("spikes", "v", "i", "b"), (z, v, i, th)):
+            out[k].append(value)
+    for k, value in (("v", v), ("i", i), ("b", th)):
+        b.update_state(node, k, value)
+    drive.update()
+    return out
+
+
+@emitter("lif_adex_norse")
+def lif_adex_norse(b: Builder, node: Node, x: str) -> str:
+    """Norse ``LIFAdExCell`` / ``LIFAdEx`` (and recurrent); ``read`` spikes, v, i or a."""
+    return _sequences(b, node, x, _adex_dynamics, "spikes")
+
+
+@emitter("lsnn_norse")
+def lsnn_norse(b: Builder, node: Node, x: str) -> str:
+    """Norse ``LSNNCell`` / ``LSNN`` (and recurrent); ``read`` spikes, v, i or b."""
+    return _sequences(b, node, x, _lsnn_dynamics, "spikes")

@@ -18,7 +18,9 @@ The states (``<var>``): ``lif`` / ``intfire`` ``h`` (the membrane after the rese
 itself, so no spike state is needed); ``synaptic_snntorch`` ``syn``, ``mem`` (+ ``spk`` when recurrent);
 ``rleaky_snntorch`` ``mem``, ``spk``; ``alpha_snntorch`` ``syn_exc``, ``syn_inh``, ``mem``; ``lif_sj`` ``v``
 (starts at ``v_reset``, or 0); ``lif_norse`` / ``li_norse`` ``v`` (starts at ``v_leak``) (+ ``i`` with a
-current); ``lif_recurrent_norse`` ``v`` (starts at ``v_leak``), ``i``, ``z`` (the spikes fed back); ``tdm``
+current); ``lif_recurrent_norse`` ``v`` (starts at ``v_leak``), ``i``, ``z`` (the spikes fed back);
+``lif_adex_norse`` ``v``, ``i``, ``a`` (+ ``e``, the next step's exponential, starting at ``dv_exp_rest``, when
+the node has one; + ``z`` when recurrent); ``lsnn_norse`` ``v``, ``i``, ``b`` (starts at ``v_th``) (+ ``z``); ``tdm``
 ``prev`` (the previous input); ``delay`` by k steps ``buffer`` ``[B, k, *shape]`` (the last k
 inputs, oldest first); ``bntt`` / ``step_bias`` ``step`` (int64 ``[B]``, the step index their per-step tables
 are gathered at: such a model streams at most the T steps its tables hold, onnxruntime's Gather fails past
@@ -54,8 +56,8 @@ INIT_FILE = "model_step_init.npz"
 STEP_FORM = "one-step streaming"
 # the stateful ops whose emitter has a step form (Builder.state / update_state, or an explicit streaming branch)
 STEP_FORMS = frozenset({"lif", "intfire", "silif", "csilif", "lif_snntorch", "synaptic_snntorch", "rleaky_snntorch",
-                        "alpha_snntorch", "lif_sj", "lif_norse", "li_norse", "lif_recurrent_norse", "tdm", "delay",
-                        "bntt", "step_bias"})
+                        "alpha_snntorch", "lif_sj", "lif_norse", "li_norse", "lif_recurrent_norse", "lif_adex_norse",
+                        "lsnn_norse", "tdm", "delay", "bntt", "step_bias"})
 NO_STEP_FORM = {
     "intfire_unrolled": "it replays each step as D virtual sub-steps; one physical step of the stream would be D "
                         "outputs (compile without unroll_virtual_steps to stream the intfire neurons)",
