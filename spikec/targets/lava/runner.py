@@ -8,7 +8,8 @@ job's segments and writes the job's exit code on ST_FD. A fork per job: every jo
 state, and a warm fork costs a fraction of a second where a fresh interpreter importing torch and Lava
 costs seconds. The runner dies with the supervisor, a job with the runner, and every process a job
 forks from its main thread (Lava's workers, the shared-memory manager) with the job. A job names its
-shared-memory segments ``psm_<tag>_*`` so they are found even after every process holding them is dead.
+shared-memory segments ``psm_<tag>_*`` so they are found even after every process holding them is dead, and
+marks its multiprocessing directory (``pymp-*``) with a file named by its tag (``leftovers.py``).
 """
 import json
 import os
@@ -133,10 +134,20 @@ def _prewarm() -> None:
         traceback.print_exc()
 
 
+def _tag_temp_dir(tag: str) -> None:
+    """Make this job's multiprocessing directory (``pymp-*``: Lava's managers put their sockets there; a killed
+    process never removes it) now, marked with a file named by the job's tag, so that it is found by its tag.
+    It stays where multiprocessing puts it: a socket path longer than 108 bytes cannot be bound."""
+    from multiprocessing import process, util
+    process.current_process()._config.pop("tempdir", None)   # the runner's own (if any) is not the job's
+    (Path(util.get_temp_dir()) / tag).touch()
+
+
 def _job(path: Path) -> int:
     """In the forked job process: run ``path``'s job, write ``result.json``; the exit code."""
     job = json.loads((path / supervisor.JOB).read_text())
     _tag_shared_memory(job["tag"])
+    _tag_temp_dir(job["tag"])
     os.environ[supervisor.ERRORS_ENV] = job["errors"]   # guarded ProcessModels write tracebacks there
     try:
         result, code = {"ok": True, **JOBS[job["kind"]](path, job["spec"])}, 0
@@ -183,6 +194,7 @@ def _fork_job(path: Path, st: int) -> int:
         pass
     for p in supervisor.SHM.glob(f"{supervisor.SHM_PREFIX}{tag}_*"):
         p.unlink(missing_ok=True)
+    supervisor.remove_temp_dirs(tag)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 

@@ -22,7 +22,9 @@ in a session of their own:
 Ending a session (``end_session``): stop every member (SIGSTOP: none can fork or create a segment
 any more), collect the shared-memory segments they hold open or mapped, unlink those and every segment
 carrying the session's tag (a job names its segments ``psm_<tag>j<n>_*``, so even segments whose holders
-are all dead are found), SIGKILL the members. Only this session's segments are touched.
+are all dead are found) and the ``pymp-*`` directories its jobs marked, SIGKILL the members. Only this session's
+segments and directories are touched. Should every process of a run be killed at once (no supervisor left to
+end the session), the next run's start removes what the run's tag names (``leftovers.py``).
 Linux only (/proc, prctl).
 """
 import atexit
@@ -142,6 +144,8 @@ def end_session(sid: int, tag: str | None, exclude=()) -> list[str]:
             os.unlink(SHM / name)
         except FileNotFoundError:
             pass
+    if tag:
+        remove_temp_dirs(f"{tag}j*")
     for _ in range(10):
         alive = members(sid, exclude)
         if not alive:
@@ -149,6 +153,14 @@ def end_session(sid: int, tag: str | None, exclude=()) -> list[str]:
         _signal_all(alive, signal.SIGKILL)
         _settle(alive, lambda s: s in "ZX", time.monotonic() + SETTLE)
     return sorted(names)
+
+
+def remove_temp_dirs(marker: str) -> None:
+    """Remove the multiprocessing directories (``pymp-*``) holding a file ``marker`` (a glob pattern): the jobs
+    of a session mark theirs with their tag ``<session tag>j<n>`` (``runner._tag_temp_dir``)."""
+    import tempfile
+    for marker in Path(tempfile.gettempdir()).glob(f"pymp-*/{marker}"):
+        shutil.rmtree(marker.parent, ignore_errors=True)
 
 
 @contextmanager
@@ -175,10 +187,11 @@ class _Pool:
     """
 
     def __init__(self):
-        import secrets
         import tempfile
+        from spikec.targets.lava import leftovers
+        leftovers.sweep()   # what runs killed with every process left (their tags name dead processes)
         self.owner, self.jobs, self.last_log = os.getpid(), 0, ""
-        self.tag = f"spikec{os.getpid()}x{secrets.token_hex(4)}"
+        self.tag = leftovers.new_tag()
         self.log = tempfile.TemporaryFile()   # anonymous: nothing on disk to leave behind
         root = str(Path(__file__).resolve().parents[3])   # the runner imports this very spikec
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
@@ -285,21 +298,23 @@ os.register_at_fork(after_in_child=_forget_in_child)
 
 @contextmanager
 def workdir(prefix: str):
-    """A fresh temporary directory for one job, removed on every exit (interrupts included) and, should
-    the compiler die, by the supervisor."""
+    """A fresh temporary directory for one job, named with the session's tag (``leftovers.py``), removed on every
+    exit (interrupts included), should the compiler die by the supervisor, should both die by the next run."""
     import tempfile
-    path = Path(tempfile.mkdtemp(prefix=prefix))
-    pool = None
+    path = pool = None
     try:
         with _LOCK:
             pool = _pool()
-            pool.send("open", path)
+            with _signals_held():   # made and announced together: an interrupt cannot leave it unannounced
+                path = Path(tempfile.mkdtemp(prefix=f"{prefix}{pool.tag}-"))
+                pool.send("open", path)
         (path / "errors").mkdir()
         yield path
     finally:
         with _signals_held():
-            shutil.rmtree(path, ignore_errors=True)
-            if pool is not None and _POOL[0] is pool:
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
+            if path is not None and pool is not None and _POOL[0] is pool:
                 try:
                     pool.send("close", path)
                 except PoolGone:

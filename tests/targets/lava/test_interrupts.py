@@ -3,7 +3,8 @@
 A real Lava run (a tiny network for many steps, so it is still running) is started in a subprocess and
 signalled once its supervised session has Lava's workers and shared memory. Within 5 s of the signal:
 the process has exited, no process of the supervisor's session is alive, none of the shared-memory
-segments the session held (nor any carrying the run's tag) exists, the work directory is gone, and
+segments the session held (nor any carrying the run's tag) exists, the work directory is gone, nothing is
+left in the run's temporary directory (no ``pymp-*``: each run gets a TMPDIR of its own here), and
 SIGINT/SIGTERM printed no traceback. SIGKILL of the parent, of the supervisor, and of both are covered;
 so is the CLI end to end (exit 130 / 143, no OUTDIR, no temporary sibling).
 """
@@ -95,9 +96,9 @@ def _supervisor_under(pid: int):
     return None
 
 
-def _job_dir(pid: int):
+def _job_dir(pid: int, tmp=None):
     """The work directory of the Lava job the compiler ``pid`` is running (its tag names the compiler)."""
-    for d in Path(tempfile.gettempdir()).glob("spikec-*"):
+    for d in Path(tmp or tempfile.gettempdir()).glob("spikec-*"):
         try:
             tag = json.loads((d / "job.json").read_text())["tag"]
         except (OSError, ValueError, KeyError):
@@ -109,6 +110,7 @@ def _job_dir(pid: int):
 
 def _wait_for_lava(proc, outputs):
     """``(supervisor pid, workdir, segments)`` once the run under ``proc`` has its workers and shared memory."""
+    tmp = outputs[0].parent / "tmp"
     deadline = time.monotonic() + STARTUP
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -117,7 +119,7 @@ def _wait_for_lava(proc, outputs):
         if sid:
             members = sv.members(sid)
             segments = sv.segments(members)
-            workdir = _job_dir(proc.pid)
+            workdir = _job_dir(sv._stat(sid)[1], tmp)   # the compiler: the CLI's child, or proc itself
             if len(members) >= MIN_MEMBERS and segments and workdir:
                 return sid, workdir, segments
         time.sleep(0.02)
@@ -132,7 +134,9 @@ def _leftovers(sid, segments, tag_glob, workdir) -> dict:
     left = {"processes": sv.members(sid),
             "segments": sorted({s for s in segments if (sv.SHM / s).exists()}
                                | {p.name for p in sv.SHM.glob(tag_glob)}),
-            "workdir": [str(workdir)] if workdir is not None and workdir.exists() else []}
+            "workdir": [str(workdir)] if workdir is not None and workdir.exists() else [],
+            "temporary files": [] if workdir is None else
+            sorted(p.name for p in workdir.parent.iterdir() if p.name.startswith(("pymp-", "spikec-")))}
     return {k: v for k, v in left.items() if v}
 
 
@@ -155,7 +159,9 @@ def _sigint_default():
 
 def _start(tmp_path, argv, cwd=REPO):
     out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    (tmp_path / "tmp").mkdir()   # the run's own TMPDIR: whatever it leaves there is seen
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+               TMPDIR=str(tmp_path / "tmp"))
     with open(out, "wb") as o, open(err, "wb") as e:
         # its own group, as a shell job; SIGINT as a foreground job has it (a background shell job, like a
         # CI runner started with '&', inherits SIGINT ignored, and Python then leaves it ignored)
@@ -198,7 +204,7 @@ def test_a_finished_run_leaves_nothing_behind(tmp_path):
     finally:
         _kill_all(proc)
     assert not left, f"left {took:.2f} s after exit: {left}"
-    assert _job_dir(proc.pid) is None
+    assert not [p for p in (tmp_path / "tmp").iterdir() if p.name.startswith(("pymp-", "spikec-"))]
 
 
 @pytest.fixture
@@ -270,9 +276,10 @@ def test_the_cli_interrupted_during_lava_exits_cleanly(tmp_path, sig, code):
                                       "--inputs", "examples/digits/inputs.npz", "-o", str(out), "--target", "lava"])
     try:
         sid, workdir, segments = _wait_for_lava(proc, outputs)
+        compiler = json.loads((workdir / "job.json").read_text())["tag"].split("x")[0]   # spikec<pid>
         start = time.monotonic()
         _signal(proc, sig)
-        took, left = _wait_clean(proc, sid, segments, f"{sv.SHM_PREFIX}spikec{proc.pid}x*", workdir, start)
+        took, left = _wait_clean(proc, sid, segments, f"{sv.SHM_PREFIX}{compiler}x*", workdir, start)
         siblings = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".OUT.tmp-"))
     finally:
         _kill_all(proc)
