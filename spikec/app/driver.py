@@ -366,25 +366,72 @@ def write_outdir(outdir, compiled: Compiled, reads=()) -> Path:
 
 
 def check_written(directory: Path, compiled: Compiled) -> None:
-    """The files just written read back to exactly what was computed (graph, weights, io arrays and dtypes)."""
-    try:
-        graph = load_graph(directory)
-    except IRError as e:
-        raise IRError(f"the written OUTDIR does not read back as computed: {e.what}", where=str(directory),
-                      remedy="this is a compiler bug: report it with the model") from e
+    """Every file just written reads back, through the loaders ``spikec verify`` and ``spikec.load`` use, to exactly
+    what was computed: graph, weights, io arrays and dtypes, report.json, and each artifact (a writer's own
+    ``read_back``, e.g. the Lava target's integer reference and network; else its format's loader)."""
+    differs = []
+    for name, read in (("graph.json", lambda: _graph_differences(directory, compiled)),
+                       ("io.npz", lambda: _io_differences(directory, compiled)),
+                       ("report.json", lambda: _report_differences(directory, compiled)),
+                       *((name, lambda name=name, w=w: _artifact_differences(directory / name, w))
+                         for name, w in compiled.files.items())):
+        try:
+            differs += read()
+        except Exception as e:  # any failure to load is the compiler's: it wrote the file a moment ago
+            what = e.what if isinstance(e, SpikecError) else f"{type(e).__name__}: {e}"
+            raise IRError(f"the written OUTDIR does not read back as computed: {name} does not load ({what})",
+                          where=str(directory / name), remedy="this is a compiler bug: report it with the model") \
+                from e
+    if differs:
+        raise IRError(f"the written OUTDIR does not read back as computed: {', '.join(differs[:8])}",
+                      where=str(directory), remedy="this is a compiler bug: report it with the model")
+
+
+def _graph_differences(directory: Path, compiled: Compiled) -> list[str]:
+    graph = load_graph(directory)
     differs = [n.name for n in compiled.graph.nodes
                if n.name not in graph or any(k not in graph.node(n.name).params
                                              or graph.node(n.name).params[k].dtype != v.dtype
                                              or not np.array_equal(graph.node(n.name).params[k], v)
                                              for k, v in n.params.items())]
-    if graph_to_json(graph) != graph_to_json(compiled.graph):
-        differs.append("graph.json")
-    with np.load(directory / "io.npz", allow_pickle=False) as z:
-        differs += [k for k, v in compiled.io.items()
-                    if k not in z.files or z[k].dtype != np.asarray(v).dtype or not np.array_equal(z[k], v)]
-    if differs:
-        raise IRError(f"the written OUTDIR does not read back as computed: {', '.join(differs[:8])}",
-                      where=str(directory), remedy="this is a compiler bug: report it with the model")
+    return differs + (["graph.json"] if graph_to_json(graph) != graph_to_json(compiled.graph) else [])
+
+
+def _io_differences(directory: Path, compiled: Compiled) -> list[str]:
+    limit = (compiled.report.get("options") or {}).get("max_input_bytes")   # as verify --max-input-bytes would
+    z = loader.load_npz(directory / "io.npz", max_bytes=limit, what="io.npz", required=("input",))
+    return [f"io.npz: {k}" for k, v in compiled.io.items()
+            if k not in z or z[k].dtype != np.asarray(v).dtype or not np.array_equal(z[k], v)]
+
+
+def _report_differences(directory: Path, compiled: Compiled) -> list[str]:
+    text = (directory / "report.json").read_text()
+    json.loads(text)   # as verify reads it (NaN compares unequal to itself: the text is compared)
+    return [] if text == json.dumps(compiled.report, indent=1, default=_json_default) else ["report.json"]
+
+
+def _artifact_differences(path: Path, write) -> list[str]:
+    """A target's or the provenance's file read back: by its writer's ``read_back`` (what differs from what was
+    computed), else by the loader its format has in ``spikec verify`` / ``spikec compile`` (it must load)."""
+    if hasattr(write, "read_back"):
+        return write.read_back(path)
+    if path.suffix == ".nir":
+        import nir
+        nir.read(str(path))
+    elif path.suffix == ".onnx":
+        import onnx
+        onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+    elif path.suffix == ".pt":  # the source weights copy: verify loads it as a plain state_dict, never unpickled
+        if not isinstance(torch.load(path, map_location="cpu", weights_only=True), dict):
+            return [f"{path.name}: not a state_dict"]
+    elif path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as z:
+            [z[k] for k in z.files]
+    elif path.suffix == ".json":
+        json.loads(path.read_text())
+    elif path.is_dir() or not path.is_file():
+        return [f"{path.name}: not a file"]
+    return []
 
 
 def _json_default(v):

@@ -52,6 +52,7 @@ from spikec.targets.lava.quantize import quantize
 from spikec.targets.lava.resources import agreement, partitions, resources
 from spikec.targets.lava.selfcheck import run_checks
 from spikec.targets.lava.simulate import run_lava
+from spikec.targets.lava.written import LavaDir, NetxFile
 
 
 def _int_inputs(graph, inputs) -> dict:
@@ -101,11 +102,11 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     from spikec.targets.lava.ttfs import is_ttfs
     if is_ttfs(graph):   # --coding ttfs: the discretised TTFS network (ttfs.py, ttfs_target.py)
         from spikec.targets.lava.ttfs_target import compile_ttfs_lava
-        return compile_ttfs_lava(graph, inputs, reference, options)
+        return _readable(compile_ttfs_lava(graph, inputs, reference, options))
     if exact_source.applies(graph):   # only spikec.nn.loihi modules: their integers, checked against the source
         result = exact_source.compile_exact(graph, inputs, reference, options)
         _chip_ready(result, graph)
-        return result
+        return _readable(result)
     start = time.perf_counter()
     graph, reference, placed = products.placed(graph, inputs, reference)
     q, net, arrays, netx_note = choose_deployment(graph, inputs, options)
@@ -116,6 +117,8 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     lava = run_lava(net, arrays, x)
     steps = next(iter(x.values())).shape[0]
     result = compare(net, trace, lava, steps)
+    # Lava matched the integer reference of the rewritten graph: exact to the given graph only if the rewrite is
+    exact = result["bit_exact"] and products.proven(placed)
     checks = run_checks(graph, q.graph, net, arrays, trace, reference)
     netx_info = netx.export_info(q.graph)
     if netx_note:
@@ -125,8 +128,10 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     kinds = {p["name"]: p["type"] for p in net["processes"]}
     report = {
         "name": "lava",
-        "bit_exact": result["bit_exact"],
-        "compared_with": "the integer reference (lava/quantized, run exactly in int64 by the reference interpreter)",
+        "bit_exact": exact,
+        "compared_with": "the integer reference (lava/quantized, run exactly in int64 by the reference interpreter)"
+                         + ("; products placed: of the rewritten graph, proven against the given one "
+                            "(products.rewrite_check)" if placed else ""),
         "simulator": "Lava 0.10.0 Loihi2SimCfg(select_tag='fixed_pt')",
         "claim": net["claim"],
         **{k: result[k] for k in ("steps_compared", "spikes_compared", "graded_payloads_compared", "values_compared",
@@ -175,12 +180,21 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     report["summary"] = _summary(report) + "\n             bit_exact_vs_source false: " + report["vs_source"]
     if placed:
         report["summary"] += "\n             " + products.line(report["products"])
-    files = {"lava": lambda p: _write_lava_dir(p, q.graph, net, arrays)}
+    files = {"lava": LavaDir(lambda p: _write_lava_dir(p, q.graph, net, arrays), q.graph, net, arrays, read_lava)}
     if netx_info.get("exportable"):
-        files["model.net"] = lambda p: netx.write(q.graph, p)
+        files["model.net"] = NetxFile(q.graph)
     netx_ok = not netx_info.get("exportable") or netx_info["verification"].get("bit_exact") is not False
     chip.add_to_report(report, net)
-    return TargetResult(report, result["bit_exact"] and netx_ok and checks["ok"], files)
+    return TargetResult(report, exact and netx_ok and checks["ok"], files)
+
+
+def _readable(result: TargetResult) -> TargetResult:
+    """``result`` with its ``lava/`` writer reading itself back through ``read_lava``."""
+    from dataclasses import replace
+    lava = result.files.get("lava")
+    if isinstance(lava, LavaDir) and lava.read is None:
+        result.files["lava"] = replace(lava, read=read_lava)
+    return result
 
 
 def _chip_ready(result: TargetResult, graph) -> None:
@@ -262,6 +276,16 @@ def _write_lava_dir(path: Path, qgraph, net, arrays) -> None:
     save_network(net, arrays, path)
 
 
+def read_lava(path) -> tuple:
+    """``lava/`` at ``path`` read as ``spikec.load`` and ``spikec verify`` read it: ``(integer reference graph, or
+    None for a TTFS deployment, network.json, params.npz arrays)``; raises what those raise."""
+    outdir = Path(path).parent
+    deployed = load(outdir)   # spikec.load: the integer reference runs from these files (TTFS: checks params.npz)
+    if isinstance(deployed, Deployed):
+        return load_deployed(outdir)
+    return None, *load_network(outdir / "lava", check_format=False)
+
+
 def load_deployed(outdir) -> tuple:
     """``(integer reference graph, network, arrays)`` as written in ``outdir/lava``."""
     outdir = Path(outdir)
@@ -285,7 +309,7 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     if exact_source.applies(graph):  # spikec.nn.loihi modules: checked against the source, as compiled
         return exact_source.verify_exact(graph, inputs, q, net, arrays)
     x = _int_inputs(q, inputs)
-    graph, reference, _ = products.placed(graph, inputs, reference)
+    graph, reference, placed = products.placed(graph, inputs, reference)
     fresh_net, fresh = lower(q)
     lowered = [k for k in sorted(set(fresh) | set(arrays))
                if k not in fresh or k not in arrays or not np.array_equal(fresh[k], arrays[k])]
@@ -303,9 +327,11 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
         except ImportError as e:
             netx_check = {"loaded": False, "bit_exact": None, "skipped": f"{type(e).__name__}: {e}"}
     netx_ok = netx_check is None or netx_check.get("bit_exact") is not False
+    rewrite = next((r for r in placed.rewrites if "rewritten" in r), None) if placed else None
     return {"equivalent": result["bit_exact"] and not lowered and netx_ok and checks["ok"]
-            and requantized.get("equal") is not False,
-            "bit_exact": result["bit_exact"], "netx": netx_check, "quantization_checks": checks,
+            and requantized.get("equal") is not False and products.proven(placed),
+            "bit_exact": result["bit_exact"] and products.proven(placed), "netx": netx_check,
+            "quantization_checks": checks, **({"products_rewrite_check": rewrite} if rewrite else {}),
             "quantized_rederived": requantized,
             "spikes_compared": result["spikes_compared"], "values_compared": result["values_compared"],
             "states_compared": result["states_compared"], "max_rel_diff": 0.0,

@@ -148,7 +148,7 @@ def measure(q: Graph, x) -> tuple[dict, "Trace"]:
 def _membrane_name(q: Graph, n: Node) -> str:
     """The membrane twin of population ``n`` in ``with_readouts(q)``."""
     twin = next((m.name for m in q.nodes if m.op == n.op and m.inputs == n.inputs
-                 and m.attrs.get("output") == "membrane"), None)
+                 and lops.output_of(m) == "membrane"), None)
     return twin or f"{n.name}.membrane"
 
 

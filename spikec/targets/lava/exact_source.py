@@ -196,7 +196,8 @@ def compile_exact(graph: Graph, inputs, reference, options) -> TargetResult:
         "seconds": round(time.perf_counter() - start, 3),
     }
     report["summary"] = summary(report)
-    files = {"lava": lambda p: _write(p, q, net, arrays)}
+    from spikec.targets.lava.written import LavaDir
+    files = {"lava": LavaDir(lambda p: _write(p, q, net, arrays), q, net, arrays)}   # its reader: compile_lava
     return TargetResult(report, result["bit_exact"], files)
 
 

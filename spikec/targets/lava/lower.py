@@ -92,7 +92,8 @@ def save_network(net: dict, arrays: dict, directory: Path) -> None:
         np.savez(f, **arrays)
 
 
-def load_network(directory: Path) -> tuple[dict, dict]:
+def load_network(directory: Path, check_format: bool = True) -> tuple[dict, dict]:
+    """``(network.json, params.npz arrays)`` of ``directory`` (a TTFS network is of its own format: unchecked)."""
     directory = Path(directory)
     try:
         net = json.loads((directory / "network.json").read_text())
@@ -101,7 +102,7 @@ def load_network(directory: Path) -> tuple[dict, dict]:
     except (OSError, ValueError) as e:
         raise BadInput(f"cannot read the Lava network in {directory}: {e}",
                        remedy="point at an OUTDIR written by `spikec compile --target lava`") from e
-    if net.get("format") != FORMAT or net.get("version") != VERSION:
+    if check_format and (net.get("format") != FORMAT or net.get("version") != VERSION):
         raise BadInput(f"{directory / 'network.json'} is not a {FORMAT} v{VERSION} document")
     return net, arrays
 
@@ -148,7 +149,7 @@ def _lower_term(lo: _Lowered, n: Node) -> None:
 
 
 def _lower_population_node(lo: _Lowered, n: Node) -> None:
-    output = n.attrs.get("output", "spikes")
+    output = lops.output_of(n)
     if lops.primary(n):
         _lower_population(lo, n)
         pop = lo.procs[-1]
@@ -229,7 +230,7 @@ def _lower_population(lo: _Lowered, n: Node) -> None:
     lo.origin[n.name] = _origin(n.name, "s_out", phi, emit, shape)
     if n.attrs.get("recurrent"):
         _lower_recurrence(lo, n)
-    if n.attrs.get("output", "spikes") != "spikes":
+    if lops.output_of(n) != "spikes":
         return   # a read-out integrator: its state is its output (recorded by _lower_population_node)
     lo.recorded.append({"name": n.name, "proc": n.name, "port": "s_out", "ir_node": n.name, "start": phi,
                         "substeps": n.type.substeps, "ir_shape": list(shape),

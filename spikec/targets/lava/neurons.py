@@ -26,6 +26,7 @@ from spikec.compiler.errors import IRError
 from spikec.compiler.ir import Node, TensorType
 from spikec.targets.lava.fixed_point import (DECAY_MAX, DECAY_ONE, VTH_MAX, bias_mant_exp, dense_weights,
                                              round_weights, scalar_or_channels)
+from spikec.targets.lava import ops as lops
 from spikec.targets.lava.and_neurons import and_node, and_params
 from spikec.targets.lava.limits import to_int
 from spikec.targets.lava.refusal import refuse
@@ -132,7 +133,7 @@ def _lif_node(pop, p, x, scale, vth, mant, exp) -> Node:
     process = "LIF" if lava_lif else "SpikecLIF"
     never = fire == "never"   # a read-out integrator (Norse's LI): its output is its state v, recorded every step
     node = Node(pop.name, "lava_lif", (x,), TensorType(pop.out_shape, "real" if never else "binary"),
-                {"reset": reset, "output": "v" if never else "spikes", "process": process,
+                {"reset": reset, **lops.output_attrs({}, "v" if never else "spikes"), "process": process,
                  **({"fire": fire} if fire != "gt" else {}), **({"primary": True} if never else {}), **rec_attrs},
                 params, scope=pop.name)
     pop.info.update(process=process, dv=params["dv"].tolist(), du=params["du"].tolist(), reset=reset,

@@ -21,8 +21,10 @@ code, so comparing the two checks both. A synapse's input may be binary spikes, 
   lava_lif      du, dv, vth, bias_mant, bias_exp: () or (C,) int64; optional v_reset (hard reset) and
                 bias_u (a current bias: added to the synaptic sum a, before ``<< 6``);
                 attr reset (below); attr fire "gt" (default) | "ge" | "never" (a read-out integrator: its
-                population node has attr primary and output "v"); attr output "spikes" | "v" | "u" |
-                "flags" | "membrane". PyLifModelBitAcc, one step (input a = synaptic sum of this step):
+                population node has attr primary and reads state "v"); attr output "spikes" | "membrane"
+                (the IR's vocabulary) and, for a read of a state after the step, attr state "v" | "u" |
+                "flags" with output "membrane" (``output_of``). PyLifModelBitAcc, one step (input a =
+                synaptic sum of this step):
                   r = v > theta                     (theta = vth << 6; the previous step's state: delayed resets)
                   u = sgn(u*(4096-(du+1))) (|.| >> 12) + ((a + bias_u) << 6)   wrapped once into (-2^23, 2^23]
                   v = sgn(v*(4096-dv)) (|.| >> 12) + u + (bias_mant << bias_exp)  clipped to +-(2^23-1)
@@ -81,6 +83,7 @@ LIF_PARAMS = ("du", "dv", "vth", "bias_mant", "bias_exp")
 SILIF_PARAMS = ("decay", "vth", "kappa", "bias_mant", "bias_exp")
 CSILIF_PARAMS = ("a_re", "a_im", "vth", "kappa", "bias_mant", "bias_exp")
 READOUTS = ("spikes", "v", "u", "flags", "membrane")
+STATE_AFTER = ("v", "u", "flags")   # attr ``state``: read after the step (``membrane`` alone: v before the reset)
 LIF_RESETS = ("zero", "subtract", "none", "delayed_subtract", "delayed_zero", "snntorch_subtract")
 LAVA_DOCS = {"du": "current decay (4096 = all)", "dv": "voltage decay (4096 = all)", "vth": "threshold mantissa "
              "(compared as vth << 6)", "bias_mant": "bias mantissa", "bias_exp": "bias exponent",
@@ -175,7 +178,9 @@ def _infer_neuron(names, spikes):
         (t,) = ins
         _per_channel(node, t, names)
         out = node.attrs.get("output", "spikes")
-        _need(out in READOUTS, node, f"output must be one of {READOUTS}, got {out!r}")
+        _need(out in ("spikes", "membrane"), node, f"output must be 'spikes' or 'membrane', got {out!r}")
+        _need(node.attrs.get("state", "v") in STATE_AFTER and ("state" not in node.attrs or out == "membrane"),
+              node, f"state must be one of {STATE_AFTER}, read with output 'membrane'")
         _need(t.substeps == 1, node, "a neuron population integrates physical steps")
         return spikes(node, t) if out == "spikes" else TensorType(t.shape)
     return infer
@@ -215,7 +220,7 @@ class _StateOut(NeuronOut):
             setattr(self, name, torch.empty((steps,) + tuple(shape[1:]), dtype=torch.int64))
 
     def output(self, node):
-        return getattr(self, node.attrs.get("output", "spikes"))
+        return getattr(self, output_of(node))
 
     def put(self, t, **values):
         for name, val in values.items():
@@ -480,15 +485,29 @@ def host_op(arity: int) -> str:
     return "lava_host" if arity == 1 else f"lava_host{arity}"
 
 
+def output_of(n) -> str:
+    """What population node ``n`` outputs (one of ``READOUTS``): ``spikes``, ``membrane`` (v before the reset), or
+    the state ``v`` / ``u`` / ``flags`` after the step. A state is written ``output="membrane", state=...``: the IR
+    verifier knows only spikes and membranes as outputs, and every consumer of the IR reads it as a membrane (no
+    spikes, no parameters of its own)."""
+    return n.attrs.get("state") or n.attrs.get("output", "spikes")
+
+
+def output_attrs(attrs: dict, what: str) -> dict:
+    """``attrs`` of a population node set to output ``what`` (one of ``READOUTS``)."""
+    attrs = {k: v for k, v in attrs.items() if k != "state"}
+    return dict(attrs, output="membrane", state=what) if what in STATE_AFTER else dict(attrs, output=what)
+
+
 def primary(n) -> bool:
     """The node that is a population (not a state read-out twin of one): its spikes, or a read-out integrator."""
-    return n.attrs.get("output", "spikes") == "spikes" or bool(n.attrs.get("primary"))
+    return output_of(n) == "spikes" or bool(n.attrs.get("primary"))
 
 
 def twin(n, name: str, output: str):
-    """The state read-out twin ``name`` of population node ``n``: the same run, output ``output``."""
+    """The state read-out twin ``name`` of population node ``n``: the same run, output ``output`` (``READOUTS``)."""
     attrs = {k: v for k, v in n.attrs.items() if k != "primary"}
-    return n.with_(name=name, attrs=dict(attrs, output=output), type=TensorType(n.type.shape))
+    return n.with_(name=name, attrs=output_attrs(attrs, output), type=TensorType(n.type.shape))
 
 
 def with_readouts(qgraph: Graph, what=None) -> Graph:

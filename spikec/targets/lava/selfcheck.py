@@ -280,9 +280,8 @@ def _origin(qgraph, name: str, starts: dict, hosts: dict) -> tuple[int, int] | N
     if n.op == "lava_quant":
         return (hosts[n.name], 1) if n.name in hosts else None
     if n.op in POPULATION_OPS:
-        owner = n if n.attrs.get("output", "spikes") == "spikes" else next(
-            m for m in qgraph.nodes if m.op == n.op and m.inputs == n.inputs and m.attrs.get("output", "spikes")
-            == "spikes")
+        owner = n if lops.primary(n) else next(
+            m for m in qgraph.nodes if m.op == n.op and m.inputs == n.inputs and lops.primary(m))
         if owner.name not in starts:
             return None
         return starts[owner.name], _width(qgraph, owner, starts, hosts) if n is owner else 1

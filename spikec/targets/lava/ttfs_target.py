@@ -233,7 +233,9 @@ def compile_ttfs_lava(graph, inputs, reference, options) -> TargetResult:
     for p in report["processes"]:
         if p["type"] == "SpikecTTFS":
             p["why"] = PROCESS_WHY
-    files = {"lava": lambda p: write(p, net)}
+    from spikec.targets.lava.written import LavaDir
+    network, arrays = document(net)
+    files = {"lava": LavaDir(lambda p: write(p, net), None, network, arrays)}   # its reader: compile_lava
     return TargetResult(report, result["bit_exact"], files)
 
 
@@ -268,9 +270,15 @@ def summary(r: dict, name: str) -> str:
               f"neurons, {res['synapses']:,} synapses, {res['cores']} cores; host: input encoder, output decoder")
 
 
-def write(path: Path, net: TTFSNet) -> None:
+def document(net: TTFSNet) -> tuple[dict, dict]:
+    """``(network.json document, params.npz arrays)`` of ``net``."""
     network, arrays = spec(net)
     network.update(coding="ttfs", states=net.states)
+    return network, arrays
+
+
+def write(path: Path, net: TTFSNet) -> None:
+    network, arrays = document(net)
     d = Path(path)
     d.mkdir(parents=True, exist_ok=True)
     (d / "network.json").write_text(json.dumps(network, indent=1))
