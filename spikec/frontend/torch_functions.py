@@ -1,5 +1,8 @@
 """Converters of torch functions and tensor methods: element-wise arithmetic, and the shapes, reshapes and
-products attention blocks use (``x.shape``, reshape/view, permute, transpose, matmul, softmax, tril).
+products attention blocks use (``x.shape``, reshape/view with T and B read from it, matmul, tril).
+
+Calls with no converter here (permute, transpose, softmax, relu, functional pooling, torch.cat, ...) are captured
+to core ATen and lowered there (``spikec.frontend.aten``); a converter raises ``ToAten`` for a call it hands on.
 
 Registered with ``spikec.frontend.registry`` when this module is imported (``spikec.frontend.tracing`` imports it).
 """
@@ -7,11 +10,10 @@ import operator
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from spikec.compiler.errors import UnsupportedOp
-from spikec.frontend.registry import Merged, ToAten, Unmerged, lead_count, register_function
-from spikec.frontend.torch_modules import avgpool2d, flatten_dims, maxpool2d
+from spikec.frontend.registry import Merged, ToAten, Unmerged, register_function
+from spikec.frontend.torch_modules import flatten_dims
 
 
 # -- element-wise functions and tuple indexing ------------------------------------------
@@ -46,10 +48,6 @@ _add = _binary("add", lambda c: {"a": 1.0, "b": c})
 _mul = _binary("mul", lambda c: {"a": c, "b": 0.0})
 
 
-def _relu_fn(ctx, name, args, kwargs, scope=""):
-    return ctx.emit(name, "relu", [args[0]], scope=scope)
-
-
 def _flatten_fn(ctx, name, args, kwargs, scope=""):
     start = args[1] if len(args) > 1 else kwargs.get("start_dim", 0)
     end = args[2] if len(args) > 2 else kwargs.get("end_dim", -1)
@@ -63,10 +61,8 @@ def _getitem(ctx, name, args, kwargs, scope=""):
         raise UnsupportedOp(f"item {index} of a module's result is not available as a tensor the graph computes",
                             where=f"fx node {name!r}", remedy="use the outputs the converter provides (see the "
                             "README's converter table)")
-    if not isinstance(value, (tuple, list)):
-        raise UnsupportedOp("indexing a tensor is not supported", where=f"fx node {name!r}",
-                            remedy="select with modules (e.g. Delay, Flatten), not x[...]; a forward that "
-                                   "indexes x[step] in its own loop is --stepping loop")
+    if not isinstance(value, (tuple, list)):  # x[...] of a tensor: lowered from its ATen form (slice, select)
+        raise ToAten
     try:
         return value[index]
     except (IndexError, TypeError) as e:  # e.g. T, B, C, H, W = x.shape on a tensor of another rank
@@ -198,43 +194,12 @@ def _unflatten(ctx, name, args, kwargs, scope=""):
     return _reshape(ctx, name, [x, *lead, *per[:d], *sizes, *per[d + 1:]], {}, scope)
 
 
-def _permute(ctx, name, args, kwargs, scope=""):
-    x, dims = args[0], _dims_arg(args, kwargs, "dims")
-    lead = lead_count(ctx, x)
-    ndim = lead + len(ctx.type(x).shape)
-    dims = tuple(d % ndim for d in dims)
-    if dims[:lead] != tuple(range(lead)):
-        raise UnsupportedOp(f"permute{dims} moves the leading [{', '.join(map(str, leading(ctx, x)))}] dims",
-                            where=f"fx node {name!r}",
-                            remedy="permute only the per-step dims")
-    return ctx.emit(name, "transpose", [x], {"perm": tuple(d - lead for d in dims[lead:])}, scope=scope)
-
-
-def _transpose(ctx, name, args, kwargs, scope=""):
-    x, a, b = (list(args) + [kwargs.get("dim0"), kwargs.get("dim1")])[:3] if len(args) < 3 else args
-    ndim = lead_count(ctx, x) + len(ctx.type(x).shape)
-    a, b = a % ndim, b % ndim
-    perm = list(range(ndim))
-    perm[a], perm[b] = perm[b], perm[a]
-    return _permute(ctx, name, [x, *perm], {}, scope)
-
-
 def _matmul(ctx, name, args, kwargs, scope=""):
     a, b = args
     if not (isinstance(a, str) and isinstance(b, str)):
         raise UnsupportedOp("matmul with a constant operand is not supported", where=f"fx node {name!r}",
                             remedy="use nn.Linear for static weights")
     return ctx.emit(name, "matmul", [a, b], scope=scope)
-
-
-def _softmax(ctx, name, args, kwargs, scope=""):
-    x = args[0]
-    dim = args[1] if len(args) > 1 else kwargs.get("dim")
-    lead = lead_count(ctx, x)
-    ndim = lead + len(ctx.type(x).shape)
-    if dim is None or dim % ndim < lead:
-        raise UnsupportedOp(f"softmax over dim {dim} mixes time or batch", where=f"fx node {name!r}")
-    return ctx.emit(name, "softmax", [x], {"dim": dim % ndim - lead}, scope=scope)
 
 
 def _tril(ctx, name, args, kwargs, scope=""):
@@ -264,37 +229,15 @@ register_function(getattr, _getattr)
 register_function("size", _shape_of)
 for _t in (torch.reshape, "reshape", "view"):
     register_function(_t, _reshape)
-for _t in (torch.permute, "permute"):
-    register_function(_t, _permute)
-for _t in (torch.transpose, "transpose"):
-    register_function(_t, _transpose)
 for _t in (operator.matmul, torch.matmul, torch.bmm, "matmul"):
     register_function(_t, _matmul)
-for _t in (torch.softmax, F.softmax, "softmax"):
-    register_function(_t, _softmax)
 for _t in (torch.tril, "tril"):
     register_function(_t, _tril)
 for _t in (operator.add, torch.add, "add"):
     register_function(_t, _add)
 for _t in (operator.mul, torch.mul, "mul"):
     register_function(_t, _mul)
-for _t in (F.relu, torch.relu, "relu"):
-    register_function(_t, _relu_fn)
 for _t in (torch.flatten, "flatten"):
     register_function(_t, _flatten_fn)
-def _pool_fn(module_type, convert):
-    """``F.avg_pool2d(x, ...)`` / ``F.max_pool2d(x, ...)``: the module converter on the equivalent module."""
-    def fn(ctx, name, args, kwargs, scope=""):
-        try:
-            module = module_type(*args[1:], **kwargs)
-        except TypeError as e:
-            raise UnsupportedOp(f"{module_type.__name__} arguments {args[1:]} {kwargs}: {e}", where=f"fx node {name!r}",
-                                remedy=f"use nn.{module_type.__name__}") from None
-        return convert(ctx, module, name, args[0])
-    return fn
-
-
-register_function(F.avg_pool2d, _pool_fn(torch.nn.AvgPool2d, avgpool2d))
-register_function(F.max_pool2d, _pool_fn(torch.nn.MaxPool2d, maxpool2d))
 for _t in (torch.unflatten, "unflatten"):
     register_function(_t, _unflatten)

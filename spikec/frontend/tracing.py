@@ -4,8 +4,6 @@ Convention: the model maps ``[T, B, ...]`` to ``[T, B, ...]``. Per-step torch mo
 BatchNorm, pooling) appear inside ``spikec.nn.TimeDistributed``, which merges T and B as torch
 needs; Linear, ReLU and the ``spikec.nn`` modules also run on ``[T, B, ...]`` directly.
 """
-import operator
-
 import torch
 import torch.fx
 from torch import nn
@@ -290,10 +288,9 @@ def _scope(fx_node) -> str:
 def _convert_function(ctx, fx_node, env) -> str:
     target = fx_node.target
     fn = FUNCTIONS.get(target)
-    indexes = target is operator.getitem and isinstance(env.get(getattr(fx_node.args[0], "name", None)), str)
     call = target if fx_node.op == "call_function" else \
         (lambda x, *args, **kwargs: getattr(x, target)(*args, **kwargs))
-    if fn is None or indexes:  # no converter (or x[...] of a tensor): the call captured to ATen and lowered
+    if fn is None:  # no converter: the call captured to ATen and lowered
         return _captured(ctx, fx_node, env, call)
     lookup = lambda a: _Value(env[a.name])  # nested args too, e.g. reshape(x, (x.shape[0], ...))
     args = _unwrap(torch.fx.node.map_arg(fx_node.args, lookup))

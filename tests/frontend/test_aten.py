@@ -135,30 +135,40 @@ def test_step_convention_sees_the_batch_only():
 
 
 # -- refusals --------------------------------------------------------------------------------------------------
-def refused(fn, x=X4, *modules) -> str:
+def refusal(fn, x=X4, *modules) -> UnsupportedOp:
     with pytest.raises(UnsupportedOp) as e:
         trace(Fn(fn, *modules).double(), x.shape[2:], input_kind="real")
-    return str(e.value)
+    return e.value
+
+
+def refused(fn, x=X4, *modules) -> str:
+    """The refusal's message and remedy, without ``where`` (which quotes the user's line, these words included)."""
+    e = refusal(fn, x, *modules)
+    return f"{e.what} | {e.remedy}"
 
 
 def test_unlowered_op_names_the_aten_op_and_the_users_line():
-    msg = refused(lambda x: torch.tanh(x) * 2.0)
-    assert "aten.tanh" in msg and "function torch.tanh" in msg and "no IR lowering" in msg
-    assert "test_aten.py" in msg and "torch.tanh(x) * 2.0" in msg, msg  # the user's line
-    assert "register_function" in msg
+    e = refusal(lambda x: torch.tanh(x) * 2.0)
+    assert "aten.tanh" in e.what and "function torch.tanh" in e.what and "no IR lowering" in e.what
+    assert "test_aten.py:" in e.where and "torch.tanh(x) * 2.0" in e.where, e.where  # the user's line
+    assert "register_function" in e.remedy
 
 
 def test_time_and_batch_are_refused():
-    assert "'T'" in refused(lambda x: torch.cat([x, x], dim=0)) and "per-step dims" in refused(lambda x: x.sum(0))
-    assert "'B'" in refused(lambda x: x.mean(1))
-    assert "mixing the leading" in refused(lambda x: x.unsqueeze(0).mean(3).view(6, 6))
+    assert "aten.cat: works along dim 0, the time dim T" in refused(lambda x: torch.cat([x, x], dim=0))
+    assert "per-step dims" in refused(lambda x: x.sum(0))
+    assert "dim 1, the batch dim B" in refused(lambda x: x.mean(1))
+    assert "mixing the leading [T, B]" in refused(lambda x: x.unsqueeze(0))
     assert "must keep the leading" in refused(lambda x: x.reshape(6, 4, 6))
     assert "every dim" in refused(lambda x: x.sum())
 
 
 def test_per_step_module_on_the_sequence_is_refused():
-    msg = refused(lambda x, m: m(x.flatten(2)), X4, nn.Conv1d(2, 2, 1))
-    assert "module 'layers.0'" in msg or "could not be captured" in msg or "[T, B, ...]" in msg, msg
+    e = refusal(lambda x: F.avg_pool2d(x, 2))  # torch would pool [T, B, N, D] as B channels of T samples
+    assert "fx node 'avg_pool2d'" in e.where, e.where
+    assert "average pooling on a [T, B, ...] tensor" in e.what and "flatten(0, 1)" in e.remedy, e.what
+    e = refusal(lambda x, m: m(x), X4, nn.Conv1d(4, 2, 1))  # torch itself refuses a 4-d input
+    assert "module 'layers.0'" in e.where and "could not be captured" in e.what and "T=3, B=5" in e.what, e.what
 
 
 def test_broadcasting_and_indices_are_refused():

@@ -62,8 +62,11 @@ def capture(ctx, fx_node, env, fn, name, scope, dtype=torch.float64):
     except SpikecError:
         raise
     except Exception as e:
+        lead = ", ".join(f"{d!r}={sizes[d]}" for d in (T_DIM, B_DIM)) if inputs else ""
         raise UnsupportedOp(f"{describe(fx_node, fn)} could not be captured to ATen ({type(e).__name__}: "
-                            f"{str(e).splitlines()[0] if str(e) else ''})", where=where(fx_node),
+                            f"{str(e).splitlines()[0] if str(e) else ''})" +
+                            (f" on example tensors with {lead} standing for the time and batch sizes" if lead else ""),
+                            where=where(fx_node),
                             remedy="check the shapes it is called on, " + remedy_for(fx_node)) from None
     lw = Lowering(ctx, name, scope, sizes, fx_node, describe(fx_node, fn))
     out = lower(lw, gm, inputs)

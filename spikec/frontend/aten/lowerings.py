@@ -55,7 +55,7 @@ def reshape_to(lw, x: Value, shape) -> Value:
         new_lead, per = (T_DIM, B_DIM), shape[2:]
     else:
         lw.refuse(f"reshapes {(*lead, *lw.shape(x))} to {shape}, mixing the leading "
-                  f"{', '.join(map(repr, lead))} dims with per-step dims", "reshape only the per-step dims")
+                  f"[{', '.join(map(str, lead))}] dims with per-step dims", "reshape only the per-step dims")
     if math.prod(per) != math.prod(lw.shape(x)) or not per:
         lw.refuse(f"reshapes {(*lead, *lw.shape(x))} to {shape}, moving values between steps or samples",
                   "reshape only the per-step dims")
@@ -82,7 +82,7 @@ def _permute(lw, x, dims):
     k, nd = len(x.lead), len(x.lead) + len(lw.shape(x))
     dims = tuple(d % nd for d in dims)
     if dims[:k] != tuple(range(k)):
-        lw.refuse(f"permutes {dims}, moving the leading {', '.join(map(repr, x.lead))} dims",
+        lw.refuse(f"permutes {dims}, moving the leading [{', '.join(map(str, x.lead))}] dims",
                   "permute only the per-step dims")
     perm = tuple(d - k for d in dims[k:])
     if perm == tuple(range(len(perm))):

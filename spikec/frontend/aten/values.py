@@ -47,7 +47,8 @@ class Lowering:
         nd = len(v.lead) + len(self.shape(v))
         d = d % nd
         if d < len(v.lead):
-            self.refuse(f"works along dim {d}, which is {v.lead[d]!r} (time or batch)",
+            meaning = {"T": "time", "B": "batch", "T*B": "merged time and batch"}[repr(v.lead[d])]
+            self.refuse(f"works along dim {d}, the {meaning} dim {v.lead[d]!r}",
                         "apply it to the per-step dims only (count them after the leading [T, B] or [T*B])")
         return d - len(v.lead)
 
