@@ -323,7 +323,7 @@ def verify_dataset(outdir, inputs, *, workers: int = 1, ray: str | None = None, 
     if source_mode(out, model, weights, run_source) is None:
         note = not_run(out, report)
         raise BadInput("a data-set verification compares the source model with the deployed graph on every "
-                       f"sample, and {note['reason'][0].lower()}{note['reason'][1:]}", remedy=note["remedy"])
+                       f"sample, and none runs here: {note['reason']}", remedy=note["remedy"])
     # a model or checkpoint that cannot load fails once, here
     replay_source(out, report, model, weights, trust_pickle, run_source=run_source)
     names, skipped, missing = select_targets(out, report, targets)

@@ -139,10 +139,10 @@ _TEMP = re.compile(r"^\..+\.(?P<kind>tmp|old)-(?P<pid>\d+)-(?P<start>\d+)-[^-]+$
 def _alive(pid: int, start: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # no such process (or no such PID at all)
         return False
-    except (PermissionError, OverflowError):  # another user's process: alive
-        return pid < (1 << 31)
+    except PermissionError:  # another user's process: alive
+        return True
     now = _start_time(pid)
     return now is None or start == 0 or now == start  # another start time: the PID was reused, the run is gone
 

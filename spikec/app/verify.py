@@ -94,12 +94,12 @@ def not_run(out: Path, report: dict) -> dict:
         model = report.get("model")
         origin = f" (it was compiled from a module instance, {model[len(INSTANCE):-1]})" if is_instance(model) else ""
         return {"equivalent": True, "not_run": True, "checks": ["source_vs_deployed", "passes_replayed"],
-                "reason": f"the source model was not run: OUTDIR holds no code to rebuild it{origin}",
+                "reason": f"OUTDIR holds no code to rebuild the source model{origin}",
                 "remedy": own + " (your own code; spikec.verify(outdir, model=your_module) in Python)"}
     return {"equivalent": True, "not_run": True, "checks": ["source_vs_deployed", "passes_replayed"],
             "code": str(code),
-            "reason": f"the source model was not run: its code, {code}, came with OUTDIR, and verify runs no code "
-                      "from OUTDIR unless asked",
+            "reason": f"the source model's code, {code}, came with OUTDIR, and verify runs no code from OUTDIR "
+                      "unless asked",
             "remedy": f"add --run-source to run that code (read it first: it runs as you), or {own} to run your own"}
 
 
