@@ -38,7 +38,8 @@ Refused, by name: subclasses (they change the step); ``inhibition``; ``state_qua
 RLeaky/RSynaptic; parameters that are not one value or one per channel; ``reset_mechanism`` changed after
 construction; RSynaptic's ``reset_delay=False`` (snnTorch 1.0 applies it to the call's arguments, not its state);
 a recurrent layer other than the ``nn.Linear``/``nn.Conv2d``/``RecurrentOneToOne`` snnTorch builds; an ``Alpha``
-whose ``tau`` is not finite; snnTorch neurons with no converter here.
+whose ``tau`` is not finite; ``SLSTM`` (it cannot run in float64, see ``slstm``); snnTorch neurons with no
+converter here.
 """
 import functools
 
@@ -336,6 +337,15 @@ def alpha(ctx, m, name, x):
     return _returns(m, _graded(ctx, name, spikes, graded), state("syn_exc"), state("syn_inh"), state("mem"))
 
 
+def slstm(ctx, m, name, x):
+    refuse(name, m, "snnTorch 1.0's SLSTM rebuilds its state with torch.zeros in the default dtype (float32) whenever "
+           "the state's shape differs from the input's, which is at its first step and, with input_size != "
+           "hidden_size, at later steps too: it cannot run in float64 (its nn.LSTMCell raises on float32 state), so "
+           "no converter of it can be proved against the module in spikec's float64 reference",
+           "use a Leaky / RLeaky (or Synaptic / RSynaptic) after an nn.Linear, or register a converter for SLSTM "
+           "with spikec.frontend.register_converter (an approximation, checked in float32)")
+
+
 def other_neuron(ctx, m, name, x):
     refuse(name, m, f"snnTorch's {type(m).__qualname__} has no converter (converted: {', '.join(CONVERTED)})",
            f"use one of {', '.join(CONVERTED)}, or register a converter for {type(m).__qualname__} with "
@@ -351,5 +361,5 @@ else:
     for _cls, _fn in [(SnnTorchMultiStep, snntorch_leaky), (_snntorch.Leaky, leaky), (_snntorch.Lapicque, lapicque),
                       (_snntorch.Synaptic, synaptic),
                       (_snntorch.RLeaky, rleaky), (_snntorch.RSynaptic, rsynaptic), (_snntorch.Alpha, alpha),
-                      (_snntorch.SpikingNeuron, other_neuron)]:
+                      (_snntorch.SLSTM, slstm), (_snntorch.SpikingNeuron, other_neuron)]:
         register_converter(_cls, _fn)

@@ -277,7 +277,15 @@ def test_refuses_an_alpha_whose_tau_is_not_finite():
 
 
 def test_refuses_a_neuron_without_converter():
-    refused(snntorch.SLSTM(HIDDEN, HIDDEN), "SLSTM has no converter")
+    refused(snntorch.SConv2dLSTM(2, 2, 3), "SConv2dLSTM has no converter", shape=(2, 5, 5))
+
+
+def test_refuses_slstm_which_cannot_run_in_float64():
+    """The reason is real: snnTorch's own SLSTM raises in float64 (its first-step state is float32 zeros)."""
+    module = snntorch.SLSTM(HIDDEN, HIDDEN).double()
+    with pytest.raises(RuntimeError, match="dtype"):
+        module(torch.zeros(3, HIDDEN, dtype=torch.float64))
+    refused(snntorch.SLSTM(HIDDEN, HIDDEN), "cannot run in float64")
 
 
 def test_refuses_the_wrong_stepping():
