@@ -74,7 +74,8 @@ _LAYOUT: contextvars.ContextVar = contextvars.ContextVar("sinabs_layout", defaul
 class SinabsNet(nn.Module):
     """A Sinabs network run on spikec's ``[T, B, ...]``: ``net`` gets ``[B*T, ...]`` (``layout="B*T"``, a network of
     Squeeze layers) or ``[B, T, ...]`` (``"B,T"``); ``None`` picks ``"B*T"`` when ``net`` has a Squeeze layer. Each
-    run starts from rest and leaves no state behind."""
+    run starts from rest and leaves no state behind. ``net`` is converted as a module: an ``nn.Sequential`` (as
+    Sinabs users write networks), a Sinabs layer, or any module with a registered converter."""
 
     def __init__(self, net: nn.Module, layout: str | None = None):
         super().__init__()
@@ -343,8 +344,9 @@ def _stub_pylab():
 
 
 register_converter(SinabsNet, sinabs_net)
-with contextlib.suppress(ImportError):
-    _stub_pylab()
-    import sinabs.layers as _sl
-    for _cls in (_sl.IAF, _sl.IAFSqueeze, _sl.LIF, _sl.LIFSqueeze, _sl.ExpLeak, _sl.ExpLeakSqueeze):
-        register_converter(_cls, sinabs_neuron)
+if importlib.util.find_spec("sinabs") is not None:  # the stub only where Sinabs is there to need it
+    with contextlib.suppress(ImportError):
+        _stub_pylab()
+        import sinabs.layers as _sl
+        for _cls in (_sl.IAF, _sl.IAFSqueeze, _sl.LIF, _sl.LIFSqueeze, _sl.ExpLeak, _sl.ExpLeakSqueeze):
+            register_converter(_cls, sinabs_neuron)
