@@ -102,7 +102,7 @@ def _guard(fn):
     def wrapper(*args, **kwargs):
         ctx = click.get_current_context()
         ctx.meta["spikec.stdout"] = sys.stdout
-        debug = bool(ctx.find_root().params.get("debug")) or bool(ctx.meta.get("spikec.debug"))
+        debug = _debug()
         with contextlib.redirect_stdout(sys.stderr if sys.stderr is not None else sys.stdout):
             code = _run_guarded(fn, args, kwargs, debug)
         try:
@@ -116,6 +116,23 @@ def _guard(fn):
         ctx.exit(code)
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
+
+
+def _debug() -> bool:
+    """``--debug`` before the command (``spikec --debug compile``) or after it (``spikec compile --debug``)."""
+    ctx = click.get_current_context()
+    return bool(ctx.find_root().params.get("debug")) or bool(ctx.meta.get("spikec.debug"))
+
+
+def _set_debug(ctx, param, value):
+    if value:
+        ctx.meta["spikec.debug"] = True
+
+
+def debug_option(fn):
+    """``--debug`` accepted after the command name too (``spikec compile --debug ...``)."""
+    return click.option("--debug", is_flag=True, expose_value=False, callback=_set_debug,
+                        help="Show tracebacks (as spikec --debug).")(fn)
 
 
 def say(text: str = "") -> None:
@@ -135,7 +152,7 @@ def say(text: str = "") -> None:
 def _absolute(path):
     """``path`` made absolute now: the factory's import may ``os.chdir``, and a relative -o, --inputs, --weights or
     --html must mean what it meant when the command was typed (where the ownership checks looked)."""
-    return None if path is None or not str(path).strip() else os.path.abspath(path)
+    return path if path is None or not str(path).strip() else os.path.abspath(path)  # '' is refused, by name
 
 
 def _absolute_model(spec: str) -> str:
@@ -158,11 +175,10 @@ def _check_name_lengths(outdir: str) -> None:
     for i, part in enumerate(path.parts[1:]):
         most = limit - room if i == len(path.parts) - 2 else limit
         if len(part.encode(errors="surrogateescape")) > most:
-            raise BadInput(f"-o: the name {part[:40]!r}... is {len(part.encode(errors='surrogateescape'))} bytes, "
-                           f"over the {most} this file system allows" + (f" (NAME_MAX {limit}, less {room} for "
-                                                                         "the temporary sibling spikec writes first)"
-                                                                         if most != limit else ""),
-                           remedy="choose a shorter OUTDIR name")
+            raise BadInput(f"-o: the name {part[:60]!r}... is {len(part.encode(errors='surrogateescape'))} bytes, "
+                           f"over the {most} this file system allows (File name too long" +
+                           (f": NAME_MAX {limit}, less {room} for the temporary sibling spikec writes first)"
+                            if most != limit else ")"), remedy="choose a shorter OUTDIR name")
 
 
 @click.group()
@@ -204,6 +220,7 @@ def _with(options):
 @click.option("--json", "as_json", is_flag=True, help="print the IR as JSON.")
 @click.option("--html", "html_path", type=SafePath(dir_okay=False),
               help="also draw the IR into this self-contained HTML page (a new file, or one spikec wrote).")
+@debug_option
 @_guard
 def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_scheme, allow_unstable,
                 max_input_bytes, stepping, as_json, html_path):
@@ -258,6 +275,7 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
               help="NIR export: the importer whose form model.nir is written in.")
 @click.option("--strict", is_flag=True, help="exit 1 on any warning (a silent or saturated layer, a constant "
               "output, a decay outside (0, 1]): a proof that shows nothing fails.")
+@debug_option
 @_guard
 def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_scheme, allow_unstable,
                 max_input_bytes, stepping, outdir, batch, inputs, passes, target, seed, coding, ttfs_dt, probes,
@@ -270,8 +288,7 @@ def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
     from spikec.app.provenance import model_file
     from spikec.app.summary import summary_text
     from spikec.app.vacuity import format_warning
-    model, outdir, weights, inputs = _absolute_model(model), _absolute(outdir) or outdir, _absolute(weights), \
-        _absolute(inputs)
+    model, outdir, weights, inputs = _absolute_model(model), _absolute(outdir), _absolute(weights), _absolute(inputs)
     _check_name_lengths(outdir)
     opts, _, _ = compile_options(model, weights=weights, input_shape=input_shape, steps=steps, batch=batch,
                                  inputs=inputs, passes=passes, target=target, seed=seed, trust_pickle=trust_pickle,
@@ -303,7 +320,7 @@ def _target_failures(targets: dict) -> bool:
     """Each refused or failed target's reason and remedy in full on stderr (the summary has its first line);
     True when one failed internally (a compiler bug: exit 3, the other targets were written)."""
     from spikec.app.multitarget import internal_failures
-    debug = bool(click.get_current_context().find_root().params.get("debug"))
+    debug = _debug()
     for r in targets.values():
         if isinstance(r, dict) and r.get("refused"):
             click.echo(f"note: target {r['name']} refused: {r.get('reason', '')}", err=True)
@@ -351,6 +368,7 @@ def _first_problem(r: dict) -> str:
               help="with --workers/--ray: target artifacts re-checked on each chunk: default (all but lava: Lava "
                    "runs are slow), all, none, or names such as onnx,nir.")
 @click.option("--json", "as_json", is_flag=True, help="with --workers/--ray: print the merged report as JSON.")
+@debug_option
 @_guard
 def verify_cmd(outdir, inputs, run_source, model, weights, trust_pickle, max_input_bytes, workers, ray_address,
                targets, as_json):
@@ -439,6 +457,7 @@ def _dataset_lines(results: dict) -> list[str]:
 @click.option("--nir-scheme", type=click.Choice(["snntorch", "norse"]), default="snntorch", show_default=True,
               help="discretization the file is read in.")
 @click.option("--json", "as_json", is_flag=True, help="print the findings as JSON.")
+@debug_option
 @_guard
 def nir_check_cmd(nir_file, nir_dt, nir_scheme, as_json):
     """Check a .nir file's conformance: one finding per line; exit 1 if one makes it unusable as is."""

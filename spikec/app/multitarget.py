@@ -22,6 +22,8 @@ from spikec.compiler.ir import Node
 from spikec.targets import KNOWN, get_target
 
 ALL = "all"
+FORMS = (f"give none | all | {' | '.join(KNOWN)} | a comma-separated list of targets such as lava,nir,onnx "
+         "(each named once)")
 
 
 @dataclass(frozen=True)
@@ -62,9 +64,10 @@ def plan(spec) -> TargetPlan:
         try:
             get_target(name)  # BadInput naming an unknown or unavailable target (including '' from 'lava,,nir')
         except BadInput as e:
+            remedy = e.remedy if name in KNOWN else FORMS  # an unknown name: every form the option takes
             if len(names) == 1:
-                raise
-            raise BadInput(f"{e.what} (in --target {spec!r})", where=e.where, remedy=e.remedy) from e
+                raise BadInput(e.what, where=e.where, remedy=remedy) from e
+            raise BadInput(f"{e.what} (in --target {spec!r})", where=e.where, remedy=remedy) from e
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise BadInput(f"target {twice[0]!r} is named twice in {spec!r}", remedy="name each target once")

@@ -191,3 +191,19 @@ def test_a_real_target_crash_leaves_the_other_targets_written(tmp_path):
         assert not (out / "lava").exists()
     else:
         assert result.exit_code == 0 and r["targets"]["lava"]["bit_exact"], result.output
+
+
+# -- the terminal says everything ------------------------------------------------------------------------------------
+def test_debug_after_the_command_and_every_form_of_an_option(tmp_path, monkeypatch):
+    _crashing_nir(monkeypatch)
+    result = cli("compile", ONE, "--debug", "--target", "nir", "-o", tmp_path / "out")
+    assert result.exit_code == 3 and "Traceback" in result.stderr and "internal error: target nir" in result.stderr
+    result = cli("compile", ONE, "--target", "lavva", "-o", tmp_path / "other")
+    assert_clean_failure(result, 2, "'lavva'", "none | all | lava | nir | onnx | a comma-separated list")
+
+
+def test_a_refused_target_prints_its_reason_and_remedy_in_full(tmp_path):
+    result = cli("compile", f"{MODELS}:scaled", "--target", "nir,onnx,lava", "-o", tmp_path / "out")
+    assert result.exit_code == 1, result.output
+    note = result.stderr[result.stderr.index("note: target lava refused:"):]
+    assert "a host value as a graph output is not recorded" in note and "\n  remedy: " in note
