@@ -4,10 +4,11 @@
   with other weights or a bias it is scaled, and the integer reference's read-out over its scale stays close to
   the float one (bit_exact alone cannot see this: Lava and the reference share the deployed integers);
 * a Norse LIF's reset level is shifted by ``v_leak`` like its state (``v_reset - v_leak`` in integer units);
-* ``verify`` of an exact-source deployment fails on an array the lowering never wrote, and on one it wrote that
-  is gone (one Lava run each, one sample, three steps).
+* ``verify`` of an exact-source deployment fails on an array the lowering never wrote and on a changed integer
+  graph, and so does ``verify`` of a calibrated one (one Lava run each, one sample, three steps);
+* a Norse LI read-out's state is dequantized with its ``v_leak``.
 
-Only the last needs Lava; the others run the quantizer and the integer reference."""
+Only the verify tests need Lava; the others run the quantizer and the integer reference."""
 import importlib.util
 import sys
 from pathlib import Path
@@ -182,3 +183,40 @@ def test_exact_source_lowering_is_deterministic(exact):
     _, q, _, arrays, _ = exact
     _, again = lower(q)
     assert sorted(again) == sorted(arrays) and all(np.array_equal(again[k], arrays[k]) for k in arrays)
+
+
+# -- calibrated verify: every array the lowering writes, and nothing else --------------------------------------
+@needs_lava
+def test_verify_of_a_calibrated_lava_outdir_fails_on_an_array_the_lowering_never_wrote(tmp_path):
+    from click.testing import CliRunner
+    from spikec.app.cli import main
+    from spikec.targets.lava.lower import load_network, save_network
+    model = HERE.parents[1] / "app" / "models.py"
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["compile", f"{model}:one_output", "--target", "lava", "--batch", "1",
+                                    "--steps", "3", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert CliRunner().invoke(main, ["verify", str(out)]).exit_code == 0
+    net, arrays = load_network(out / "lava")
+    save_network(net, dict(arrays, **{"planted/weights": np.ones((2, 2), dtype=np.int64)}), out / "lava")
+    from spikec.app.verify import verify_outdir
+    lava = verify_outdir(out)["target_lava"]
+    assert lava["bit_exact"] is True   # the Lava run itself does not read it
+    assert lava["equivalent"] is False and lava["arrays_differing_from_lowering"] == ["planted/weights"]
+
+
+# -- a Norse LI read-out's state, dequantized with its v_leak ------------------------------------------------------
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_a_norse_li_state_read_out_is_dequantized_with_its_v_leak():
+    pytest.importorskip("norse.torch", reason="Norse is an optional extra")
+    from spikec.frontend.stepping import adapt
+    from spikec.targets.lava.resources import agreement
+    sys.path.insert(0, str(HERE))
+    from framework_models import norse_li_leak   # LIF -> LI with v_leak = 0.2, its v the output
+    x = (np.random.default_rng(0).random((8, 3, 12)) < 0.5).astype(np.float64)
+    g = _passes(adapt(norse_li_leak().double(), "step"), x, (12,))
+    q, _, _ = deploy(g, x)
+    (out,) = g.outputs
+    a = agreement(g, run(g, x), q, _integer_run(q, x))["per_layer"][out]
+    assert a["dequantized_as"] == "v_int / (64 s) + v_leak"
+    assert a["state_rms_error"] < 0.2 / 4, a   # quantization error only: far below the leak itself
