@@ -179,3 +179,22 @@ def test_refusals():
     with pytest.raises(UnsupportedOp, match="subclasses"):
         convert_one(nt.LIFAdExRefracCell(), (N,), "step") if issubclass(nt.LIFAdExRefracCell, nt.LIFAdExCell) else \
             convert_one(type("Mine", (nt.LSNNCell,), {})(), (N,), "step")
+
+
+def test_a_cell_in_forwards_own_loop_compiles_to_onnx():
+    """``z, state = cell(x[t], state)`` from ``state = None`` in forward's own loop (--stepping auto: loop)."""
+    import spikec
+
+    class Loop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell, self.out = build("LSNNRecurrentCell", "per_neuron"), nn.Linear(N, 3)
+
+        def forward(self, x):
+            state, rec = None, []
+            for t in range(x.shape[0]):
+                z, state = self.cell(x[t], state)
+                rec.append(self.out(z))
+            return torch.stack(rec)
+    c = spikec.compile(dyadic(Loop(), 4), spikes(4), targets=("onnx",))
+    assert c.equivalent, c.targets

@@ -153,3 +153,24 @@ def test_lapicque_refusals():
         convert_one(snntorch.Lapicque(beta=0.9, state_quant=lambda m: m), (HIDDEN,), "step")
     with pytest.raises(UnsupportedOp, match="--stepping"):
         convert_one(lapicque("zero", "beta"), (HIDDEN,), "multistep")
+
+
+def test_lapicque_in_a_tutorial_loop_compiles_to_onnx():
+    """snnTorch's tutorial form, ``spk, mem = lif(fc(x[t]), mem)`` in forward's own loop (--stepping auto: loop)."""
+    import spikec
+
+    class Loop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.lif = nn.Linear(N_IN, HIDDEN), lapicque("zero", "R_C")
+            self.out = nn.Linear(HIDDEN, 4)
+
+        def forward(self, x):
+            mem, rec = self.lif.init_lapicque(), []
+            for t in range(x.shape[0]):
+                spk, mem = self.lif(self.fc(x[t]), mem)
+                rec.append(self.out(spk))
+            return torch.stack(rec)
+    torch.manual_seed(3)
+    c = spikec.compile(Loop(), (np.random.default_rng(3).random((10, 3, N_IN)) < 0.5) * 1.0, targets=("onnx",))
+    assert c.equivalent, c.targets
