@@ -60,7 +60,7 @@ from spikec.compiler.errors import BadInput
 from spikec.compiler.ir import TensorType
 from spikec.frontend.exact_neurons import float_only
 from spikec.frontend.registry import refuse, register_converter
-from spikec.ops import define, register_kernel
+from spikec.ops import Param, define, register_kernel
 from spikec.ops.registry import need
 
 MERGED, BATCH_FIRST = "B*T", "B,T"        # the layouts SinabsNet feeds its network
@@ -323,8 +323,14 @@ def lif_sinabs_kernel(node, p, x):
     return (torch.stack(outs), torch.stack(margins)) if margins else torch.stack(outs)
 
 
-define("lif_sinabs", 1, infer_lif_sinabs, ("alpha_mem",), _PARAMS[1:], stateful=True,
-       doc="Sinabs IAF / LIF / ExpLeak (and Squeeze forms) in Sinabs's order and dtypes")
+define("lif_sinabs", 1, infer_lif_sinabs, stateful=True,
+       doc="Sinabs IAF / LIF / ExpLeak (and Squeeze forms) in Sinabs's order and dtypes",
+       params=(Param("alpha_mem", "()", "membrane decay: exp(-1 / tau_mem), the trained alpha, 1 for IAF"),
+               Param("alpha_syn", "()", "synaptic decay exp(-1 / tau_syn) (absent: no synaptic current)", False),
+               Param("threshold", "()", "spike_threshold (absent for ExpLeak, which does not spike)", False),
+               Param("min_v_mem", "()", "lower bound of v, clipped after the reset", False),
+               Param("subtract", "()", "MembraneSubtract's subtract_value (absent: the threshold)", False),
+               Param("reset_value", "()", "MembraneReset's reset_value, added to every neuron", False)))
 register_kernel("lif_sinabs", lif_sinabs_kernel)
 
 

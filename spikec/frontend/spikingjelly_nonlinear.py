@@ -22,7 +22,7 @@ import torch
 
 from spikec.compiler.ir import TensorType
 from spikec.frontend.exact_neurons import float_only
-from spikec.ops import define, need, register_kernel
+from spikec.ops import Param, define, need, register_kernel
 
 CHARGE = {"qif_sj": ("tau", "v_rest", "a0", "v_c"), "eif_sj": ("tau", "v_rest", "delta_T", "theta_rh"),
           "izhikevich_sj": ("tau", "v_rest", "a0", "v_c", "tau_w", "a", "b", "w_rest")}
@@ -60,11 +60,23 @@ def nonlinear_sj_kernel(node, p, x):
     return torch.stack(spikes), torch.stack(margins)
 
 
-define("qif_sj", 1, _infer, ("threshold",) + CHARGE["qif_sj"], ("v_reset",), stateful=True,
+DOCS = {"threshold": "v_threshold (θ)", "tau": "membrane time constant", "v_rest": "resting potential",
+        "v_reset": "hard-reset potential and rest state (absent: soft reset, from 0)", "a0": "quadratic coefficient",
+        "v_c": "critical voltage", "delta_T": "sharpness of the exponential", "theta_rh": "rheobase threshold",
+        "tau_w": "time constant of the adaptation current w", "a": "subthreshold coupling of w",
+        "b": "jump of w per spike", "w_rest": "resting (initial) value of w"}
+
+
+def _schema(op):
+    return tuple(Param(n, "()", DOCS[n]) for n in ("threshold",) + CHARGE[op]) + (Param("v_reset", "()",
+                                                                                       DOCS["v_reset"], False),)
+
+
+define("qif_sj", 1, _infer, stateful=True, params=_schema("qif_sj"),
        doc="SpikingJelly QIFNode, its torch reference step")
-define("eif_sj", 1, _infer, ("threshold",) + CHARGE["eif_sj"], ("v_reset",), stateful=True,
+define("eif_sj", 1, _infer, stateful=True, params=_schema("eif_sj"),
        doc="SpikingJelly EIFNode, its torch reference step")
-define("izhikevich_sj", 1, _infer, ("threshold",) + CHARGE["izhikevich_sj"], ("v_reset",), stateful=True,
+define("izhikevich_sj", 1, _infer, stateful=True, params=_schema("izhikevich_sj"),
        doc="SpikingJelly IzhikevichNode, its torch reference step")
 for _op in CHARGE:
     register_kernel(_op, nonlinear_sj_kernel)
