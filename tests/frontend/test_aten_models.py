@@ -165,3 +165,26 @@ def test_spikformer_ssa_block():
     c = compiled(scaled(_ssa, 1.5), spikes(4, (4, 2, 4, 8)))
     assert "mean" in ops(c) and ops(c).count("matmul") == 2
     busy(c)
+
+
+class AudioLoop(nn.Module):
+    """The snnTorch tutorial's loop (--stepping loop): Conv1d, a slice and torch.cat on each step x[step]."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(2, 4, 3, padding=1)
+        self.lif = snntorch.Leaky(beta=0.9)
+
+    def forward(self, x):
+        mem, rec = self.lif.init_leaky(), []
+        for step in range(x.shape[0]):
+            cur = self.conv(x[step])
+            spk, mem = self.lif(torch.cat([cur, cur[:, :, :4] * 0.5], dim=2), mem)
+            rec.append(spk)
+        return torch.stack(rec)
+
+
+def test_conv1d_cat_and_slice_in_a_loop_model():
+    c = compiled(scaled(AudioLoop, 3.0), spikes(5, (6, 2, 2, 8), 0.5), stepping="loop")
+    assert ops(c)[1:] == ["reshape", "conv2d", "reshape", "slice", "scale", "concat", "lif_snntorch"]
+    busy(c)
