@@ -24,7 +24,9 @@ $(STAMP): pyproject.toml Makefile
 	# torch 2.13 and which norse.torch does not use; nirtorch is what snntorch.import_nir and norse need.
 	$(BIN)/pip install --quiet --no-deps norse==1.1.0 nirtorch==2.6
 	# sinabs (optional frontend extra): its declared samna and matplotlib are not needed by its layers (spikec
-	# stubs pylab, which sinabs imports only to plot); they need pbr, and nir/nirtorch from the line above.
+	# stubs pylab, which sinabs imports only to plot), and its nir<=1.0.4 pin would downgrade spikec's nir (its
+	# own NIR export, unused here, is what pins it; it imports beside nir 1.0.8); the layers need pbr, and nirtorch
+	# from the line above.
 	$(BIN)/pip install --quiet --no-deps sinabs==3.1.3 pbr
 	# lava-dl (netx HDF5 loader for the lava target's model.net check; declares python<3.11 like lava-nc);
 	# its slayer needs torchvision,
