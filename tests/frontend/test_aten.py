@@ -77,6 +77,8 @@ CASES = {
     "unsqueeze-squeeze": (lambda x: x.unsqueeze(2).squeeze(2), X4, ["reshape", "reshape"]),
     "flatten-dims": (lambda x: x.flatten(2).unflatten(2, (4, 6)), X4, ["flatten", "reshape"]),
     "relu-function": (lambda x: torch.nn.functional.relu(x), X4, ["relu"]),
+    "neg": (lambda x: -x, X4, ["scale"]),
+    "to-own-dtype": (lambda x: x.to(torch.float64) + x.type_as(x), X4, ["add"]),
 }
 
 
@@ -169,6 +171,10 @@ def test_per_step_module_on_the_sequence_is_refused():
     assert "average pooling on a [T, B, ...] tensor" in e.what and "flatten(0, 1)" in e.remedy, e.what
     e = refusal(lambda x, m: m(x), X4, nn.Conv1d(4, 2, 1))  # torch itself refuses a 4-d input
     assert "module 'layers.0'" in e.where and "could not be captured" in e.what and "T=3, B=5" in e.what, e.what
+
+
+def test_a_cast_is_refused():
+    assert "casts to torch.float32" in refused(lambda x: x.float())
 
 
 def test_broadcasting_and_indices_are_refused():

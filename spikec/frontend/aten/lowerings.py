@@ -191,6 +191,18 @@ def _div(lw, a, b, *, rounding_mode=None):
     return Value(lw.emit("div", [a], {"divisor": _scalar(lw, b)}), a.lead)
 
 
+def _neg(lw, x):
+    return Value(lw.emit("scale", [x], {"a": -1.0, "b": 0.0}), x.lead)
+
+
+def _to_copy(lw, x, *, dtype=None, **kwargs):
+    """``x.to(...)`` / ``x.float()``: the identity when the dtype stays (a device move, a cast to its own dtype)."""
+    if dtype is not None and dtype != lw.aten_node.args[0].meta["val"].dtype:
+        lw.refuse(f"casts to {dtype}, which changes the values the float64 proof compares",
+                  "drop the cast (spikec proves in float64), or cast the model's parameters instead")
+    return x
+
+
 def _unary(op):
     def lower(lw, x, *args, **kwargs):
         return Value(lw.emit(op, [x]), x.lead)
@@ -322,6 +334,8 @@ LOWERINGS = {
     aten.div.Tensor: _div,
     aten.div.Scalar: _div,
     aten.div.Tensor_mode: _div,
+    aten.neg.default: _neg,
+    aten._to_copy.default: _to_copy,
     aten.relu.default: _unary("relu"),
     aten._softmax.default: _softmax,
     aten.bmm.default: _bmm,
