@@ -173,6 +173,10 @@ def test_per_step_module_on_the_sequence_is_refused():
     assert "module 'layers.0'" in e.where and "could not be captured" in e.what and "T=3, B=5" in e.what, e.what
 
 
+def test_runtime_sizes_passed_to_a_captured_call_are_refused():
+    assert "runtime size T" in refused(lambda x: torch.split(x, x.shape[0], dim=3)[0])
+
+
 def test_a_cast_is_refused():
     assert "casts to torch.float32" in refused(lambda x: x.float())
 

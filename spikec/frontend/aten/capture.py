@@ -42,8 +42,11 @@ def capture(ctx, fx_node, env, fn, name, scope, dtype=torch.float64):
             inputs.append(Value(str(v), lead))
             examples.append(torch.zeros(*(sizes[d] for d in lead), *ctx.type(v).shape, dtype=dtype))
             return _Slot(len(examples) - 1)
-        if isinstance(v, LeadDim):
-            return sizes[v]
+        if isinstance(v, LeadDim):  # its example size could land in a per-step dim, which the graph would bake in
+            raise UnsupportedOp(f"{describe(fx_node, fn)} takes the runtime size {v!r} (read from x.shape), which "
+                                "spikec cannot follow through its ATen form", where=where(fx_node),
+                                remedy="pass only per-step sizes; reshape with x.reshape(x.shape[0], x.shape[1], ...) "
+                                       "or x.unflatten(0, (T, B))")
         if isinstance(v, (tuple, list)) and not hasattr(v, "_fields"):
             return type(v)(example(x) for x in v)
         if isinstance(v, dict):
