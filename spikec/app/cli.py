@@ -165,13 +165,14 @@ def _absolute_model(spec: str) -> str:
 
 def _check_name_lengths(outdir: str) -> None:
     """A path component longer than the file system's NAME_MAX is refused before the compile, not after it; the
-    last one also needs room for the temporary sibling ``.NAME.not-equivalent.tmp-XXXXXXXX`` written first."""
+    last one also needs room for the temporary sibling (``.NAME.not-equivalent.tmp-PID-START-*``) written first."""
+    from spikec.app.outdir import TEMP_EXTRA
     path = Path(os.path.abspath(outdir))
     try:
         limit = os.pathconf(next((p for p in path.parents if p.exists()), Path("/")), "PC_NAME_MAX")
     except (OSError, ValueError):
         limit = 255
-    room = len(".") + len(".not-equivalent") + len(".tmp-") + 8
+    room = TEMP_EXTRA + len(".not-equivalent")
     for i, part in enumerate(path.parts[1:]):
         most = limit - room if i == len(path.parts) - 2 else limit
         if len(part.encode(errors="surrogateescape")) > most:

@@ -125,6 +125,8 @@ def test_an_over_long_outdir_name_is_refused_before_the_compile(tmp_path):
         result = cli("compile", f"{ENDING}:custom_base_exception", "-o", tmp_path / ("x" * n))
         assert_clean_failure(result, 2, "-o: the name", "choose a shorter OUTDIR name")
         assert "Custom" not in result.stderr
+    result = cli("compile", f"{ENDING}:custom_base_exception", "-o", tmp_path / ("x" * 190))  # fits: compiled
+    assert_clean_failure(result, 2, "raised Custom(from the factory)")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="closes the shell's stdout")
