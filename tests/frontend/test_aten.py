@@ -115,6 +115,14 @@ def test_parameters_read_in_forward_are_constants():
     assert ops(graph) == ["linear"]
 
 
+def test_float32_parameters_read_in_forward():
+    """A float32 model (as users train it): the capture's examples take the parameters' dtype."""
+    lin = nn.Linear(6, 5)
+    model = Fn(lambda x, m: F.linear(x.flatten(0, 1), m.weight).unflatten(0, (x.shape[0], -1)), lin)
+    graph = trace(model, (6,), input_kind="real")
+    assert ops(graph) == ["linear"] and graph.nodes[1].params["weight"].dtype == np.float64
+
+
 def test_batch_norm_function_in_eval():
     bn = nn.BatchNorm1d(4).eval()
     bn.running_mean.normal_()

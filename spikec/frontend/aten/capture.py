@@ -32,6 +32,9 @@ def capture(ctx, fx_node, env, fn, name, scope, dtype=torch.float64):
     kwargs = torch.fx.node.map_arg(fx_node.kwargs, lambda a: _Leaf(env[a.name]))
     inputs: list[Value] = []
     sizes = _lead_sizes(ctx, _ints_in((args, kwargs), ctx, fn))
+    # the examples take the dtype of the call's own tensors (a module's parameters, a buffer read in forward)
+    consts = [t for t in _flat((args, kwargs)) if isinstance(t, _Leaf) and isinstance(t.value, torch.Tensor)]
+    dtype = next((t.value.dtype for t in consts if t.value.is_floating_point()), dtype)
     examples: list[torch.Tensor] = []
 
     def example(v):  # an env value -> what the captured function receives
@@ -176,6 +179,8 @@ def _live(graph) -> set:
 
 
 def _flat(v):
+    if isinstance(v, _Leaf) and isinstance(v.value, (tuple, list)):
+        return _flat(v.value)
     if isinstance(v, (tuple, list)):
         return [y for x in v for y in _flat(x)]
     if isinstance(v, dict):
