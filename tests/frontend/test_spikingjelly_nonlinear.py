@@ -38,7 +38,8 @@ def make(sj, cls, rng, soft, step_mode):
     """A neuron with random parameters in SpikingJelly's valid ranges (tau > 1, a0 > 0, v_rest >= v_reset)."""
     reset = None if soft else float(rng.uniform(-0.3, -0.05))
     common = dict(tau=float(rng.uniform(1.5, 4.0)), v_threshold=float(rng.uniform(0.6, 1.4)), v_reset=reset,
-                  step_mode=step_mode, surrogate_function=sj.surrogate.ATan())
+                  step_mode=step_mode, surrogate_function=sj.surrogate.ATan(),
+                  store_v_seq=bool(rng.integers(2)))  # records v only: the forward is the same
     if cls == "QIFNode":
         return sj.neuron.QIFNode(v_c=float(rng.uniform(0.3, 0.9)), a0=float(rng.uniform(0.2, 1.5)),
                                  v_rest=float(rng.uniform(0.0, 0.2)), **common)
