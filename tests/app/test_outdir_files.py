@@ -156,16 +156,11 @@ def test_a_fifo_marker_does_not_hang_compile_or_verify(out, built, tmp_path):
     assert_clean_failure(result, 2, "did not write", "FIFO")
 
 
-def test_a_fifo_report_of_a_previous_outdir_does_not_hang_compile(out, tmp_path):
+def test_a_fifo_report_of_a_previous_outdir_does_not_hang_compile(out):
+    """A compile that is not equivalent reads the old OUTDIR's report (does it hold an equivalent compile?)."""
     (out / "report.json").unlink()
     os.mkfifo(out / "report.json")
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "net.py").write_text(NET)
-    (src / "model.py").write_text("def width():\n    return 5\n")
-    result = _run_with_timeout(lambda: cli("compile", f"{src / 'net.py'}:build", "-o", out))
-    assert result.exit_code == 0, result.output  # spikec's own OUTDIR: replaced, its report never waited on
-    assert (out / "report.json").is_file()
+    assert _run_with_timeout(lambda: owned.holds_equivalent_compile(out)) is True  # unreadable: kept, to be safe
 
 
 @pytest.mark.parametrize("command", ["compile", "verify"])
