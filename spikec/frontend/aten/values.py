@@ -1,4 +1,5 @@
 """What a captured call's lowering sees: IR values behind their lead dims, the lowering state, the user's line."""
+import operator
 import re
 from dataclasses import dataclass
 
@@ -49,7 +50,8 @@ class Lowering:
         if d < len(v.lead):
             meaning = {"T": "time", "B": "batch", "T*B": "merged time and batch"}[repr(v.lead[d])]
             self.refuse(f"works along dim {d}, the {meaning} dim {v.lead[d]!r}",
-                        "apply it to the per-step dims only (count them after the leading [T, B] or [T*B])")
+                        "apply it to the per-step dims only (count them after the leading [T, B] or [T*B]); a "
+                        "forward that indexes x[step] in its own loop is --stepping loop")
         return d - len(v.lead)
 
 
@@ -76,6 +78,8 @@ def describe(fx_node, module=None) -> str:
     if fx_node.op == "call_module":
         cls = type(module)
         return f"module {t!r} ({cls.__module__}.{cls.__qualname__})"
+    if t is operator.getitem:
+        return "indexing x[...]"
     return f"method {t}" if isinstance(t, str) else f"function {getattr(t, '__module__', '')}.{getattr(t, '__name__', t)}"
 
 
