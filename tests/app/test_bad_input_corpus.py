@@ -1117,6 +1117,8 @@ VERIFY_CASES = {
     ".spikec a link to a good OUTDIR's": (lambda out: ((out / ".spikec").unlink(),
                                                        (out / ".spikec").symlink_to(CORPUS.good / ".spikec")), 2,
                                           [".spikec", "symbolic link"]),
+    "a model.nir whose weight is an external link": (lambda out: _nir_pointing_outside(out), 2,
+                                                     ["model.nir", "external link", "/weight'"]),
     "a planted source/sklearn.py": (_write("source/sklearn.py", b"raise SystemExit(9)\n"), 2,
                                     ["sklearn.py", "installed module 'sklearn'"]),
     "a planted source/torch package": (lambda out: ((out / "source" / "torch").mkdir(),
@@ -1126,6 +1128,20 @@ VERIFY_CASES = {
 # run with --run-source: they are about the model code OUTDIR carries (without it, none of it runs)
 RUN_SOURCE = {name for name in VERIFY_CASES if name.startswith(("report factory", "source/", "a planted"))
               and "a link" not in name} | {"report.json {}", "report without provenance"}
+
+
+def _nir_pointing_outside(out):
+    """A NIR file whose weight is an HDF5 external link to a file beside OUTDIR (nir.read would follow it)."""
+    import h5py
+    import nir
+    nir.write(out / "model.nir", nir.NIRGraph.from_list(nir.Affine(np.ones((3, 12)), np.zeros(3))))
+    with h5py.File(out.parent / "secret.h5", "w") as f:
+        f["data"] = np.full((3, 12), 7.0)
+    with h5py.File(out / "model.nir", "r+") as f:
+        found = []
+        f.visit(lambda name: found.append(name) if name.endswith("/weight") else None)
+        del f[found[0]]
+        f[found[0]] = h5py.ExternalLink(str(out.parent / "secret.h5"), "/data")
 
 
 def _linked(out, name):
