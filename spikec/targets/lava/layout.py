@@ -10,13 +10,14 @@ import numpy as np
 
 
 def lava_shape(ir_shape) -> list[int]:
-    """IR per-sample (C, H, W) -> Lava (W, H, C); vectors unchanged."""
-    return [ir_shape[2], ir_shape[1], ir_shape[0]] if len(ir_shape) == 3 else list(ir_shape)
+    """IR per-sample (C, H, W) -> Lava (W, H, C); any other shape (a vector, a Conv1d's (C, L), SDT's tokens x
+    dims) -> a vector in the IR's row-major order, as the samples are folded side by side (``fold_data``)."""
+    return [ir_shape[2], ir_shape[1], ir_shape[0]] if len(ir_shape) == 3 else [int(np.prod(ir_shape, dtype=np.int64))]
 
 
 def to_lava(a: np.ndarray) -> np.ndarray:
-    """A per-sample IR-layout array (C, H, W) in Lava's (W, H, C) layout."""
-    return a.transpose(2, 1, 0) if a.ndim == 3 else a
+    """A per-sample IR-layout array (C, H, W) in Lava's (W, H, C) layout; any other shape as a vector."""
+    return a.transpose(2, 1, 0) if a.ndim == 3 else a.reshape(-1)
 
 
 def conv_weight_to_lava(w: np.ndarray) -> np.ndarray:
@@ -64,7 +65,7 @@ def unfold_data(r: np.ndarray, batch: int, ir_shape) -> np.ndarray:
     if len(ir_shape) == 3:
         c, h, w = ir_shape
         return np.ascontiguousarray(r.reshape(w, h, batch, c, t).transpose(4, 2, 3, 1, 0))
-    return np.ascontiguousarray(r.reshape(batch, *ir_shape, t).transpose(2, 0, 1))
+    return np.ascontiguousarray(np.moveaxis(r.reshape(batch, *ir_shape, t), -1, 0))
 
 
 def unfold_state(r: np.ndarray, batch: int, ir_shape) -> np.ndarray:
