@@ -202,21 +202,24 @@ def write_error(out: Path, tmp: Path | None, e: OSError) -> BadInput:
             free = 0
         need = max(1, math.ceil(max(_tree_bytes(tmp), _tree_bytes(out)) / 2**20))
         what = "no space left on device" if e.errno == errno.ENOSPC else "disk quota exceeded"
-        return BadInput(f"{what} while writing {name} ({free / 2**20:.0f} MB free); the previous OUTDIR, if any, is "
-                        f"unchanged", remedy=f"free {need} MB or choose another -o")
+        return BadInput(f"{what} while writing {name}: {free / 2**20:.0f} MB free; the previous OUTDIR, if any, is "
+                        "unchanged", remedy=f"free {need} MB or choose another -o")
     return BadInput(f"cannot write OUTDIR {str(out)!r}: {e.strerror or e} (while writing {name})",
                     remedy="choose a writable location for -o")
 
 
 def _written_name(out: Path, tmp: Path | None, e: OSError) -> str:
-    """``OUTDIR/file`` being written when ``e`` happened: its file name, else the newest file in the temp tree."""
+    """``OUTDIR/file`` being written when ``e`` happened, by the error's file name; else (a failed ``write()`` names
+    no file) ``OUTDIR/`` and the newest file in the temp tree, the one written last."""
     path = Path(e.filename) if isinstance(e.filename, (str, os.PathLike)) else None
-    if path is None and tmp is not None:
-        written = [p for p in Path(tmp).rglob("*") if p.is_file()]
-        path = max(written, key=lambda p: p.stat().st_mtime_ns) if written else None
-    if path is not None and tmp is not None and Path(tmp) in path.parents:
-        return str(out / path.relative_to(tmp))
-    return str(path) if path is not None else f"{out}/"
+    if path is not None:
+        inside = tmp is not None and Path(tmp) in path.parents
+        return str(out / path.relative_to(tmp)) if inside else str(path)
+    written = [p for p in Path(tmp).rglob("*") if p.is_file()] if tmp is not None else []
+    if not written:
+        return f"{out}/"
+    newest = max(written, key=lambda p: p.stat().st_mtime_ns)
+    return f"{out}/ (the last file written: {newest.relative_to(tmp)})"
 
 
 def _tree_bytes(path: Path | None) -> int:

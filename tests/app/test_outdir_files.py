@@ -228,13 +228,18 @@ def test_a_marker_linked_to_another_outdirs_marker_is_not_ownership(out, built, 
 
 # -- writing: out of space, stale temp trees ---------------------------------------------------------------
 
-def test_no_space_mid_write_is_named_and_leaves_the_old_outdir_and_no_temp(out):
+@pytest.mark.parametrize("named", [True, False], ids=["open names the file", "write names none"])
+def test_no_space_mid_write_is_named_and_leaves_the_old_outdir_and_no_temp(out, named):
     before = snapshot(out)
     with pytest.raises(BadInput) as e:
         with owned.writing(out) as tmp:
             (tmp / "graph.json").write_text("{}")
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as a full disk fails a write(): no file name
-    assert f"no space left on device while writing {out / 'graph.json'}" in e.value.what
+            (tmp / "io.npz").write_bytes(b"PK")  # a full disk: the file is created, its write() fails
+            later = (tmp / "graph.json").stat().st_mtime_ns + 10**9  # newer whatever the clock's granularity
+            os.utime(tmp / "io.npz", ns=(later, later))
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), *([str(tmp / "io.npz")] if named else []))
+    where = str(out / "io.npz") if named else f"{out}/ (the last file written: io.npz)"
+    assert f"no space left on device while writing {where}: " in e.value.what and "MB free" in e.value.what
     assert e.value.remedy.startswith("free ") and e.value.remedy.endswith(" MB or choose another -o")
     assert snapshot(out) == before
     assert not [p for p in out.parent.iterdir() if ".tmp-" in p.name]
