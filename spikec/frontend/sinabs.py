@@ -9,7 +9,8 @@ Sinabs puts the batch first: ``IAF``/``LIF``/``ExpLeak`` take ``[B, T, ...]``, t
 back as ``[T, B, ...]``, and starts every run from rest (each layer's state emptied, which Sinabs re-creates as
 zeros of the run's shape; ``sinabs.reset_states`` zeroes it in place, the same values). A Sinabs layer met
 outside a ``SinabsNet`` is refused by name. Inside one, the torch modules of a Squeeze network run per step (as
-in ``TimeDistributed``); the order of samples in the merged dim does not change them.
+in ``TimeDistributed``); the order of samples in the merged dim does not change them. In a batch-first network
+``sinabs.layers.Repeat(module)`` runs ``module`` per step the same way.
 
 Per step (``sinabs/layers/functional/lif.py`` ``lif_forward_single``), in Sinabs's order, from ``v = i = 0``::
 
@@ -168,6 +169,20 @@ def sinabs_net(ctx, m: SinabsNet, name, x):
     if not isinstance(y, str):
         refuse(name, m, "the Sinabs network returns more than one tensor", "return one tensor from the network")
     return str(y)
+
+
+def sinabs_repeat(ctx, m, name, x):
+    """``sinabs.layers.Repeat(module)``: ``module`` per step on ``[B*T, ...]`` (its merged order does not matter
+    to a per-step module), in a batch-first network."""
+    if _LAYOUT.get() != BATCH_FIRST or ctx.per_step:
+        refuse(name, m, "Repeat merges the [B, T] dims of a batch-first Sinabs network, but here it sees "
+               + ("T*B merged" if ctx.per_step else "spikec's [T, B, ...] outside a SinabsNet"),
+               "use Repeat in a SinabsNet of plain (not Squeeze) layers")
+    ctx.per_step = True
+    try:
+        return ctx.convert_module(m.module, f"{name}.module", x)
+    finally:
+        ctx.per_step = False
 
 
 # -- the neuron layers -----------------------------------------------------------------------
@@ -356,3 +371,4 @@ if importlib.util.find_spec("sinabs") is not None:  # the stub only where Sinabs
         import sinabs.layers as _sl
         for _cls in (_sl.IAF, _sl.IAFSqueeze, _sl.LIF, _sl.LIFSqueeze, _sl.ExpLeak, _sl.ExpLeakSqueeze):
             register_converter(_cls, sinabs_neuron)
+        register_converter(_sl.Repeat, sinabs_repeat)

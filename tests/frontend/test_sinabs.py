@@ -227,3 +227,20 @@ def test_single_spike_layers_become_lif_and_reach_every_target():
     assert c.equivalent, {t: {k: r.get(k) for k in ("refused", "reason", "equivalent")} for t, r in c.targets.items()}
     out = c.run(x)
     assert out.any() and not out.all()
+
+
+def test_repeat_runs_its_module_per_step_in_a_batch_first_network():
+    """Sinabs's Repeat(Conv2d) between plain layers on [B, T, C, H, W]."""
+    torch.manual_seed(6)
+    net = nn.Sequential(sl.Repeat(nn.Conv2d(2, 3, 3, padding=1)), sl.IAF(spike_threshold=th(0.5)),
+                        sl.Repeat(nn.Sequential(nn.AvgPool2d(2), nn.Flatten())),
+                        sl.LIF(tau_mem=2.0, spike_threshold=th(0.125)))
+    x = (np.random.default_rng(6).random((T, B, 2, 6, 6)) < 0.5).astype(np.float32)
+    c = spikec.compile(frontend.SinabsNet(net), x, targets=("onnx",))
+    assert c.equivalent and c.targets["onnx"]["spike_exact"]
+    assert [n.op for n in c.graph.nodes if n.op != "input"] == ["conv2d", "lif_sinabs", "avgpool2d", "flatten",
+                                                                 "lif_sinabs"]
+    out = c.run(x)
+    assert out.any() and not out.all()
+    with pytest.raises(UnsupportedOp, match="Repeat"):
+        trace(frontend.SinabsNet(nn.Sequential(sl.Repeat(nn.Linear(5, 5)), sl.IAFSqueeze(num_timesteps=T))), (5,))
