@@ -138,6 +138,20 @@ def _as_array(x) -> np.ndarray:
                           "(key 'input')")
 
 
+def absolute(path):
+    """``path`` made absolute now: the factory's import may ``os.chdir``, and a relative -o, --inputs, --weights or
+    --html must mean what it meant when the command was typed (where the ownership checks looked)."""
+    return path if path is None or not str(path).strip() else os.path.abspath(path)  # '' is refused, by name
+
+
+def absolute_model(spec: str) -> str:
+    """A ``file.py:factory`` or ``.nir`` MODEL with its file made absolute (its copy is read after the factory ran)."""
+    where, colon, attr = spec.rpartition(":")
+    if spec.endswith(".nir") and "\0" not in spec:
+        return os.path.abspath(spec)
+    return f"{os.path.abspath(where)}:{attr}" if colon and where.endswith(".py") and "\0" not in where else spec
+
+
 def _check_path(what: str, value) -> None:
     if not isinstance(value, (str, os.PathLike)):
         raise BadInput(f"{what} is a {type(value).__name__}, not a path", remedy="give a str or a pathlib.Path")
@@ -253,8 +267,11 @@ def compile(model: torch.nn.Module | str | Path, inputs: np.ndarray | torch.Tens
                                       passes=passes, input_shape=input_shape, weights=weights))
     passes = checked["passes"]
     _check_instance(model)
+    model = absolute_model(str(model)) if isinstance(model, (str, Path)) else model  # before the factory runs:
+    inputs = absolute(str(inputs)) if isinstance(inputs, (str, Path)) else inputs  # it may os.chdir
+    weights = None if weights is None else absolute(str(weights))
     opts, array, instance = compile_options(
-        model, inputs, weights=None if weights is None else str(weights), stepping=stepping,
+        model, inputs, weights=weights, stepping=stepping,
         input_shape=None if input_shape is None else tuple(int(d) for d in input_shape), steps=steps, batch=batch,
         passes=passes,
         target=_target_spec(targets), coding=coding, seed=seed, probes=probes, trust_pickle=trust_pickle,

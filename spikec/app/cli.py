@@ -149,20 +149,6 @@ def say(text: str = "") -> None:
         ctx.meta["spikec.stdout_lost"] = True
 
 
-def _absolute(path):
-    """``path`` made absolute now: the factory's import may ``os.chdir``, and a relative -o, --inputs, --weights or
-    --html must mean what it meant when the command was typed (where the ownership checks looked)."""
-    return path if path is None or not str(path).strip() else os.path.abspath(path)  # '' is refused, by name
-
-
-def _absolute_model(spec: str) -> str:
-    """A ``file.py:factory`` or ``.nir`` MODEL with its file made absolute (its copy is read after the factory ran)."""
-    where, colon, attr = spec.rpartition(":")
-    if spec.endswith(".nir") and "\0" not in spec:
-        return os.path.abspath(spec)
-    return f"{os.path.abspath(where)}:{attr}" if colon and where.endswith(".py") and "\0" not in where else spec
-
-
 def _check_name_lengths(outdir: str) -> None:
     """A path component longer than the file system's NAME_MAX is refused before the compile, not after it; the
     last one also needs room for the temporary sibling (``.NAME.not-equivalent.tmp-PID-START-*``) written first."""
@@ -232,7 +218,8 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
     from spikec.compiler.serialize import graph_to_json
     from spikec.app.conventions import choose
     from spikec.app import loader
-    model, weights, html_path = _absolute_model(model), _absolute(weights), _absolute(html_path)
+    from spikec.app.api import absolute, absolute_model
+    model, weights, html_path = absolute_model(model), absolute(weights), absolute(html_path)
     opts = CompileOptions(model, weights=weights, input_shape=input_shape, steps=steps, batch=1,
                           trust_pickle=trust_pickle, nir_dt=nir_dt, nir_scheme=nir_scheme,
                           allow_unstable=allow_unstable, max_input_bytes=max_input_bytes, stepping=stepping)
@@ -289,7 +276,8 @@ def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
     from spikec.app.provenance import model_file
     from spikec.app.summary import summary_text
     from spikec.app.vacuity import format_warning
-    model, outdir, weights, inputs = _absolute_model(model), _absolute(outdir), _absolute(weights), _absolute(inputs)
+    from spikec.app.api import absolute, absolute_model
+    model, outdir, weights, inputs = absolute_model(model), absolute(outdir), absolute(weights), absolute(inputs)
     _check_name_lengths(outdir)
     opts, _, _ = compile_options(model, weights=weights, input_shape=input_shape, steps=steps, batch=batch,
                                  inputs=inputs, passes=passes, target=target, seed=seed, trust_pickle=trust_pickle,

@@ -119,6 +119,17 @@ def test_a_relative_outdir_does_not_follow_the_factorys_chdir(tmp_path, monkeypa
     assert (typed / "out" / "report.json").is_file() and not (elsewhere / "out").exists()
 
 
+def test_the_api_reads_relative_inputs_where_they_were_named(tmp_path, monkeypatch):
+    typed, elsewhere = tmp_path / "typed", tmp_path / "elsewhere"
+    typed.mkdir()
+    elsewhere.mkdir()
+    np.savez(typed / "x.npz", input=(np.random.default_rng(0).random((4, 2, 12)) < 0.3).astype(np.float64))
+    monkeypatch.chdir(typed)
+    monkeypatch.setenv("SPIKEC_TEST_CHDIR", str(elsewhere))
+    c = spikec.compile(f"{ENDING}:chdir_then_build", "x.npz", targets="none", probes=False)
+    assert c.equivalent and c.report["input"]["source"] == f"file {typed / 'x.npz'}"
+
+
 def test_an_over_long_outdir_name_is_refused_before_the_compile(tmp_path):
     for n in (256, 240):  # over NAME_MAX; and too long for the temporary sibling written first
         # the factory raises a BaseException: reaching it would print that instead
