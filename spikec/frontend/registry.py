@@ -16,6 +16,9 @@ from spikec.compiler.ir import Node, TensorType
 from spikec.ops import infer_type
 
 CONVERTERS: dict[type, Callable] = {}
+# fn(ctx, module, name, *inputs) for a torch.nn module with no converter; set by spikec.frontend.tracing to the
+# ATen capture (which imports this module, so it cannot be imported here)
+FALLBACK: list[Callable] = []
 FUNCTIONS: dict[object, Callable] = {}   # call_function targets and call_method names -> converter
 REGISTER_HINT = ("register one with spikec.frontend.register_converter({cls}, fn), where "
                  "fn(ctx, module, name, x) emits IR nodes with ctx.emit(...) and returns the output node name")
@@ -103,6 +106,9 @@ class ConvertContext:
 
     def convert_module(self, module: nn.Module, name: str, *xs: str):
         fn = find_converter(module)
+        if fn is None and FALLBACK and type(module).__module__.startswith("torch.nn"):
+            self.mappings.setdefault(name, f"{type(module).__module__}.{type(module).__qualname__} -> core ATen")
+            return FALLBACK[0](self, module, name, *xs)  # a torch module: captured to ATen and lowered
         if fn is None:
             cls = f"{type(module).__module__}.{type(module).__qualname__}"
             raise UnsupportedOp(f"no converter for module of class {cls}", where=f"module {name!r}",

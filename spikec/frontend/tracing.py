@@ -11,14 +11,14 @@ from torch import nn
 from spikec.compiler.errors import BadInput, ShapeError, SpikecError, UnsupportedOp
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.verify import verify
-from spikec.frontend.registry import (FUNCTIONS, REGISTER_HINT, ConvertContext, Merged, ToAten, Unmerged,
+from spikec.frontend.registry import (FALLBACK, FUNCTIONS, REGISTER_HINT, ConvertContext, Merged, ToAten, Unmerged,
                                       find_converter, register_converter)
-from spikec.frontend.aten import capture
+from spikec.frontend.aten import capture, capture_module
 from spikec.frontend.loop import MULTISTEP, Looped
 from spikec.frontend.stepping import Stepped
 # The built-in converters, imported for their registrations (they import the registry, never this module).
 from spikec.frontend import (torch_modules, torch_functions, snntorch, spikingjelly, spikingjelly_layers,  # noqa: F401
-                             norse, sdna, loihi)
+                             norse, sdna, loihi, sinabs)
 
 
 class _Root(nn.Module):
@@ -304,6 +304,8 @@ def _convert_function(ctx, fx_node, env) -> str:
 
 def _captured(ctx, fx_node, env, call):
     """A call with no converter, captured to core ATen (``spikec.frontend.aten``); named inside its module."""
+    if fx_node.op == "call_module":
+        ctx.mappings.setdefault(fx_node.target, f"{type(call).__module__}.{type(call).__qualname__} -> core ATen")
     scope = fx_node.target if fx_node.op == "call_module" else _scope(fx_node)
     name = fx_node.target if fx_node.op == "call_module" else f"{scope}.{fx_node.name}" if scope else fx_node.name
     dtype = next((t.dtype for t in call.parameters() if t.is_floating_point()), torch.float64) \
@@ -345,3 +347,4 @@ def is_leaf(m: nn.Module) -> bool:
 
 
 register_converter(Looped, _looped)
+FALLBACK[:] = [capture_module]  # a torch module a converter calls (TimeDistributed's children): captured too

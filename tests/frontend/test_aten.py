@@ -109,6 +109,14 @@ def test_time_distributed_modules_and_functional_pools():
     assert ops(check(model, XC)) == ["conv2d", "avgpool2d", "mean"]  # ATen: adaptive pooling to 1 is a mean
 
 
+def test_modules_without_converters_inside_time_distributed():
+    """TimeDistributed's converter calls its children: one with no converter (Conv1d, AvgPool1d) is captured too."""
+    model = snn.TimeDistributed(nn.Conv1d(4, 3, 3, padding=1), nn.AvgPool1d(2), nn.ReLU())
+    graph = check(model, X4)
+    assert ops(graph) == ["reshape", "conv2d", "reshape", "reshape", "avgpool2d", "reshape", "relu"]
+    assert dict(graph.meta["converters"])["model.0"] == "[conv2d, reshape] torch.nn.modules.conv.Conv1d -> core ATen"
+
+
 def test_parameters_read_in_forward_are_constants():
     lin = nn.Linear(6, 5)
     graph = check(Fn(lambda x, m: F.linear(x.flatten(0, 1), m.weight, m.bias).unflatten(0, (x.shape[0], -1)), lin), X4[:, :, 0])

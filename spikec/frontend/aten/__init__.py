@@ -10,5 +10,5 @@ dim. Each ATen node then goes through ``LOWERINGS`` (an overload -> a function e
 ops on constants only (a weight's transpose) are evaluated. An ATen op with no row, or a row's case it cannot map
 (anything that would mix T or B into a per-step dim), is refused naming the op, the user's line and a remedy.
 """
-from spikec.frontend.aten.capture import capture  # noqa: F401
+from spikec.frontend.aten.capture import capture, capture_module  # noqa: F401
 from spikec.frontend.aten.lowerings import LOWERINGS  # noqa: F401

@@ -10,7 +10,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from spikec.compiler.errors import SpikecError, UnsupportedOp
 from spikec.frontend.aten.lowerings import LOWERINGS
-from spikec.frontend.aten.values import Lowering, Unavailable, Value, describe, remedy_for, where
+from spikec.frontend.aten.values import (Call, Lowering, Unavailable, Value, call_of, describe_module, remedy_for,
+                                         where)
 from spikec.frontend.registry import Merged, Unmerged
 from spikec.frontend.torch_functions import B_DIM, T_DIM, TB_DIM, LeadDim, leading
 
@@ -30,54 +31,76 @@ def capture(ctx, fx_node, env, fn, name, scope, dtype=torch.float64):
     """Convert one fx call node with no converter: ``fn(*args, **kwargs)`` captured to ATen and lowered."""
     args = torch.fx.node.map_arg(fx_node.args, lambda a: _Leaf(env[a.name]))
     kwargs = torch.fx.node.map_arg(fx_node.kwargs, lambda a: _Leaf(env[a.name]))
-    inputs: list[Value] = []
+    return capture_call(ctx, call_of(fx_node, fn), fn, args, kwargs, name, scope, dtype)
+
+
+def capture_module(ctx, module, name, *xs):
+    """A torch module with no converter called by a converter (a child of TimeDistributed or a container)."""
+    dtype = next((t.dtype for t in module.parameters() if t.is_floating_point()), torch.float64)
+    call = Call("call_module", name, name, None, describe_module(name, module))
+    return capture_call(ctx, call, module, tuple(_Leaf(x) for x in xs), {}, name, name, dtype)
+
+
+def capture_call(ctx, call, fn, args, kwargs, name, scope, dtype):
+    """``fn`` on ``args`` / ``kwargs`` (IR values wrapped in ``_Leaf``) run by make_fx and lowered into ``ctx``."""
     sizes = _lead_sizes(ctx, _ints_in((args, kwargs), ctx, fn))
     # the examples take the dtype of the call's own tensors (a module's parameters, a buffer read in forward)
     consts = [t for t in _flat((args, kwargs)) if isinstance(t, _Leaf) and isinstance(t.value, torch.Tensor)]
     dtype = next((t.value.dtype for t in consts if t.value.is_floating_point()), dtype)
-    examples: list[torch.Tensor] = []
+    inputs, examples, merged_in = [], [], _has_merged((args, kwargs))
+    args, kwargs = (_example(ctx, call, v, sizes, dtype, inputs, examples) for v in (args, kwargs))
 
-    def example(v):  # an env value -> what the captured function receives
-        if isinstance(v, _Leaf):
-            return example(v.value)
-        if isinstance(v, str):
-            lead = leading(ctx, v)
-            inputs.append(Value(str(v), lead))
-            examples.append(torch.zeros(*(sizes[d] for d in lead), *ctx.type(v).shape, dtype=dtype))
-            return _Slot(len(examples) - 1)
-        if isinstance(v, LeadDim):  # its example size could land in a per-step dim, which the graph would bake in
-            raise UnsupportedOp(f"{describe(fx_node, fn)} takes the runtime size {v!r} (read from x.shape), which "
-                                "spikec cannot follow through its ATen form", where=where(fx_node),
-                                remedy="pass only per-step sizes; reshape with x.reshape(x.shape[0], x.shape[1], ...) "
-                                       "or x.unflatten(0, (T, B))")
-        if isinstance(v, (tuple, list)) and not hasattr(v, "_fields"):
-            return type(v)(example(x) for x in v)
-        if isinstance(v, dict):
-            return {k: example(x) for k, x in v.items()}
-        if v is None or isinstance(v, (int, float, bool, str, torch.dtype, slice, type(Ellipsis), torch.Tensor)):
-            return v  # a tensor here is a parameter or buffer read in forward(): a constant of the call
-        raise UnsupportedOp(f"{describe(fx_node, fn)} takes {type(v).__name__} {v!r}, which spikec cannot pass to torch",
-                            where=where(fx_node), remedy="pass tensors, numbers and shapes")
-    args, kwargs = example(args), example(kwargs)
-
-    def call(*tensors):
+    def run(*tensors):
         return fn(*_fill(args, tensors), **_fill(kwargs, tensors))
     try:
         with torch.no_grad():
-            gm = make_fx(call, decomposition_table=DECOMPOSITIONS)(*examples)
+            gm = make_fx(run, decomposition_table=DECOMPOSITIONS)(*examples)
     except SpikecError:
         raise
     except Exception as e:
         lead = ", ".join(f"{d!r}={sizes[d]}" for d in (T_DIM, B_DIM)) if inputs else ""
-        raise UnsupportedOp(f"{describe(fx_node, fn)} could not be captured to ATen ({type(e).__name__}: "
+        raise UnsupportedOp(f"{call.what} could not be captured to ATen ({type(e).__name__}: "
                             f"{str(e).splitlines()[0] if str(e) else ''})" +
                             (f" on example tensors with {lead} standing for the time and batch sizes" if lead else ""),
-                            where=where(fx_node),
-                            remedy="check the shapes it is called on, " + remedy_for(fx_node)) from None
-    lw = Lowering(ctx, name, scope, sizes, fx_node, describe(fx_node, fn))
+                            where=where(call), remedy="check the shapes it is called on, " + remedy_for(call)) from None
+    lw = Lowering(ctx, name, scope, sizes, call)
     out = lower(lw, gm, inputs)
-    merged_in = any(isinstance(env.get(a.name), Merged) for a in fx_node.all_input_nodes)
     return _result(lw, out, merged_in)
+
+
+def _has_merged(v) -> bool:
+    if isinstance(v, _Leaf):
+        v = v.value
+    if isinstance(v, (tuple, list)):
+        return any(_has_merged(x) for x in v)
+    if isinstance(v, dict):
+        return any(_has_merged(x) for x in v.values())
+    return isinstance(v, Merged)
+
+
+def _example(ctx, call, v, sizes, dtype, inputs, examples):
+    """An env value -> what the captured function receives: IR values become example tensors (appended to
+    ``examples``, their ``Value`` to ``inputs``), Python values stay."""
+    if isinstance(v, _Leaf):
+        return _example(ctx, call, v.value, sizes, dtype, inputs, examples)
+    if isinstance(v, str):
+        lead = leading(ctx, v)
+        inputs.append(Value(str(v), lead))
+        examples.append(torch.zeros(*(sizes[d] for d in lead), *ctx.type(v).shape, dtype=dtype))
+        return _Slot(len(examples) - 1)
+    if isinstance(v, LeadDim):  # its example size could land in a per-step dim, which the graph would bake in
+        raise UnsupportedOp(f"{call.what} takes the runtime size {v!r} (read from x.shape), which spikec cannot "
+                            "follow through its ATen form", where=where(call),
+                            remedy="pass only per-step sizes; reshape with x.reshape(x.shape[0], x.shape[1], ...) "
+                                   "or x.unflatten(0, (T, B))")
+    if isinstance(v, (tuple, list)) and not hasattr(v, "_fields"):
+        return type(v)(_example(ctx, call, x, sizes, dtype, inputs, examples) for x in v)
+    if isinstance(v, dict):
+        return {k: _example(ctx, call, x, sizes, dtype, inputs, examples) for k, x in v.items()}
+    if v is None or isinstance(v, (int, float, bool, str, torch.dtype, slice, type(Ellipsis), torch.Tensor)):
+        return v  # a tensor here is a parameter or buffer read in forward(): a constant of the call
+    raise UnsupportedOp(f"{call.what} takes {type(v).__name__} {v!r}, which spikec cannot pass to torch",
+                        where=where(call), remedy="pass tensors, numbers and shapes")
 
 
 class _Slot:

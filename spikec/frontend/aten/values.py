@@ -27,8 +27,7 @@ class Lowering:
     base: str            # node names are "<base>.<aten node>"
     scope: str
     sizes: dict          # LeadDim -> its example size
-    call: object         # the user's fx node (for messages)
-    what: str = ""       # what the user called (``describe``)
+    call: "Call"         # the user's call (for messages)
     single: bool = False      # the call is one ATen op: its nodes are named like the call itself
     aten_node: object = None  # the ATen node being lowered (one Lowering per node: dataclasses.replace)
 
@@ -41,7 +40,7 @@ class Lowering:
 
     def refuse(self, what, remedy):
         op = f" -> {_op_name(self.aten_node.target)}" if self.aten_node is not None else ""
-        raise UnsupportedOp(f"{self.what}{op}: {what}", where=where(self.call), remedy=remedy)
+        raise UnsupportedOp(f"{self.call.what}{op}: {what}", where=where(self.call), remedy=remedy)
 
     def dim(self, v: Value, d: int) -> int:
         """Per-step index of torch dim ``d`` of ``v``; a lead dim (T or B) is refused."""
@@ -59,34 +58,51 @@ def _op_name(target) -> str:
     return f"aten.{target.name().split('::')[-1]}" if hasattr(target, "name") else str(target)
 
 
-def user_line(fx_node) -> str:
-    """``file:line: code`` of the user's code that made ``fx_node`` (the last frame outside torch and spikec)."""
-    frames = re.findall(r'File "([^"]+)", line (\d+), in \S+\n\s*(.*)', fx_node.stack_trace or "")
+@dataclass(frozen=True)
+class Call:
+    """The user's call being captured, as messages name it: an fx node, or a module a converter calls."""
+    op: str                  # call_function | call_method | call_module
+    target: object
+    name: str                # the fx node's name (or the module path)
+    stack_trace: str | None  # where the user's code made it (fx records it), None when unknown
+    what: str                # ``describe``: what the user called
+
+
+def call_of(fx_node, fn) -> Call:
+    what = describe_module(fx_node.target, fn) if fx_node.op == "call_module" else describe(fx_node.target)
+    return Call(fx_node.op, fx_node.target, fx_node.name, fx_node.stack_trace, what)
+
+
+def user_line(call) -> str:
+    """``file:line: code`` of the user's code that made the call (the last frame outside torch and spikec)."""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in \S+\n\s*(.*)', call.stack_trace or "")
     user = [f for f in frames if not re.search(r"[/\\](torch|spikec)[/\\]", f[0])] or frames
     return f"{user[-1][0]}:{user[-1][1]}: {user[-1][2].strip()}" if user else ""
 
 
-def where(fx_node) -> str:
-    line = user_line(fx_node)
-    what = f"module {fx_node.target!r}" if fx_node.op == "call_module" else f"fx node {fx_node.name!r}"
+def where(call) -> str:
+    line = user_line(call)
+    what = f"module {call.target!r}" if call.op == "call_module" else f"fx node {call.name!r}"
     return what + (f" ({line})" if line else "")
 
 
-def describe(fx_node, module=None) -> str:
-    """What the user called: ``module 'a.b' (torch.nn...Class)``, ``method exp`` or ``function torch.sigmoid``."""
-    t = fx_node.target
-    if fx_node.op == "call_module":
-        cls = type(module)
-        return f"module {t!r} ({cls.__module__}.{cls.__qualname__})"
-    if t is operator.getitem:
+def describe_module(path, module) -> str:
+    """``module 'a.b' (torch.nn...Class)``."""
+    cls = type(module)
+    return f"module {path!r} ({cls.__module__}.{cls.__qualname__})"
+
+
+def describe(target) -> str:
+    """What the user called: ``method exp``, ``function torch.sigmoid`` or ``indexing x[...]``."""
+    if target is operator.getitem:
         return "indexing x[...]"
-    return f"method {t}" if isinstance(t, str) else f"function {getattr(t, '__module__', '')}.{getattr(t, '__name__', t)}"
+    if isinstance(target, str):
+        return f"method {target}"
+    return f"function {getattr(target, '__module__', '')}.{getattr(target, '__name__', target)}"
 
 
-def remedy_for(fx_node) -> str:
+def remedy_for(call) -> str:
     """How to teach spikec the call itself, when its ATen form cannot be lowered."""
-    if fx_node.op == "call_module":
+    if call.op == "call_module":
         return "or register a converter for its class with spikec.frontend.register_converter(cls, fn)"
     return "or register a converter with spikec.frontend.register_function(target, fn)"
-
-
