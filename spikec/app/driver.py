@@ -29,6 +29,7 @@ from spikec.compiler.metrics import firing_rates, neurobench_metrics
 from spikec.compiler.cost import cost_report, partition_report, sdna_report
 from spikec.compiler.errors import BadInput, IRError, SpikecError
 from spikec.frontend import trace
+from spikec.frontend import sinabs as sinabs_frontend
 from spikec.frontend.stepping import cast_inputs_to_params
 from spikec.frontend.tracing import traced_root
 from spikec.compiler.interpreter import run
@@ -98,6 +99,7 @@ def load_source(opts: CompileOptions, instance: torch.nn.Module | None = None) -
         raise BadInput("a .nir MODEL carries its own weights", remedy="drop --weights")
     model = loader.build_model(opts.model, nir_dt=opts.nir_dt, nir_scheme=opts.nir_scheme,
                                allow_unstable=opts.allow_unstable) if instance is None else _private_copy(instance)
+    model = sinabs_frontend.adapt(model)  # a bare Sinabs network as its users write it; before its checkpoint
     if opts.weights:
         search = str(Path(opts.model.rpartition(":")[0]).parent) if opts.model.rpartition(":")[0].endswith(".py") \
             else None  # a pickled module may import the model file's siblings, as its training script did

@@ -51,6 +51,7 @@ from spikec.ops import OPS
 from spikec.targets import TargetResult, register_target
 from spikec.targets.onnx.builder import BATCH, DTYPES, IR_VERSION, OPSET, Builder, where
 from spikec.targets.onnx import framework_emitters  # noqa: F401  (registers the frameworks' neurons)
+from spikec.targets.onnx import sinabs_sj_emitters  # noqa: F401  (Sinabs's and SpikingJelly's nonlinear neurons)
 from spikec.targets.onnx import sessions
 from spikec.targets.onnx.emitters import EMITTERS, register_emitter
 from spikec.targets.onnx.streaming import STEP_FILE, streaming_result, verify_step_outdir
