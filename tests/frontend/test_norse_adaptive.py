@@ -3,7 +3,6 @@ stepped with (x, state) and multi-step modules called once; spikes and every sta
 float64, against its float32 run wherever the float64 run is not within float32 rounding of the threshold;
 compiled to ONNX (unrolled and streaming); refused by Lava and NIR by name."""
 import copy
-import itertools
 
 import numpy as np
 import pytest

@@ -320,7 +320,7 @@ def _norse_recurrent_dynamics(b: Builder, node: Node, steps: list[str]) -> dict:
         with b.scope(f"{node.name}/t{t}"):
             u = b.op("MatMul", [xt, w_in], hint=f"{node.name}/t{t}/input")                # linear(x, W_in)
             if z is None:                                                                  # the previous spikes
-                z = b.state(node, "z", lambda: _zeros_like(b, u, f"{node.name}/z0"))
+                z = b.state(node, "z", lambda u=u: _zeros_like(b, u, f"{node.name}/z0"))
             rec = b.op("MatMul", [z, w_rec], hint=f"{node.name}/t{t}/rec")                # linear(z, W_rec)
             i_jump = b.add(b.add(i, u), rec)                                               # i + W_in x + W_rec z
             v_new = b.add(v, b.mul(a_mem, b.add(b.sub(v_leak, v), i_jump)))              # v + a_mem ((v_leak - v) + i')
