@@ -341,6 +341,8 @@ def main(argv=None) -> int:
                          "test_blind_spots*.py written for them); all: both (default)")
     ap.add_argument("--exclude-tests", help="comma-separated fnmatch patterns: test files dropped from every mutant's "
                                             "list (what the other tests alone kill)")
+    ap.add_argument("--keep-tests", help="comma-separated fnmatch patterns: only matching test files stay in each "
+                                         "mutant's list (what those tests alone kill)")
     ap.add_argument("--kind", help="comma-separated kinds: pass, checker, interpreter, quantizer, emitter, export")
     ap.add_argument("--no-runtime", action="store_true", help="skip the runtime checks of semantic pass mutants")
     ap.add_argument("--jobs", type=int, default=1, help="mutants run in parallel, one private copy each (default 1)")
@@ -360,6 +362,10 @@ def main(argv=None) -> int:
         pats = [p.strip() for p in args.exclude_tests.split(",") if p.strip()]
         mutants = [dataclasses.replace(m, tests=tuple(t for t in m.tests if not any(fnmatch.fnmatch(t, p)
                                                                                      for p in pats)))
+                   for m in mutants]
+    if args.keep_tests:
+        pats = [p.strip() for p in args.keep_tests.split(",") if p.strip()]
+        mutants = [dataclasses.replace(m, tests=tuple(t for t in m.tests if any(fnmatch.fnmatch(t, p) for p in pats)))
                    for m in mutants]
     if args.only:
         want = [i.strip() for i in args.only.split(",") if i.strip()]

@@ -127,3 +127,38 @@ def test_a_host_matmul_counts_its_inner_dim_per_output():
     host = section["per_inference"]["host"]
     assert section["per_inference"]["physical_steps"] == T
     assert host["multiply_accumulates_per_inference"] == 4 * 5 * 3 * T   # rows x cols outputs, inner 3 each, T steps
+
+
+def test_the_rewrite_check_needs_every_output_equal():
+    """``check`` on a two-output graph whose rewritten run differs in one output only: not equal, not equivalent."""
+    from types import SimpleNamespace
+    b = GraphBuilder((2, 7, 7), "binary", "input")
+    b.add("lif", "lif", ["input"], {"reset": "zero"}, _lif(2, threshold=0.5))
+    b.add("win", "windowsum", ["lif"], {"kernel": 3, "dilation": 1})
+    b.add("sc", "scale", ["win"], {"a": 0.5, "b": 0.0})
+    graph = b.graph("lif", "sc")
+    x = (np.random.default_rng(4).random((T, B, 2, 7, 7)) < 0.5).astype(np.float64)
+    ref = run(graph, x)
+    same = products.check(graph, ref, SimpleNamespace(values=dict(ref.values)))
+    assert same["outputs_equal"] is True and same.get("equivalent", True) is True
+    off = dict(ref.values, sc=np.asarray(ref.values["sc"]) + 0.125)   # the spike output still equal
+    r = products.check(graph, ref, SimpleNamespace(values=off))
+    assert r["outputs_equal"] is False and r.get("equivalent", False) is False
+    assert r["max_abs_difference"] == {"lif": 0.0, "sc": 0.125}
+
+
+def test_physical_steps_are_counted_once_for_a_sub_step_population():
+    """An unrolled integer neuron runs 3 Lava sub-steps per physical step: the report still counts T steps."""
+    from spikec.compiler.verify import verify
+    from spikec.passes.unroll_virtual_steps import unroll_virtual_steps
+    r = np.random.default_rng(0)
+    b = GraphBuilder((12,), "binary", "input")
+    b.add("fc", "linear", ["input"], params={"weight": r.random((8, 12)) * 0.5, "bias": np.zeros(8)})
+    b.add("q", "intfire", ["fc"], {"max_spikes": 3, "rounding": "round"},
+          {k: np.asarray(v, dtype=np.float64) for k, v in dict(beta=1.0, alpha=1.0, threshold=0.5).items()})
+    b.add("out", "linear", ["q"], params={"weight": r.normal(0, 0.5, (3, 8)), "bias": np.zeros(3)})
+    g = verify(unroll_virtual_steps(b.graph("out")).graph)
+    assert g.node("q").type.substeps == 3
+    section, _, net, _ = _section(g, _spikes(12))
+    assert any(rec.get("substeps", 1) == 3 for rec in net["recorded"])
+    assert section["per_inference"]["physical_steps"] == T
