@@ -153,8 +153,11 @@ def _split(lw, x, size, dim=0):
 def _reduction(op):
     def lower(lw, x, dims=None, keepdim=False, *, dtype=None):
         if not dims:
-            lw.refuse("reduces over every dim, time and batch included", "give the per-step dims to reduce")
-        dims = tuple(sorted({lw.dim(x, d) for d in dims}))
+            lw.refuse("reduces over every dim, time and batch included", "give the per-step dims to reduce (and "
+                      "reduce over time outside the model)")
+        over_time = "return the [T, B, ...] sequence and reduce it over time outside the model (spikec's graphs map " \
+            "[T, B, ...] to [T, B, ...]), or "
+        dims = tuple(sorted({lw.dim(x, d, over_time) for d in dims}))
         return Value(lw.emit(op, [x], {"dims": dims, "keepdim": bool(keepdim)}), x.lead)
     return lower
 

@@ -42,15 +42,15 @@ class Lowering:
         op = f" -> {_op_name(self.aten_node.target)}" if self.aten_node is not None else ""
         raise UnsupportedOp(f"{self.call.what}{op}: {what}", where=where(self.call), remedy=remedy)
 
-    def dim(self, v: Value, d: int) -> int:
-        """Per-step index of torch dim ``d`` of ``v``; a lead dim (T or B) is refused."""
+    def dim(self, v: Value, d: int, remedy: str = "") -> int:
+        """Per-step index of torch dim ``d`` of ``v``; a lead dim (T or B) is refused (``remedy`` first)."""
         nd = len(v.lead) + len(self.shape(v))
         d = d % nd
         if d < len(v.lead):
             meaning = {"T": "time", "B": "batch", "T*B": "merged time and batch"}[repr(v.lead[d])]
             self.refuse(f"works along dim {d}, the {meaning} dim {v.lead[d]!r}",
-                        "apply it to the per-step dims only (count them after the leading [T, B] or [T*B]); a "
-                        "forward that indexes x[step] in its own loop is --stepping loop")
+                        remedy + "apply it to the per-step dims only (count them after the leading [T, B] or "
+                        "[T*B]); a forward that indexes x[step] in its own loop is --stepping loop")
         return d - len(v.lead)
 
 
