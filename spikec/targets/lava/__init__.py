@@ -256,8 +256,8 @@ def _verify_netx(qgraph, x, samples) -> dict:
     """Write model.net to a scratch file, load it with netx and compare it with its integer reference."""
     import shutil
     import tempfile
-    from spikec.targets.lava import netx
-    scratch = Path(tempfile.mkdtemp(prefix="spikec-netx-"))
+    from spikec.targets.lava import leftovers, netx
+    scratch = Path(tempfile.mkdtemp(prefix=f"spikec-netx-{leftovers.new_tag()}-"))   # tagged: swept if killed
     try:
         netx.write(qgraph, scratch / "model.net")
         return netx.verify(qgraph, scratch / "model.net", next(iter(x.values())), samples)

@@ -58,7 +58,8 @@ class NetxFile:
 
     def read_back(self, path) -> list[str]:
         import tempfile
-        with tempfile.TemporaryDirectory(prefix="spikec-netx-") as d:
+        from spikec.targets.lava import leftovers
+        with tempfile.TemporaryDirectory(prefix=f"spikec-netx-{leftovers.new_tag()}-") as d:   # swept if killed
             self(Path(d) / "model.net")
             want = _h5_items(Path(d) / "model.net")
         got = _h5_items(Path(path))
