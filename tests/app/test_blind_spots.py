@@ -74,6 +74,32 @@ def test_a_read_file_reached_through_a_symbolic_link_is_still_inside(outdir, tmp
         owned.check_outdir(outdir, [str(link / "source" / "weights.pt")])
 
 
+def test_a_file_or_a_nul_byte_is_no_outdir(tmp_path):
+    f = tmp_path / "results.txt"
+    f.write_text("mine\n")
+    with pytest.raises(BadInput, match="exists and is not a directory"):
+        owned.check_outdir(f)
+    with pytest.raises(BadInput, match="NUL byte"):
+        owned.check_outdir(str(tmp_path / "a\0b"))
+    assert f.read_text() == "mine\n"
+
+
+def test_publish_rechecks_that_the_outdir_is_still_spikecs(tmp_path):
+    """An OUTDIR that lost its marker while the compile ran (someone put their files there) is not replaced."""
+    out = tmp_path / "out"
+    tmp = owned.make_temp_dir(out)
+    (tmp / "report.json").write_text("{}")
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work\n")
+    with pytest.raises(BadInput, match="changed during the compile"):
+        owned.publish(tmp, out)
+    assert sorted(p.name for p in out.iterdir()) == ["thesis.tex"] and tmp.is_dir()
+    empty = tmp_path / "empty"   # an empty directory may be replaced (it was accepted at the start too)
+    empty.mkdir()
+    owned.publish(tmp, empty)
+    assert owned.is_owned(empty) and (empty / "report.json").is_file()
+
+
 # -- (e) an OUTDIR whose report lacks ``equivalent`` (or is unreadable) is kept, not overwritten -----------
 @pytest.mark.parametrize("report,kept", [
     ({"equivalent": True}, True), ({"equivalent": False}, False), ({"passes": []}, True),   # no key: keep it

@@ -54,3 +54,24 @@ def test_reset_state_zeroes_every_snntorch_hidden_state_in_place_of_its_shape():
     for name in hidden:
         value = getattr(neuron, name)
         assert value.shape == (2, 5) and not value.any(), name
+
+
+def test_a_step_forward_returning_no_tensor_is_refused_by_name():
+    from spikec.compiler.errors import BadInput
+
+    class Dicts(nn.Module):
+        def forward(self, x):
+            return {"y": x}
+    with pytest.raises(BadInput, match="forward returned dict"):
+        Stepped(Dicts())(torch.zeros(2, 1, 3))
+
+
+def test_a_forward_with_a_state_argument_has_its_state_threaded():
+    """Norse's convention: ``forward(x, state=None)`` returns ``(y, state)``; each step gets the last state back."""
+    class Counter(nn.Module):
+        def forward(self, x, state=None):
+            n = 0 if state is None else state[0]
+            return x + n, (n + 1,)
+    x = torch.zeros(4, 2, 3, dtype=torch.float64)
+    y = Stepped(Counter())(x)
+    assert [float(y[t, 0, 0]) for t in range(4)] == [0.0, 1.0, 2.0, 3.0]
