@@ -56,9 +56,9 @@ INIT_FILE = "model_step_init.npz"
 STEP_FORM = "one-step streaming"
 # the stateful ops whose emitter has a step form (Builder.state / update_state, or an explicit streaming branch)
 STEP_FORMS = frozenset({"lif", "intfire", "silif", "csilif", "lif_snntorch", "synaptic_snntorch", "rleaky_snntorch",
-                        "alpha_snntorch", "lif_sj", "qif_sj", "eif_sj", "izhikevich_sj", "lif_sinabs", "lif_norse", "li_norse",
-                        "lif_recurrent_norse", "lif_adex_norse",
-                        "lsnn_norse", "tdm", "delay", "bntt", "step_bias"})
+                        "alpha_snntorch", "lif_sj", "qif_sj", "eif_sj", "izhikevich_sj", "lif_sinabs", "lif_norse",
+                        "li_norse", "lif_recurrent_norse", "lif_adex_norse", "lsnn_norse", "tdm", "delay", "bntt",
+                        "step_bias"})
 NO_STEP_FORM = {
     "intfire_unrolled": "it replays each step as D virtual sub-steps; one physical step of the stream would be D "
                         "outputs (compile without unroll_virtual_steps to stream the intfire neurons)",
