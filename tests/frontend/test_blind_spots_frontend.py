@@ -75,3 +75,16 @@ def test_a_forward_with_a_state_argument_has_its_state_threaded():
     x = torch.zeros(4, 2, 3, dtype=torch.float64)
     y = Stepped(Counter())(x)
     assert [float(y[t, 0, 0]) for t in range(4)] == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_spikingjelly_single_step_model_is_reset_before_and_after_a_run():
+    sj = pytest.importorskip("spikingjelly.activation_based.neuron")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(N, 3), sj.LIFNode(tau=2.0, step_mode="s")).double()
+    x = torch.from_numpy(np.random.default_rng(1).normal(3.0, 3.0, (STEPS, BATCH, N)))
+    with torch.no_grad():
+        first = Stepped(model)(x)
+        assert isinstance(model[1].v, float) or not torch.as_tensor(model[1].v).any()   # reset after the run
+        model[1].v = torch.full((BATCH, 3), 0.7, dtype=torch.float64)   # a state left by the user's own run
+        second = Stepped(model)(x)
+    assert first.any() and not first.all() and torch.equal(first, second)

@@ -108,7 +108,7 @@ def _norse(v_leak, v_reset):
     sys.path.insert(0, str(HERE))
     from framework_models import _init
     torch.manual_seed(0)
-    p = norse.LIFParameters(tau_mem_inv=torch.tensor(250.0), tau_syn_inv=torch.tensor(500.0),
+    p = norse.LIFParameters(tau_mem_inv=torch.tensor(250.0), tau_syn_inv=torch.tensor(300.0),   # a_syn 0.3, not 1/2
                             v_leak=torch.tensor(v_leak), v_th=torch.tensor(1.0), v_reset=torch.tensor(v_reset))
     net = norse.SequentialState(nn.Linear(12, 10), norse.LIFCell(p), nn.Linear(10, 6), norse.LIFCell(p))
     return _init(net, 8, gain=8.0, bias=0.5).double()
@@ -131,6 +131,24 @@ def test_a_norse_reset_level_is_shifted_by_v_leak():
     per_layer = agreement(g, run(g, x), q, _integer_run(q, x))["per_layer"]
     assert 0.3 < per_layer["model.1"]["float_rate"] < 0.7    # it fires and rests: resets happen
     assert per_layer["model.1"]["spike_agreement"] >= 0.98, per_layer
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("v_leak", [0.2, -0.2])
+def test_a_norse_subtract_reset_with_a_leak_is_refused_by_name(v_leak):
+    """LIFBox with reset_subtract: the state is shifted by v_leak, so Lava's subtract of the threshold is wrong."""
+    norse = pytest.importorskip("norse.torch", reason="Norse is an optional extra")
+    from norse.torch.functional.reset import reset_subtract
+    from spikec.compiler.errors import UnsupportedOp
+    from spikec.frontend.stepping import adapt
+    torch.manual_seed(0)
+    p = norse.LIFBoxParameters(tau_mem_inv=torch.tensor(250.0), v_leak=torch.tensor(v_leak),
+                               v_th=torch.tensor(0.5), reset_method=reset_subtract)
+    net = norse.SequentialState(nn.Linear(12, 6), norse.LIFBoxCell(p)).double()
+    x = (np.random.default_rng(0).random((4, 2, 12)) < 0.5).astype(np.float64)
+    g = _passes(adapt(net, "step"), x, (12,))
+    with pytest.raises(UnsupportedOp, match="subtract reset with v_leak != 0"):
+        deploy(g, x)
 
 
 # -- (b) exact-source verify: every array the lowering writes, and nothing else -------------------------------
