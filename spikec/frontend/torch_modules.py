@@ -108,10 +108,6 @@ def flatten_dims(ctx, name, x, start, end, scope):
     return ctx.emit(name, "flatten", [x], {"start": start - lead, "end": end - lead}, scope=scope)
 
 
-def relu(ctx, m, name, x):
-    return ctx.emit(name, "relu", [x], scope=name)
-
-
 def identity(ctx, m, name, x):
     return x  # Identity, and Dropout in eval mode: no node
 
@@ -226,7 +222,7 @@ def repconv(ctx, m: snn.RepConv, name, x):
 
 
 for _cls, _fn in [(nn.Conv2d, conv2d), (nn.Linear, linear), (nn.BatchNorm1d, batchnorm), (nn.BatchNorm2d, batchnorm),
-                  (nn.AvgPool2d, avgpool2d), (nn.MaxPool2d, maxpool2d), (nn.Flatten, flatten), (nn.ReLU, relu),
+                  (nn.AvgPool2d, avgpool2d), (nn.MaxPool2d, maxpool2d), (nn.Flatten, flatten),
                   (nn.Identity, identity), (nn.Dropout, identity), (nn.Sequential, sequential),
                   (snn.TimeDistributed, time_distributed), (snn.LIF, lif), (snn.IntFire, intfire),
                   (snn.SiLIF, silif), (snn.CSiLIF, csilif), (snn.TDM, tdm), (snn.BNTT, bntt), (snn.Delay, delay),

@@ -94,6 +94,7 @@ MODULES = {
     "avgpool1d": (nn.AvgPool1d(2), ["reshape", "avgpool2d", "reshape"]),
     "maxpool1d": (nn.MaxPool1d(3, stride=1, padding=1), ["reshape", "maxpool2d", "reshape"]),
     "adaptive-avgpool1d": (nn.AdaptiveAvgPool1d(1), ["reshape", "mean", "reshape"]),
+    "relu-inplace": (nn.ReLU(inplace=True), ["relu"]),
 }
 
 

@@ -340,6 +340,7 @@ LOWERINGS = {
     aten.neg.default: _neg,
     aten._to_copy.default: _to_copy,
     aten.relu.default: _unary("relu"),
+    aten.relu_.default: _unary("relu"),  # nn.ReLU(inplace=True): the value it returns (as the converter it replaced)
     aten._softmax.default: _softmax,
     aten.bmm.default: _bmm,
     aten.mm.default: _bmm,
