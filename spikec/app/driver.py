@@ -93,12 +93,22 @@ def check_options(opts: CompileOptions) -> None:
 
 def load_source(opts: CompileOptions, instance: torch.nn.Module | None = None) -> torch.nn.Module:
     """The source model of ``opts.model`` (or a private copy of the module ``instance``: the user's own object is
-    left as it was), with ``opts.weights`` loaded, checked finite, in eval mode."""
+    left as it was), with ``opts.weights`` loaded, checked finite, in eval mode.
+
+    The factory runs under ``torch.manual_seed(opts.seed)``, so a compile without weights (the factory's initial
+    weights, which the summary warns of) is reproducible."""
     check_options(opts)
     if opts.model.endswith(".nir") and opts.weights:
         raise BadInput("a .nir MODEL carries its own weights", remedy="drop --weights")
-    model = loader.build_model(opts.model, nir_dt=opts.nir_dt, nir_scheme=opts.nir_scheme,
-                               allow_unstable=opts.allow_unstable) if instance is None else _private_copy(instance)
+    if instance is None:
+        # seeded: without --weights the factory's initial weights are what is compiled, and two runs must agree;
+        # the caller's own random state is left as it was
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(opts.seed)
+            model = loader.build_model(opts.model, nir_dt=opts.nir_dt, nir_scheme=opts.nir_scheme,
+                                       allow_unstable=opts.allow_unstable)
+    else:
+        model = _private_copy(instance)
     model = sinabs_frontend.adapt(model)  # a bare Sinabs network as its users write it; before its checkpoint
     if opts.weights:
         search = str(Path(opts.model.rpartition(":")[0]).parent) if opts.model.rpartition(":")[0].endswith(".py") \

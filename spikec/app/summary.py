@@ -4,7 +4,7 @@ from spikec.ttfs.report import summary_lines
 
 def summary_text(report: dict) -> str:
     p = report["params"]
-    lines = [f"spikec: {report['model']}",
+    lines = [f"spikec: {report['model']}", *_no_weights_lines(report),
              f"  input      [T={report['input']['steps']}, B={report['input']['batch']}, "
              f"{', '.join(map(str, report['input']['shape']))}] {report['input']['kind']} ({report['input']['source']})",
              f"  frontend   {_verdict(report['frontend'])}",
@@ -62,6 +62,17 @@ def _verdict(c: dict) -> str:
     return (f"{'equivalent' if c['equivalent'] else 'NOT equivalent'} to the PyTorch source: "
             f"{c['spikes_compared']:,} spikes and {c['values_compared']:,} values compared, "
             f"{c['spike_mismatches']} spike mismatches, max rel diff {c['max_rel_diff']:.2g}")
+
+
+def _no_weights_lines(report: dict) -> list[str]:
+    """A factory compiled without ``--weights`` is its initial weights: said, with how to pass trained ones."""
+    model = str(report.get("model") or "")
+    if report.get("weights") or model.endswith(".nir") or (report.get("provenance") or {}).get("instance"):
+        return []  # trained weights given, a NIR file's own, or a module instance's own
+    seed = (report.get("input") or {}).get("seed", 0)
+    return [f"  weights    warning: no --weights: compiled the initial weights of {model}() as built under "
+            f"torch.manual_seed({seed}) (--seed; two runs agree); to compile a trained model pass --weights CKPT, a "
+            "state_dict saved with torch.save(model.state_dict(), CKPT)"]
 
 
 def targets_lines(report: dict) -> list[str]:
