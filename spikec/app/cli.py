@@ -20,7 +20,7 @@ from pathlib import Path
 
 import click
 
-from spikec.compiler.errors import BadInput, Interrupted, SpikecError
+from spikec.compiler.errors import Interrupted, SpikecError
 
 # SpikingJelly registers torch custom ops that warn "Triton not available" (at import and on first use): noise
 # on a CPU machine, where its torch reference code is what runs anyway
@@ -149,25 +149,6 @@ def say(text: str = "") -> None:
         ctx.meta["spikec.stdout_lost"] = True
 
 
-def _check_name_lengths(outdir: str) -> None:
-    """A path component longer than the file system's NAME_MAX is refused before the compile, not after it; the
-    last one also needs room for the temporary sibling (``.NAME.not-equivalent.tmp-PID-START-*``) written first."""
-    from spikec.app.outdir import TEMP_EXTRA
-    path = Path(os.path.abspath(outdir))
-    try:
-        limit = os.pathconf(next((p for p in path.parents if p.exists()), Path("/")), "PC_NAME_MAX")
-    except (OSError, ValueError):
-        limit = 255
-    room = TEMP_EXTRA + len(".not-equivalent")
-    for i, part in enumerate(path.parts[1:]):
-        most = limit - room if i == len(path.parts) - 2 else limit
-        if len(part.encode(errors="surrogateescape")) > most:
-            raise BadInput(f"-o: the name {part[:60]!r}... is {len(part.encode(errors='surrogateescape'))} bytes, "
-                           f"over the {most} this file system allows (File name too long" +
-                           (f": NAME_MAX {limit}, less {room} for the temporary sibling spikec writes first)"
-                            if most != limit else ")"), remedy="choose a shorter OUTDIR name")
-
-
 @click.group()
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def main(debug):
@@ -250,7 +231,10 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
 @click.option("--passes", default="default", show_default=True, help="default | none | a,b,c")
 @click.option("--target", default="none", show_default=True,
               help="none | all | lava | nir | onnx | a list such as lava,nir,onnx (all: every target that can map "
-                   "the graph; a refusal is reported, not a failure).")
+                   "the graph; a refusal is reported, not a failure). The default, none, proves the trace and the "
+                   "passes only and writes no target artifact; the Python API's spikec.compile defaults to "
+                   "lava,nir,onnx. The CLI does not, because a Lava run takes seconds to minutes: name the targets "
+                   "you deploy to.")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the random verification inputs.")
 @click.option("--coding", type=click.Choice(["native", "ttfs"]), default="native", show_default=True,
               help="native: the model's own coding; ttfs: map a ReLU ANN onto time-to-first-spike neurons.")
@@ -276,9 +260,9 @@ def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
     from spikec.app.provenance import model_file
     from spikec.app.summary import summary_text
     from spikec.app.vacuity import format_warning
-    from spikec.app.api import absolute, absolute_model
+    from spikec.app.api import absolute, absolute_model, check_name_lengths
     model, outdir, weights, inputs = absolute_model(model), absolute(outdir), absolute(weights), absolute(inputs)
-    _check_name_lengths(outdir)
+    check_name_lengths(outdir)
     opts, _, _ = compile_options(model, weights=weights, input_shape=input_shape, steps=steps, batch=batch,
                                  inputs=inputs, passes=passes, target=target, seed=seed, trust_pickle=trust_pickle,
                                  nir_dt=nir_dt, nir_scheme=nir_scheme, coding=coding, ttfs_dt=ttfs_dt,
