@@ -124,6 +124,7 @@ def _run(graph: Graph, x):
 @guarded
 def _save(c: Compilation, outdir) -> Path:
     _check_path("save(outdir)", outdir)
+    check_name_lengths(outdir)
     owned.check_outdir(outdir, c.reads)
     return write_outdir(outdir, c.compiled, c.reads)
 
@@ -150,6 +151,24 @@ def absolute_model(spec: str) -> str:
     if spec.endswith(".nir") and "\0" not in spec:
         return os.path.abspath(spec)
     return f"{os.path.abspath(where)}:{attr}" if colon and where.endswith(".py") and "\0" not in where else spec
+
+
+def check_name_lengths(outdir) -> None:
+    """A path component longer than the file system's NAME_MAX is refused before the compile, not after it; the
+    last one also needs room for the temporary sibling (``.NAME.not-equivalent.tmp-PID-START-*``) written first."""
+    path = Path(os.path.abspath(outdir))
+    try:
+        limit = os.pathconf(next((p for p in path.parents if p.exists()), Path("/")), "PC_NAME_MAX")
+    except (OSError, ValueError):  # a parent's own name too long, or no such limit
+        limit = 255
+    room = owned.TEMP_EXTRA + len(".not-equivalent")
+    for i, part in enumerate(path.parts[1:]):
+        most = limit - room if i == len(path.parts) - 2 else limit
+        if len(part.encode(errors="surrogateescape")) > most:
+            raise BadInput(f"OUTDIR (-o): the name {part[:60]!r}... is {len(part.encode(errors='surrogateescape'))} bytes, "
+                           f"over the {most} this file system allows (File name too long" +
+                           (f": NAME_MAX {limit}, less {room} for the temporary sibling spikec writes first)"
+                            if most != limit else ")"), remedy="choose a shorter OUTDIR name")
 
 
 def _check_path(what: str, value) -> None:

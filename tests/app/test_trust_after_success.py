@@ -134,10 +134,14 @@ def test_an_over_long_outdir_name_is_refused_before_the_compile(tmp_path):
     for n in (256, 240):  # over NAME_MAX; and too long for the temporary sibling written first
         # the factory raises a BaseException: reaching it would print that instead
         result = cli("compile", f"{ENDING}:custom_base_exception", "-o", tmp_path / ("x" * n))
-        assert_clean_failure(result, 2, "-o: the name", "choose a shorter OUTDIR name")
+        assert_clean_failure(result, 2, "OUTDIR (-o): the name", "choose a shorter OUTDIR name")
         assert "Custom" not in result.stderr
     result = cli("compile", f"{ENDING}:custom_base_exception", "-o", tmp_path / ("x" * 190))  # fits: compiled
     assert_clean_failure(result, 2, "raised Custom(from the factory)")
+    c = spikec.compile(ONE, targets="none", probes=False)
+    with pytest.raises(BadInput, match="File name too long"):
+        c.save(tmp_path / ("y" * 240))
+    assert not any(p.name.startswith((".y", "y")) for p in tmp_path.iterdir())
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="closes the shell's stdout")
