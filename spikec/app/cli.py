@@ -105,6 +105,10 @@ def _guard(fn):
         debug = _debug()
         with contextlib.redirect_stdout(sys.stderr if sys.stderr is not None else sys.stdout):
             code = _run_guarded(fn, args, kwargs, debug)
+        if _LAST_SIGNAL and code not in (130, 143):  # the interrupt was swallowed (raised in a __del__, or caught
+            signum = max(_LAST_SIGNAL, key=_LAST_SIGNAL.get)  # by library code): the exit still says it came
+            code = _fail(f"interrupted (signal {signum}), but the command's code went on: its outcome is not a "
+                         "result", 128 + signum, False)
         try:
             if sys.stdout is not None:
                 sys.stdout.flush()

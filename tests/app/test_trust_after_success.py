@@ -107,6 +107,12 @@ def test_sigint_to_the_parent_is_forwarded_and_a_group_signal_counts_once(tmp_pa
         assert not (tmp_path / factory).exists()
 
 
+def test_an_interrupt_the_models_code_swallowed_still_exits_143(tmp_path):
+    done = console("compile", f"{ENDING}:swallows_sigterm", "-o", tmp_path / "out")
+    assert done.returncode == 143, (done.returncode, done.stderr)
+    assert "interrupted (signal 15), but the command's code went on" in done.stderr
+
+
 # -- paths are fixed before user code runs ---------------------------------------------------------------------------
 def test_a_relative_outdir_does_not_follow_the_factorys_chdir(tmp_path, monkeypatch):
     typed, elsewhere = tmp_path / "typed", tmp_path / "elsewhere"
