@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from spikec.compiler.errors import IRError
 from spikec.compiler.ir import Graph
 from spikec.compiler.serialize import graph_to_json
 
@@ -35,7 +36,8 @@ class LavaDir:
     def read_back(self, path) -> list[str]:
         path = Path(path)
         if self.read is None:
-            raise TypeError("LavaDir has no reader: compile_lava gives every one it returns read_lava")
+            raise IRError("the lava/ writer has no reader", where=str(path),
+                          remedy="this is a compiler bug: compile_lava gives every writer it returns read_lava")
         q, net, arrays = self.read(path)
         differs = []
         if self.qgraph is not None:
