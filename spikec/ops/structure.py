@@ -8,6 +8,8 @@ concat axis; slice dim, start, stop, step; sum and mean dims (a tuple), keepdim;
   concat  y = [a, b] along axis            slice  y = x[start:stop:step] along dim
   sum     y = sum_{i in dims} x_i          mean   y = (sum_{i in dims} x_i) / prod(shape[dims])
   div     y = x / divisor                  (torch's division, correctly rounded; not x * (1 / divisor))
+  amax    y = max_{i in dims} x_i          clamp  y = min(max(x, lo), hi) (attrs lo, hi; None: unbounded)
+  sigmoid y = 1 / (1 + exp(-x))            tanh   y = tanh(x)            (real, as torch computes them)
 """
 import numpy as np
 import torch
@@ -179,3 +181,37 @@ define("sum", 1, infer_sum, kernel=lambda ctx, node, p, x: x.sum(_steps_dims(nod
 define("mean", 1, infer_mean, kernel=mean_kernel,
        doc="mean over per-step dims attr dims (attr keepdim), as torch.mean computes it (real output)")
 define("div", 1, infer_div, kernel=div_kernel, doc="y = x / c; attr divisor c (a nonzero scalar), rounded as torch's")
+
+
+def infer_amax(node, ins):
+    (t,) = ins
+    shape, _ = _reduced(node, t)
+    need(len(shape) >= 1, node, "a max over every per-step dim leaves a 0-d step; keep a dim (keepdim=True)")
+    return spike_or_real(t, shape)  # a max of spikes is one of them: an OR over binary spikes
+
+
+def infer_clamp(node, ins):
+    lo, hi = node.attrs["lo"], node.attrs["hi"]
+    need(lo is not None or hi is not None, node, "clamp needs a lower or an upper bound")
+    need(lo is None or hi is None or lo <= hi, node, f"clamp bounds lo={lo} > hi={hi}")
+    return TensorType(ins[0].shape)
+
+
+def clamp_kernel(ctx, node, p, x):
+    float_only(ctx, node)
+    return torch.clamp(x, node.attrs["lo"], node.attrs["hi"])
+
+
+def _real_unary(fn):
+    def kernel(ctx, node, p, x):
+        float_only(ctx, node)
+        return fn(x)
+    return kernel
+
+
+define("amax", 1, infer_amax, kernel=lambda ctx, node, p, x: x.amax(_steps_dims(node), keepdim=node.attrs["keepdim"]),
+       doc="max over per-step dims attr dims (attr keepdim): keeps the value kind")
+define("clamp", 1, infer_clamp, kernel=clamp_kernel, doc="min(max(x, lo), hi); attrs lo, hi (None: unbounded)")
+define("sigmoid", 1, lambda n, i: TensorType(i[0].shape), kernel=_real_unary(torch.sigmoid), dense=True,
+       doc="1 / (1 + exp(-x)) (real)")
+define("tanh", 1, lambda n, i: TensorType(i[0].shape), kernel=_real_unary(torch.tanh), dense=True, doc="tanh(x) (real)")

@@ -13,7 +13,7 @@ from the targets' own tables (``lowering_tables``): ONNX's ``EMITTERS``, NIR's `
 ``vocabulary.LOWERINGS``.
 Ops that only a target or a coding creates (Lava's integer ops ``lava_*``, the TTFS ops) are listed in
 ``INTERNAL`` with the reason they have no row. ``python -m spikec.targets.coverage --write-readme``
-regenerates the README's table from this; a test keeps the two equal.
+regenerates the table of ``docs/coverage.md`` (``TABLE_PAGE``) from this; a test keeps the two equal.
 """
 import argparse
 import re
@@ -38,6 +38,7 @@ INTERNAL = {"lava_": "the Lava target's own integer ops (its integer reference)"
             "and_gate": "the Lava target's AND neurons of binary products (its product placement creates them)",
             "input": "the graph input"}
 BEGIN, END = "<!-- coverage:begin -->", "<!-- coverage:end -->"
+TABLE_PAGE = Path(__file__).resolve().parents[2] / "docs" / "coverage.md"  # the page holding the table (README links it)
 # the plain neurons' threshold: 0.375 + 1/256, off the grid of 1/128 the dyadic weights and beta = 0.5 keep the
 # membrane on over STEPS steps, so no membrane ties the threshold: spikec fires on U >= theta (the NIR file's
 # nextafter(theta, -inf) threshold), which the float32 consumers cannot reproduce at an exact tie
@@ -335,6 +336,10 @@ EXAMPLES = {
     "sum": _spiking(lambda b, s: b.add("total", "sum", [s], {"dims": (1,), "keepdim": False})),
     "mean": _conv(lambda b, y: b.add("avg", "mean", [y], {"dims": (2,), "keepdim": True})),
     "div": _dense(lambda b, y: b.add("quot", "div", [y], {"divisor": 3.0})),
+    "amax": _spiking(lambda b, s: b.add("peak", "amax", [s], {"dims": (1,), "keepdim": False})),
+    "clamp": _dense(lambda b, y: b.add("clip", "clamp", [y], {"lo": -0.25, "hi": 0.5})),
+    "sigmoid": _dense(lambda b, y: b.add("sig", "sigmoid", [y])),
+    "tanh": _dense(lambda b, y: b.add("th", "tanh", [y])),
     "relu": _dense(lambda b, y: b.linear("fc2", b.add("relu", "relu", [y]), 6)),
     "add": _two_branches("add"),
     "mul": _two_branches("mul"),
@@ -577,12 +582,12 @@ def readme_with(readme: str, table_md: str) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write-readme", action="store_true", help="rewrite README.md's coverage table")
+    parser.add_argument("--write-readme", action="store_true",
+                        help="rewrite the coverage table between its markers in docs/coverage.md (linked from README)")
     args = parser.parse_args(argv)
     table_md = markdown(matrix())
     if args.write_readme:
-        path = Path(__file__).resolve().parents[2] / "README.md"
-        path.write_text(readme_with(path.read_text(), table_md))
+        TABLE_PAGE.write_text(readme_with(TABLE_PAGE.read_text(), table_md))
     print(table_md)
     return 0
 

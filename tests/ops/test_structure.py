@@ -1,4 +1,4 @@
-"""The per-step structure ops (concat, slice, sum, mean, div): type inference keeps the value kind where the values
+"""The per-step ops the ATen capture lowers onto (concat, slice, sum, mean, div, amax, clamp, sigmoid, tanh): type inference keeps the value kind where the values
 are moved (concat, slice) or counted (sum of spikes), rejects dims outside the step, and each kernel on
 ``[T, B, ...]`` equals torch on the same per-step dims; the ONNX export reproduces each in onnxruntime."""
 import numpy as np
@@ -38,6 +38,9 @@ def test_slice_and_reductions():
         typed("mean", [BIN], {"dims": (0, 1), "keepdim": False})
     with pytest.raises(ShapeError, match="not distinct per-step dims"):
         typed("sum", [BIN], {"dims": (2,), "keepdim": False})
+    assert typed("amax", [BIN], {"dims": (1,), "keepdim": True}) == TensorType((3, 1), "binary")
+    with pytest.raises(ShapeError, match="lo=1.0 > hi=0.0"):
+        typed("clamp", [REAL], {"lo": 1.0, "hi": 0.0})
     with pytest.raises(ShapeError, match="division by zero"):
         typed("div", [REAL], {"divisor": 0.0})
 
@@ -48,6 +51,10 @@ KERNELS = {
     "sum": ({"dims": (1,), "keepdim": False}, lambda a: a.sum(3)),
     "mean": ({"dims": (1,), "keepdim": True}, lambda a: a.mean(3, keepdim=True)),
     "div": ({"divisor": 3.0}, lambda a: a / 3.0),
+    "amax": ({"dims": (0,), "keepdim": False}, lambda a: a.amax(2)),
+    "clamp": ({"lo": -0.5, "hi": None}, lambda a: a.clamp(min=-0.5)),
+    "sigmoid": ({}, torch.sigmoid),
+    "tanh": ({}, torch.tanh),
 }
 
 

@@ -1,6 +1,7 @@
 """The capture: one fx call with no converter run by ``make_fx`` (core ATen decompositions) on example tensors,
 and its ATen graph lowered node by node through ``LOWERINGS``."""
 import operator
+from collections import namedtuple
 from dataclasses import replace
 
 import torch
@@ -64,8 +65,13 @@ def capture_call(ctx, call, fn, args, kwargs, name, scope, dtype):
                             (f" on example tensors with {lead} standing for the time and batch sizes" if lead else ""),
                             where=where(call), remedy="check the shapes it is called on, " + remedy_for(call)) from None
     lw = Lowering(ctx, name, scope, sizes, call)
-    out = lower(lw, gm, inputs)
-    return _result(lw, out, merged_in)
+    out = _result(lw, lower(lw, gm, inputs), merged_in)
+    if not isinstance(out, tuple):
+        return out
+    with torch.no_grad():
+        kind = type(run(*examples))
+    fields = getattr(kind, "__match_args__", None)  # torch.return_types (values, indices): read by field
+    return namedtuple(kind.__name__, fields)(*out) if fields else out
 
 
 def _has_merged(v) -> bool:
@@ -78,12 +84,13 @@ def _has_merged(v) -> bool:
     return isinstance(v, Merged)
 
 
-def _example(ctx, call, v, sizes, dtype, inputs, examples):
-    """An env value -> what the captured function receives: IR values become example tensors (appended to
-    ``examples``, their ``Value`` to ``inputs``), Python values stay."""
+def _example(ctx, call, v, sizes, dtype, inputs, examples, leaf=False):
+    """An env value -> what the captured function receives: IR values (the names inside a ``_Leaf``) become
+    example tensors (appended to ``examples``, their ``Value`` to ``inputs``); Python values (an einsum equation,
+    a padding mode) stay."""
     if isinstance(v, _Leaf):
-        return _example(ctx, call, v.value, sizes, dtype, inputs, examples)
-    if isinstance(v, str):
+        return _example(ctx, call, v.value, sizes, dtype, inputs, examples, True)
+    if isinstance(v, str) and leaf:
         lead = leading(ctx, v)
         inputs.append(Value(str(v), lead))
         examples.append(torch.zeros(*(sizes[d] for d in lead), *ctx.type(v).shape, dtype=dtype))
@@ -94,9 +101,9 @@ def _example(ctx, call, v, sizes, dtype, inputs, examples):
                             remedy="pass only per-step sizes; reshape with x.reshape(x.shape[0], x.shape[1], ...) "
                                    "or x.unflatten(0, (T, B))")
     if isinstance(v, (tuple, list)) and not hasattr(v, "_fields"):
-        return type(v)(_example(ctx, call, x, sizes, dtype, inputs, examples) for x in v)
+        return type(v)(_example(ctx, call, x, sizes, dtype, inputs, examples, leaf) for x in v)
     if isinstance(v, dict):
-        return {k: _example(ctx, call, x, sizes, dtype, inputs, examples) for k, x in v.items()}
+        return {k: _example(ctx, call, x, sizes, dtype, inputs, examples, leaf) for k, x in v.items()}
     if v is None or isinstance(v, (int, float, bool, str, torch.dtype, slice, type(Ellipsis), torch.Tensor)):
         return v  # a tensor here is a parameter or buffer read in forward(): a constant of the call
     raise UnsupportedOp(f"{call.what} takes {type(v).__name__} {v!r}, which spikec cannot pass to torch",

@@ -194,6 +194,15 @@ def _div(lw, a, b, *, rounding_mode=None):
     return Value(lw.emit("div", [a], {"divisor": _scalar(lw, b)}), a.lead)
 
 
+def _max_dim(lw, x, dim, keepdim=False):
+    return _reduction("amax")(lw, x, [dim], keepdim), Unavailable("the indices of the maxima")
+
+
+def _clamp(lw, x, lo=None, hi=None):
+    lo, hi = (None if v is None else _scalar(lw, v) for v in (lo, hi))
+    return Value(lw.emit("clamp", [x], {"lo": lo, "hi": hi}), x.lead)
+
+
 def _neg(lw, x):
     return Value(lw.emit("scale", [x], {"a": -1.0, "b": 0.0}), x.lead)
 
@@ -328,6 +337,11 @@ LOWERINGS = {
     aten.split.Tensor: _split,
     aten.sum.dim_IntList: _reduction("sum"),
     aten.mean.dim: _reduction("mean"),
+    aten.amax.default: _reduction("amax"),
+    aten.max.dim: _max_dim,
+    aten.clamp.default: _clamp,
+    aten.sigmoid.default: _unary("sigmoid"),
+    aten.tanh.default: _unary("tanh"),
     aten.add.Tensor: _add,
     aten.add.Scalar: _add,
     aten.sub.Tensor: _sub,

@@ -540,9 +540,27 @@ def _reduce(onnx_op: str):
 
 
 register_emitter("sum", _reduce("ReduceSum"))
+register_emitter("amax", _reduce("ReduceMax"))
 register_emitter("mean", _reduce("ReduceMean"))
 
 
 @emitter("div")
 def div(b: Builder, node: Node, x: str) -> str:
     return b.op("Div", [x, b.const(node.attrs["divisor"], f"{node.name}.divisor")], out=node.name)
+
+
+@emitter("clamp")
+def clamp(b: Builder, node: Node, x: str) -> str:
+    lo, hi = node.attrs["lo"], node.attrs["hi"]
+    bounds = ["" if v is None else b.const(v, f"{node.name}.{k}") for k, v in (("lo", lo), ("hi", hi))]
+    return b.op("Clip", [x, *bounds], out=node.name)
+
+
+@emitter("sigmoid")
+def sigmoid(b: Builder, node: Node, x: str) -> str:
+    return b.op("Sigmoid", [x], out=node.name)
+
+
+@emitter("tanh")
+def tanh(b: Builder, node: Node, x: str) -> str:
+    return b.op("Tanh", [x], out=node.name)
