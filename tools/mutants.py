@@ -582,4 +582,8 @@ BLIND_SPOTS: tuple[Mutant, ...] = (
        '              v_leak=v_leak)\n    if node.attrs["current"]:\n        p.update(u_keep=get("dt_tau_syn_inv")',
        (B_LAVA, "tests/targets/lava/test_framework_neurons.py"),
        "a Norse LIF's current keeps dt/tau_syn of itself instead of 1 - dt/tau_syn"),
+    _m("cuba-two-inputs-accepted", "export", CUBA,
+       "if len(conv.ins(v)) != 1:",
+       "if len(conv.ins(v)) > 2:",
+       (B_NIR, *T_CUBA), "a recurrent CubaLIF with two feed-forward inputs is read as RSynaptic (which sums one)"),
 )

@@ -51,3 +51,13 @@ def test_a_feedback_linear_read_by_another_node_is_refused_naming_why():
     with pytest.raises(UnsupportedOp) as e:
         load_nir(g, DT)
     assert "lif1.w_rec" in e.value.what and "read by it alone" in e.value.what
+
+
+def test_a_recurrent_cubalif_with_two_feed_forward_inputs_is_refused_naming_why():
+    g = nir.read(PAPER)
+    fc1 = g.nodes["fc1"]
+    g.nodes["fc1b"] = nir.Linear(weight=np.asarray(fc1.weight) * 0.5)
+    g.edges.extend([("input", "fc1b"), ("fc1b", "lif1.lif")])
+    with pytest.raises(UnsupportedOp) as e:
+        load_nir(g, DT)
+    assert "2 feed-forward inputs" in e.value.what
