@@ -3,6 +3,11 @@
 Convention: the model maps ``[T, B, ...]`` to ``[T, B, ...]``. Per-step torch modules (Conv2d,
 BatchNorm, pooling) appear inside ``spikec.nn.TimeDistributed``, which merges T and B as torch
 needs; Linear, ReLU and the ``spikec.nn`` modules also run on ``[T, B, ...]`` directly.
+
+Modules with a converter (the neurons, the layers spikec maps itself) are fx leaves converted by the registry;
+every other call -- a torch function or method with no converter, a ``torch.nn`` module with none (Conv1d,
+AvgPool1d) -- is captured to core ATen and lowered through one table (``spikec.frontend.aten``), or refused
+naming the ATen op and the user's line.
 """
 import torch
 import torch.fx
