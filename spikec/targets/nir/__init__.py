@@ -110,6 +110,8 @@ def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: floa
                         "first_mismatches": [m.to_json() for m in cmp.mismatches]}
         if name == "norse":
             report[name]["call"] = f"norse.torch.from_nir(nir.read(path), dt={dt:g})"
+        elif name == "sinabs":
+            report[name]["call"] = "sinabs.from_nir(nir.read(path), batch_size=1), one call per step"
         else:
             report[name]["call"] = "snntorch.import_nir.import_from_nir(nir.read(path))"
     return report
@@ -142,7 +144,29 @@ def check_file(path, graph: Graph, inputs, reference, dt: float = DT, scheme: st
               "min_firing_margin": _min_margin(graph, reference)}
     if with_consumers:
         report["consumers"] = run_consumers(path, graph, inputs, reference, mapping, dt)
+        variant = nearest_variant(g, graph, inputs, reference, mapping, dt, scheme)
+        if variant is not None:
+            report["nearest_variant"] = variant
     return report
+
+
+def nearest_variant(g: nir.NIRGraph, graph: Graph, inputs, reference, mapping: dict, dt: float, scheme: str):
+    """What the variant every consumer reads (``composed.nearest``: each LI/I + Threshold + reset cycle as a
+    zero-reset LIF) changes, measured on these inputs by this package's interpreter; None without a cycle."""
+    from spikec.targets.nir import composed
+    if not composed.composed_neurons(g):
+        return None
+    variant = composed.nearest(g, dt)
+    if variant is None:
+        return {"variant": "zero reset (NIR LIF)", "measured": False,
+                "reason": "a subtract-reset neuron's membrane is read: no NIR LIF outputs it"}
+    values = interpreter.run(variant, inputs, dt=dt, scheme=scheme).values
+    cmp = compare_run(graph, reference, values, {**mapping, "outputs": {}})   # each spike once, by its neuron
+    share = cmp.spike_mismatches / cmp.spikes_compared if cmp.spikes_compared else 0.0
+    return {"variant": "zero reset (NIR LIF, reset to 0 on the spiking step), which snnTorch, Norse and Sinabs read",
+            "measured": True, "spikes_compared": cmp.spikes_compared, "spike_mismatches": cmp.spike_mismatches,
+            "summary": f"zero reset: {100 * share:.1f}% of spikes differ ({cmp.spike_mismatches} of "
+                       f"{cmp.spikes_compared}) on these inputs"}
 
 
 def _ok(report: dict) -> bool:

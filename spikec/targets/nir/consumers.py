@@ -1,4 +1,4 @@
-"""Run a written ``.nir`` file through the real importers: snnTorch 1.0.0 and Norse 1.1.0.
+"""Run a written ``.nir`` file through the real importers: snnTorch 1.0.0, Norse 1.1.0 and Sinabs 3.1.3.
 
 ``limits(graph)`` lists, per consumer, why it cannot reproduce the file (read from the importers'
 source, see targets.md "NIR"); an empty list means it should. ``run_consumer`` imports the file with the
@@ -19,9 +19,14 @@ import torch
 
 from spikec.targets.nir import hdf5
 
-CONSUMERS = ("snntorch", "norse")
+CONSUMERS = ("snntorch", "norse", "sinabs")
 SNNTORCH_NODES = ("Input", "Output", "Affine", "Linear", "Conv2d", "Flatten", "AvgPool2d", "LIF", "CubaLIF")
 NORSE_NODES = ("Input", "Output", "Affine", "Linear", "Conv2d", "Flatten", "LIF", "IF", "CubaLIF")
+# sinabs/nir.py ``_import_sinabs_module``: any other node maps to None, which nirtorch's load cannot call
+SINABS_NODES = ("Input", "Output", "Affine", "Conv1d", "Conv2d", "LI", "IF", "LIF", "SumPool2d", "Flatten")
+SINABS_NEURON = ("Sinabs's {cls} subtracts the threshold on the spiking step (MembraneSubtract), fires on >= and "
+                 "several spikes per step (MultiSpike){clip}; NIR's {kind} resets to v_reset")
+SINABS_TAU = "Sinabs reads tau in time steps (alpha = exp(-1/tau) in float32), not NIR's 1 - dt/tau"
 
 
 def _kind(node) -> str:
@@ -35,7 +40,7 @@ def _uniform(a) -> bool:
 
 def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
     """Per consumer, every construct in ``graph`` that it cannot run exactly (empty: it can)."""
-    out = {"snntorch": [], "norse": []}
+    out = {"snntorch": [], "norse": [], "sinabs": _sinabs_limits(graph)}
     snn, nor = out["snntorch"], out["norse"]
     if abs(dt - 1e-4) > 1e-4 * 1e-12:
         snn.append(f"dt = {dt:g}: snnTorch's importer hard-codes dt = 1e-4")
@@ -100,6 +105,27 @@ def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
     if others:
         snn.append("the graph has a cycle (feedback edge) other than snnTorch's RNN pattern (a LIF/CubaLIF and an "
                    "Affine/Linear that only it feeds and only it reads, which snnTorch imports as RLeaky/RSynaptic)")
+    return out
+
+
+def _sinabs_limits(graph: nir.NIRGraph) -> list[str]:
+    """What Sinabs 3.1.3's ``from_nir`` (``sinabs/nir.py``) does with each node."""
+    out = []
+    for name, node in graph.nodes.items():
+        k, where = _kind(node), f"node {name!r} ({_kind(node)})"
+        if k not in SINABS_NODES:
+            out.append(f"{where}: sinabs.from_nir has no mapping for it (nirtorch raises)")
+        if k in ("LI", "LIF") and not np.allclose(node.v_leak, 0):
+            out.append(f"{where}: v_leak != 0 (Sinabs raises)")
+        if k == "LI" and not np.all(np.asarray(node.r) == 1):
+            out.append(f"{where}: r != 1 (Sinabs raises)")
+        if k in ("LI", "LIF"):
+            out.append(f"{where}: {SINABS_TAU}")
+        if k == "IF":
+            out.append(f"{where}: " + SINABS_NEURON.format(cls="IAF", kind="IF", clip=", and clips v at "
+                                                           "-v_threshold (min_v_mem)"))
+        if k == "LIF":
+            out.append(f"{where}: " + SINABS_NEURON.format(cls="LIF", kind="LIF", clip=""))
     return out
 
 
@@ -179,6 +205,8 @@ def _import(consumer: str, path, dt: float):
     if consumer == "snntorch":
         from snntorch.import_nir import import_from_nir
         return import_from_nir(graph)
+    if consumer == "sinabs":
+        return _sinabs_module(graph)
     from norse.torch import from_nir
     return from_nir(graph, dt=dt)
 
@@ -237,12 +265,40 @@ def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape) 
     return outs, {k: np.stack(v, axis=1) for k, v in spikes.items()}
 
 
+def _sinabs_module(graph):
+    """``sinabs.from_nir`` (one sample: batch_size=1), stepped one call per step: its Squeeze layers keep their
+    state between calls, and the wrapper returns ``(output, None)`` as the other importers do."""
+    from spikec.frontend import sinabs as sinabs_frontend
+    sinabs_frontend._stub_pylab()  # Sinabs imports pylab (matplotlib) at package import only to plot
+    from sinabs import from_nir
+
+    class Stepped(torch.nn.Module):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, x, state=None):
+            y = self.net(x.unsqueeze(0))
+            return (y[0] if isinstance(y, tuple) else y)[0], None
+
+        def reset_mem(self):
+            for m in self.net.modules():
+                if hasattr(m, "reset_states"):
+                    m.reset_states()
+        init_hidden = True
+    return Stepped(from_nir(graph, batch_size=1))
+
+
 def available(consumer: str) -> str | None:
     """None when the consumer imports; else why not."""
     try:
         with _quiet():
             if consumer == "snntorch":
                 import snntorch.import_nir  # noqa: F401
+            elif consumer == "sinabs":
+                from spikec.frontend import sinabs as sinabs_frontend
+                sinabs_frontend._stub_pylab()
+                import sinabs.nir  # noqa: F401
             else:
                 import norse.torch  # noqa: F401
     except Exception as e:  # ImportError, or a broken install

@@ -49,7 +49,7 @@ import numpy as np
 from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.ir import Graph, Node
 from spikec.ops.common import bn_scale_shift
-from spikec.targets.nir import forms
+from spikec.targets.nir import composed, forms
 from spikec.targets.nir.forms import CONSUMER, DT, SCHEME, Form, form_for, tau_for, threshold_for  # noqa: F401
 
 NEVER = float(np.finfo(np.float64).max)  # the threshold of a neuron read out as its membrane only (frontend)
@@ -73,10 +73,6 @@ REASONS = {
     "silif": "SiLIF is not exported (no NIR neuron with its reset-before-decay form is implemented here)",
     "csilif": "CSiLIF has a complex state; NIR has no resonate-and-fire neuron",
     # the frameworks' exact neurons (spikec/frontend): the variants their converters cannot make spikec's lif
-    "lif_snntorch": "snnTorch's Leaky with a subtract or no reset (or a zero reset with reset_delay=False and a "
-                    "negative threshold), or read as mem, is not lowered to NIR: NIR's LIF resets to v_reset on the "
-                    "step it fires, while snnTorch subtracts the float32 threshold on the step after a spike (and "
-                    "again on the spiking step with reset_delay=False), and NIR's LIF outputs no membrane",
     "rleaky_snntorch": "snnTorch's RLeaky is not lowered to NIR: it resets from the previous step's spike (NIR's LIF "
                        "resets on the step it fires) and adds its recurrence after beta * mem + x, where a NIR neuron "
                        "sums its inputs first (another rounding)",
@@ -91,6 +87,10 @@ REASONS = {
 }
 # ops that lower some variants (their lowering refuses the others with this reason)
 VARIANT_REASONS = {
+    "lif_snntorch": "snnTorch's Leaky with reset_delay=False and a subtract reset, or no reset (or a zero reset with "
+                    "reset_delay=False and a negative threshold), is not lowered to NIR: NIR's LIF resets to v_reset "
+                    "on the step it fires, and the subtract-reset composition written here (LI + Threshold + a "
+                    "-threshold feedback, read one step late) is the default reset_delay=True only",
     "lif_sj": "SpikingJelly's neuron with a soft reset, a reset value other than 0, decay_input=False, or a tau that "
               "is not a power of two, is not lowered to NIR: NIR's LIF resets to v_reset on the step it fires and "
               "its Euler step (scheme 'norse') computes v + (dt/tau) (I - v), which is SpikingJelly's charge "
@@ -108,9 +108,10 @@ REMEDY = "keep this model on another target (--target none/onnx), or replace the
 # what a user can do instead, per op refused by name (else REMEDY): each alternative named here is one that
 # compiles (tests/targets/nir/test_nir_framework_refusals.py compiles each)
 REMEDIES = {
-    "lif_snntorch": "compile with --target onnx, which lowers lif_snntorch exactly (spikes and mem); for NIR, "
-                    "build the Leaky with reset_mechanism='zero' (with reset_delay=False only if every threshold is "
-                    ">= 0) and return only its spikes: spikec converts that to its own lif, which NIR exports as LIF",
+    "lif_snntorch": "compile with --target onnx, which lowers lif_snntorch exactly (spikes and mem); for NIR, use "
+                    "the default Leaky (subtract reset, reset_delay=True: exported as LI + Threshold + a reset "
+                    "cycle, spikes and mem), or reset_mechanism='zero' (with reset_delay=False only if every "
+                    "threshold is >= 0) returning only its spikes: spikec converts that to its own lif (NIR LIF)",
     "synaptic_snntorch": "compile with --target onnx, which lowers synaptic_snntorch exactly (spikes, syn, mem, any "
                          "recurrence); for NIR, use a Synaptic (not RSynaptic) with reset_mechanism='zero', "
                          "reset_delay=False and every threshold >= 0, returning its spikes and syn (not mem): spikec "
@@ -557,6 +558,11 @@ def _lif_sj(ex: _Exporter, node: Node):
     ex.exact_params &= ok
     ex.notes.append(f"{node.name}: SpikingJelly's hard-reset charge as NIR LIF, scheme 'norse' (dt/tau = {k:g})")
     ex.single(node, ex.add(node.name, lif, node.inputs))
+
+
+@lowering("lif_snntorch")
+def _lif_snntorch(ex: _Exporter, node: Node):
+    composed.snntorch_leaky(ex, node, VARIANT_REASONS["lif_snntorch"], REMEDIES["lif_snntorch"])
 
 
 def export(graph: Graph, dt: float | None = None, consumer: str = CONSUMER) -> Exported:

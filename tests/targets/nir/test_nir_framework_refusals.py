@@ -16,9 +16,13 @@ FRAMEWORK_OPS = ("lif_snntorch", "synaptic_snntorch", "rleaky_snntorch", "alpha_
                  "li_norse")
 
 
+# the default Leaky (subtract, reset_delay=True) exports (tests/targets/nir/test_nir_composed.py): its refused variant
+REFUSED_EXAMPLES = {"lif_snntorch": coverage.VARIANTS["lif_snntorch"]["subtract, reset_delay=False"]}
+
+
 @pytest.mark.parametrize("op", FRAMEWORK_OPS)
 def test_refused_by_name_with_reason_and_remedy(op):
-    graph, x = coverage.EXAMPLES[op]()
+    graph, x = REFUSED_EXAMPLES.get(op, coverage.EXAMPLES[op])()
     node = next(n for n in graph.nodes if n.op == op)
     with pytest.raises(UnsupportedOp) as e:
         nir_export.export(graph)
@@ -35,7 +39,7 @@ def test_refused_by_name_with_reason_and_remedy(op):
 def test_reasons_and_remedies_cover_the_same_ops():
     assert set(nir_export.REMEDIES) <= set(nir_export.REASONS) | set(nir_export.VARIANT_REASONS)
     assert set(FRAMEWORK_OPS) <= set(nir_export.REMEDIES)
-    assert "reset_delay=False or" not in nir_export.REASONS["lif_snntorch"] + nir_export.REMEDIES["lif_snntorch"]
+    assert "reset_delay=False or" not in nir_export.VARIANT_REASONS["lif_snntorch"] + nir_export.REMEDIES["lif_snntorch"]
 
 
 # -- the NIR alternatives the remedies name compile with --target nir ---------------------------------------------
@@ -74,6 +78,7 @@ def leaky_zero(): return Leaky(reset_mechanism="zero")
 def leaky_zero_no_delay(): return Leaky(reset_mechanism="zero", reset_delay=False)
 def synaptic_zero_no_delay(): return Synaptic("syn", reset_mechanism="zero", reset_delay=False)
 def leaky_subtract_no_delay(): return Leaky(reset_delay=False)
+def leaky_default(): return Leaky()
 def leaky_default_with_mem(): return Leaky(mem=True)
 def synaptic_zero_no_delay_mem(): return Synaptic("mem", reset_mechanism="zero", reset_delay=False)
 
@@ -109,18 +114,18 @@ def compile_for(models, factory, stepping, target):
 
 @pytest.mark.parametrize("factory,stepping", [
     ("leaky_zero", "step"), ("leaky_zero_no_delay", "step"), ("synaptic_zero_no_delay", "step"),
-    ("if_soft", "multistep"), ("if_hard", "multistep"), ("lif_tau2", "multistep"), ("lif_tau2_soft", "multistep")])
+    ("if_soft", "multistep"), ("if_hard", "multistep"), ("lif_tau2", "multistep"), ("lif_tau2_soft", "multistep"),
+    ("leaky_default", "step"), ("leaky_default_with_mem", "step")])
 def test_the_nir_alternatives_named_compile_for_nir(models, factory, stepping):
     c = compile_for(models, factory, stepping, "nir")
     assert c.report["equivalent"] and c.report["target"]["exact"], c.report["target"]
-    assert {n.op for n in c.graph.nodes} <= {"input", "linear", "lif"}
+    assert {n.op for n in c.graph.nodes} <= {"input", "linear", "lif", "lif_snntorch"}
     spikes = [c.io[k] for k in c.io if k.startswith("output") and np.isin(c.io[k], (0.0, 1.0)).all()]
     assert spikes and all(s.any() and not s.all() for s in spikes)
 
 
 @pytest.mark.parametrize("factory,stepping,op", [
     ("leaky_subtract_no_delay", "step", "lif_snntorch"),     # the old remedy "use reset_delay=False": still refused
-    ("leaky_default_with_mem", "step", "lif_snntorch"),
     ("synaptic_zero_no_delay_mem", "step", "synaptic_snntorch"),
     ("plif", "multistep", "lif_sj")])
 def test_what_the_remedies_exclude_is_refused_and_lowers_to_onnx(models, factory, stepping, op):

@@ -1,0 +1,176 @@
+"""snnTorch's default Leaky (subtract reset, reset_delay=True) in NIR as LI/I + Threshold + a -threshold reset cycle:
+spikec's NIR interpreter reproduces the snnTorch module spike for spike (dense and conv, scalar and per-channel beta,
+beta = 1, spikes and mem); every installed consumer (snnTorch, Norse, Sinabs) fails on that file, each in its own
+way, pinned here so that a fixed consumer shows up; and the nearest variant they read (zero reset) is measured.
+"""
+import nir
+import numpy as np
+import pytest
+import torch
+
+from spikec.compiler.errors import UnsupportedOp
+from spikec.targets.nir import composed, consumers
+from spikec.targets.nir import interpreter
+
+snn = pytest.importorskip("snntorch")
+
+MODELS = '''
+import snntorch as snn
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, conv=False, beta=0.9, mem=False, threshold=1.0, **kw):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Conv2d(2, 4, 3, padding=1) if conv else nn.Linear(10, 6)
+        self.lif = snn.Leaky(beta=beta, threshold=threshold, init_hidden=True, output=mem, **kw)
+
+    def forward(self, x):
+        return self.lif(self.fc(x))
+
+
+def dense(): return Net()
+def dense_mem(): return Net(mem=True)
+def dense_per_channel(): return Net(beta=torch.linspace(0.5, 0.95, 6), threshold=torch.linspace(0.4, 1.0, 6))
+def conv(): return Net(conv=True)
+def conv_per_channel(): return Net(conv=True, beta=torch.tensor([0.5, 0.7, 0.8, 0.95]).reshape(4, 1, 1))
+def dense_if(): return Net(beta=1.0)
+def mixed_if(): return Net(beta=torch.tensor([0.5, 1.0, 0.9, 0.9, 0.9, 0.9]))
+def no_delay(): return Net(reset_delay=False)
+'''
+CONV = ("conv", "conv_per_channel")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("leaky_nir")
+    (d / "models.py").write_text(MODELS)
+    rng = np.random.default_rng(0)
+    np.savez(d / "dense.npz", input=rng.random((20, 4, 10)) * 1.5)
+    np.savez(d / "conv.npz", input=rng.random((20, 2, 2, 5, 5)) * 1.5)
+    return d
+
+
+def compile_for(models, factory, target="nir"):
+    from spikec.app.driver import CompileOptions, compile_model
+    x = "conv" if factory in CONV else "dense"
+    return compile_model(CompileOptions(f"{models / 'models.py'}:{factory}", inputs=str(models / f"{x}.npz"),
+                                        stepping="step", target=target))
+
+
+def snntorch_run(models, factory):
+    """The user's own module, float64, the spikes (and mem) snnTorch computes."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("leaky_models", models / "models.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    net = getattr(mod, factory)().double()
+    x = np.load(models / ("conv.npz" if factory in CONV else "dense.npz"))["input"]
+    net.lif.reset_mem()
+    outs = []
+    with torch.no_grad():
+        for t in range(x.shape[0]):
+            y = net(torch.as_tensor(x[t]))
+            outs.append(y[0].numpy().copy() if isinstance(y, tuple) else y.numpy().copy())
+    return x, np.stack(outs)
+
+
+@pytest.mark.parametrize("factory", ["dense", "dense_per_channel", "conv", "conv_per_channel", "dense_if"])
+def test_default_leaky_exports_and_the_interpreter_reproduces_snntorch(models, factory, tmp_path):
+    c = compile_for(models, factory)
+    t = c.report["target"]
+    assert c.report["equivalent"] and t["exact"], t
+    assert {"Threshold", "LI" if factory != "dense_if" else "I"} <= set(t["nodes"])
+    assert any(composed.LEAKY_NOTE in n for n in t["notes"])
+    # independently of the checker: the written file, run by the interpreter, against snnTorch itself
+    from spikec.targets.nir.export import export_graph
+    path = tmp_path / "model.nir"
+    nir.write(path, export_graph(c.graph).graph)
+    x, spikes = snntorch_run(models, factory)
+    got = interpreter.run(path, x, dt=1e-4, scheme="snntorch").values["output"]
+    assert spikes.any() and not spikes.all()
+    np.testing.assert_array_equal(got, spikes)
+
+
+def test_default_leaky_membrane_is_the_li_output(models):
+    c = compile_for(models, "dense_mem")
+    assert c.report["equivalent"] and c.report["target"]["exact"]
+    assert c.report["target"]["nearest_variant"]["measured"] is False   # no NIR LIF outputs a membrane
+
+
+@pytest.mark.parametrize("factory,why", [("mixed_if", "beta = 1 on some channels"),
+                                         ("no_delay", "reset_delay=False and a subtract reset")])
+def test_other_leaky_variants_stay_refused(models, factory, why):
+    with pytest.raises(UnsupportedOp) as e:
+        compile_for(models, factory)
+    assert why in e.value.what and "lif_snntorch" in e.value.where
+
+
+def test_every_consumer_fails_on_the_composition_and_says_so(models, tmp_path):
+    """Each installed consumer's own result on the composed file (a consumer that learns Threshold shows up)."""
+    from spikec.targets.nir.export import export_graph
+    c = compile_for(models, "dense")
+    cons = c.report["target"]["consumers"]
+    assert set(cons) == set(consumers.CONSUMERS) == {"snntorch", "norse", "sinabs"}
+    for name, verdict in cons.items():
+        if consumers.available(name) is None:
+            assert verdict["ran"] is False and "'lif' (Threshold)" in verdict["reason"], (name, verdict)
+    path = tmp_path / "model.nir"
+    nir.write(path, export_graph(c.graph).graph)
+    x = torch.rand(10)
+    with consumers._quiet():
+        with pytest.raises(ValueError, match="Unknown node type .*Threshold"):   # snnTorch: no mapping
+            consumers._import("snntorch", path, 1e-4)
+        with pytest.raises(KeyError, match="lif"):      # Norse: drops Threshold, then misses it in the graph
+            consumers._import("norse", path, 1e-4)(x, None)
+        if consumers.available("sinabs") is None:       # Sinabs: LI must have r = 1, and no Threshold
+            with pytest.raises(ValueError, match="`r` must be 1"):
+                consumers._import("sinabs", path, 1e-4)
+    g = nir.read(path)
+    for li, th, fb in composed.composed_neurons(g):   # even with r = 1, Sinabs has no Threshold module
+        g.nodes[li] = nir.LI(tau=g.nodes[li].tau, r=np.ones_like(g.nodes[li].r), v_leak=g.nodes[li].v_leak)
+    if consumers.available("sinabs") is None:   # ... it drops the Threshold silently: no spikes come out
+        with consumers._quiet(), torch.no_grad():
+            m = consumers._sinabs_module(g)
+            assert "lif" not in dict(m.net.named_children())
+            try:
+                y = torch.stack([m(x * 3, None)[0] for _ in range(4)])
+            except RuntimeError as e:   # nirtorch wires the graph around the missing node, shapes permitting
+                assert "cannot be multiplied" in str(e)
+            else:
+                assert not torch.isin(y, torch.tensor([0.0, 1.0])).all()
+
+
+def test_nearest_variant_is_measured_and_is_what_a_consumer_runs(models, tmp_path):
+    c = compile_for(models, "conv")
+    v = c.report["target"]["nearest_variant"]
+    assert v["measured"] and v["spikes_compared"] > 0
+    assert v["summary"].startswith("zero reset: ") and "% of spikes differ" in v["summary"]
+    assert 0 < v["spike_mismatches"] < v["spikes_compared"]
+    # the variant is a plain LIF graph snnTorch imports: run it there, its spikes are the interpreter's
+    from spikec.targets.nir.export import export_graph
+    g = export_graph(c.graph).graph
+    variant = composed.nearest(g, 1e-4)
+    assert not any(type(n).__name__ in ("LI", "Threshold") for n in variant.nodes.values())
+    path = tmp_path / "variant.nir"
+    nir.write(path, variant)
+    x = np.load(models / "conv.npz")["input"]
+    ours = interpreter.run(path, x, dt=1e-4, scheme="snntorch").values["output"]
+    theirs, _ = consumers.run_consumer("snntorch", path, x, 1e-4, ours.shape[2:])
+    assert (ours != theirs).mean() < 1e-3   # float32 in snnTorch; the interpreter is float64
+    ref = c.io["output"] if "output" in c.io else None
+    if ref is not None:
+        assert int((ours != ref).sum()) == v["spike_mismatches"]
+
+
+def test_sinabs_limits_name_its_neurons():
+    lif = nir.LIF(tau=np.full(3, 2.0), r=np.ones(3), v_leak=np.zeros(3), v_threshold=np.ones(3), v_reset=np.zeros(3))
+    g = nir.NIRGraph(nodes={"input": nir.Input(np.array([3])), "lif": lif, "if": nir.IF(r=np.ones(3),
+                     v_threshold=np.ones(3)), "lin": nir.Linear(weight=np.eye(3)), "output": nir.Output(np.array([3]))},
+                     edges=[("input", "lin"), ("lin", "lif"), ("lif", "if"), ("if", "output")])
+    found = consumers.limits(g, 1e-4)["sinabs"]
+    assert any("'lin' (Linear): sinabs.from_nir has no mapping" in f for f in found)
+    assert any("'lif' (LIF)" in f and "exp(-1/tau)" in f for f in found)
+    assert any("'if' (IF)" in f and "MultiSpike" in f and "min_v_mem" in f for f in found)
