@@ -43,3 +43,17 @@ def test_no_step_table_is_unbounded():
     assert max_steps(graph) is None
     model, _ = export_step(graph)
     assert {p.key: p.value for p in model.metadata_props}["spikec.max_steps"] == "unbounded"
+
+
+def test_an_unrolled_model_checked_on_inputs_of_another_length_is_refused_by_name():
+    from spikec.compiler.errors import BadInput
+    from spikec.compiler.interpreter import run
+    from spikec.targets.onnx import check_model_against, export
+    graph = build(TensorType((C,)), [("lif", "lif", ("x",), {"reset": "zero"},
+                                      {k: np.asarray(v, dtype=np.float64) for k, v in LIF_PER_CHANNEL.items()})])
+    x = dyadic(rng(5), (4, 2, C))
+    model = export(graph, 4)
+    assert check_model_against(model, graph, x, run(graph, x))["equivalent"]
+    longer = dyadic(rng(6), (5, 2, C))
+    with pytest.raises(BadInput, match="exported for T=4 steps; the inputs have T=5"):
+        check_model_against(model, graph, longer, run(graph, longer))
