@@ -16,6 +16,11 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[test]'
+	# Ray (optional extra: `spikec verify --ray`); it pulls no torch. Never fails the set-up.
+	# Every install that resolves dependencies comes before the --no-deps ones below: pip checks the whole
+	# environment after a resolving install, and would print a resolver ERROR for their undeclared-on-purpose
+	# dependencies (spikingjelly's matplotlib, ...). Keep new resolving installs above this line.
+	$(BIN)/pip install --quiet ray==2.60.0 || echo "ray not installed: spikec verify --ray is unavailable, its test skips"
 	$(BIN)/pip install --quiet --no-deps --ignore-requires-python lava-nc==0.10.0
 	# spikingjelly (optional frontend extra): its declared torchvision/torchaudio do not import
 	# beside torch 2.13; its neuron module needs only loguru.
@@ -32,8 +37,6 @@ $(STAMP): pyproject.toml Makefile
 	# its slayer needs torchvision,
 	# which does not import here: spikec stubs what netx does not use and says so in the report.
 	$(BIN)/pip install --quiet --no-deps --ignore-requires-python lava-dl==0.6.0
-	# Ray (optional extra: `spikec verify --ray`); it pulls no torch. Never fails the set-up.
-	$(BIN)/pip install --quiet ray==2.60.0 || echo "ray not installed: spikec verify --ray is unavailable, its test skips"
 	# Headless Chromium renders report.html in a test; installed where we can (root with apt), else that
 	# one test skips and says why. Never fails the set-up.
 	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
