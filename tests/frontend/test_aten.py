@@ -217,3 +217,20 @@ def test_the_table_holds_the_ops_the_issue_lists():
     for name in ("view", "permute", "cat", "slice.Tensor", "select.int", "sum.dim_IntList", "mean.dim", "convolution",
                  "avg_pool2d", "max_pool2d_with_indices", "_adaptive_avg_pool2d", "addmm", "bmm"):
         assert any(n == name or n.startswith(name.split(".")[0]) for n in names), name
+
+
+def test_a_repeated_call_is_captured_once(monkeypatch):
+    """A block repeated N times traces each distinct function call once (same target, arguments and shapes);
+    module calls are captured each time (their weights are constants of the graph)."""
+    import importlib
+    cap = importlib.import_module("spikec.frontend.aten.capture")
+    calls = []
+    real = cap.make_fx
+    monkeypatch.setattr(cap, "make_fx", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(cap, "_CACHE", {})
+    conv = nn.Conv1d(4, 4, 1)
+    graph = check(Fn(lambda x, m: merged(m)(torch.cat([x[..., :3], x[..., 3:]], 3).mean(-1, keepdim=True) +
+                                            torch.cat([x[..., :3], x[..., 3:]], 3).mean(-1, keepdim=True), m) +
+                     merged(m)(x.mean(-1, keepdim=True), m), conv), X4, onnx_run=False)
+    assert ops(graph).count("concat") == 2 and ops(graph).count("conv2d") == 2
+    assert len(calls) == 2 + 1 + 1 + 2  # the two slices, cat, mean (x's mean has the cat's shape: cached), 2 convs

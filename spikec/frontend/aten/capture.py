@@ -54,8 +54,7 @@ def capture_call(ctx, call, fn, args, kwargs, name, scope, dtype):
     def run(*tensors):
         return fn(*_fill(args, tensors), **_fill(kwargs, tensors))
     try:
-        with torch.no_grad():
-            gm = make_fx(run, decomposition_table=DECOMPOSITIONS)(*examples)
+        gm = _traced(call, run, (args, kwargs), examples)
     except SpikecError:
         raise
     except Exception as e:
@@ -108,6 +107,41 @@ def _example(ctx, call, v, sizes, dtype, inputs, examples, leaf=False):
         return v  # a tensor here is a parameter or buffer read in forward(): a constant of the call
     raise UnsupportedOp(f"{call.what} takes {type(v).__name__} {v!r}, which spikec cannot pass to torch",
                         where=where(call), remedy="pass tensors, numbers and shapes")
+
+
+_CACHE: dict = {}  # (target, arguments, example shapes) -> captured graph: a block repeated N times is traced once
+
+
+def _traced(call, run, arguments, examples):
+    """``make_fx`` of ``run`` on ``examples``; a function or method call (no module weights, no tensor constants)
+    is cached by its target, its Python arguments and the examples' shapes and dtypes."""
+    key = _key(arguments) if call.op != "call_module" else None
+    key = key and (call.op, call.target, key, tuple((tuple(e.shape), e.dtype) for e in examples))
+    if key in _CACHE:
+        return _CACHE[key]
+    with torch.no_grad():
+        gm = make_fx(run, decomposition_table=DECOMPOSITIONS)(*examples)
+    if key:
+        if len(_CACHE) >= 512:
+            _CACHE.clear()
+        _CACHE[key] = gm
+    return gm
+
+
+def _key(v):
+    """A hashable stand-in for a call's arguments; None when one cannot be keyed (a tensor constant, an object)."""
+    if isinstance(v, _Slot):
+        return ("slot", v.index)
+    if isinstance(v, (tuple, list)):
+        items = tuple(_key(x) for x in v)
+        return None if any(x is None for x in items) else (type(v).__name__, items)
+    if isinstance(v, dict):
+        return _key(tuple(sorted(v.items(), key=lambda kv: kv[0])))
+    if isinstance(v, slice):
+        return ("slice", v.start, v.stop, v.step)
+    if v is None or isinstance(v, (bool, int, float, str, torch.dtype, type(Ellipsis))):
+        return (type(v).__name__, v)
+    return None
 
 
 class _Slot:
