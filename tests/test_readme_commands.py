@@ -1,0 +1,92 @@
+"""README's commands run as written from a fresh clone.
+
+Every ``spikec ...`` line of README's code blocks (and every Python block) runs, in README's order, in a copy of
+the files git tracks or would track (nothing ignored, no earlier ``build/``), with the virtualenv's ``bin`` first
+on PATH, and exits 0. Their outputs are under ``build/``, which git ignores. README itself stays short and opens
+with the two commands a newcomer types. None of README's commands runs Lava (``make demo`` does, and is not run
+here): each compile is a few seconds of CPU.
+"""
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+SKIPPED = {".git", ".venv", "build", "__pycache__", ".pytest_cache", ".hypothesis"}
+TIMEOUT = 900  # seconds per command: a compile on a busy 2-core machine
+
+
+def blocks(text: str) -> list[tuple[str, str]]:
+    """``(language, body)`` of each fenced block, in order."""
+    return [(m.group(1), m.group(2)) for m in FENCE.finditer(text)]
+
+
+def commands(text: str) -> list[tuple[str, str]]:
+    """What README asks a reader to run, in order: ``("sh", line)`` for each ``spikec`` line of a plain block
+    (a trailing backslash joins the next line), ``("python", body)`` for each Python block."""
+    out = []
+    for lang, body in blocks(text):
+        if lang == "python":
+            out.append(("python", body))
+            continue
+        for line in body.replace("\\\n", " ").splitlines():
+            if line.strip().startswith("spikec "):
+                out.append(("sh", line.strip()))
+    return out
+
+
+def fresh_clone(dest: Path) -> Path:
+    """The files a clone would have (tracked, or untracked and not ignored), copied under ``dest``."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = ROOT / rel
+        if not src.is_file() or SKIPPED & set(Path(rel).parts):
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+    return dest
+
+
+COMMANDS = commands(README.read_text())
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    return fresh_clone(tmp_path_factory.mktemp("clone"))
+
+
+@pytest.mark.parametrize("kind,command", COMMANDS, ids=[f"{i}-{c[:60]}" for i, (_, c) in enumerate(COMMANDS)])
+def test_readme_command_runs_as_written(clone, kind, command):
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    argv = [sys.executable, "-c", command] if kind == "python" else shlex.split(command)
+    done = subprocess.run(argv, cwd=clone, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, f"{command}\nexit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+def test_readme_opens_with_the_two_commands_and_stays_short():
+    text = README.read_text()
+    assert text.splitlines()[:4] == ["```", "make demo", "make test", "```"]
+    assert len(text.splitlines()) <= 170
+
+
+def test_every_output_is_under_build_which_git_ignores():
+    outs = [shlex.split(c)[shlex.split(c).index("-o") + 1] for k, c in COMMANDS if k == "sh" and " -o " in c]
+    saved = re.findall(r"save\(\"([^\"]+)\"\)", README.read_text())
+    assert outs and saved and all(p.startswith("build/") for p in outs + saved)
+    ignored = subprocess.run(["git", "check-ignore", "-q", "build/anything"], cwd=ROOT)
+    assert ignored.returncode == 0
+
+
+def test_commands_are_found_in_every_form():
+    text = ("```\nspikec compile a.py:f \\\n  -o build/x\nmake demo\n```\n```python\nprint(1)\n```\n"
+            "```\n  spikec verify build/x\n```\n")
+    assert commands(text) == [("sh", "spikec compile a.py:f    -o build/x"), ("python", "print(1)\n"),
+                              ("sh", "spikec verify build/x")]
