@@ -263,26 +263,29 @@ def _edge_svg(pts, bezier: bool) -> str:
     return '<polyline class="edge" points="' + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts) + '"/>'
 
 
-def _node_svg(node, x: float, y: float, syn: str | None, marks: set) -> str:
+def _node_svg(node, x: float, y: float, syn: str | None, marks: set, source: str | None = None) -> str:
     kind = node.type.kind
-    classes = " ".join(["node", f"kind-{kind}"] + ([f"syn-{syn}"] if syn else []) + sorted(marks))
+    classes = " ".join(["node", f"kind-{kind}"] + ([f"syn-{syn}"] if syn else []) + sorted(marks)
+                       + (["renamed"] if source else []))
     tip = [node.name, f"op {node.op}", node.type.describe()] + ([f"scope {node.scope}"] if node.scope else []) \
-        + ([f"synapse {syn}"] if syn else []) + sorted(marks)
+        + ([f"synapse {syn}"] if syn else []) + ([f"from {source}"] if source else []) + sorted(marks)
+    label = f"{node.name} \u2190 {source}" if source else node.name
     badge = (f'<text class="badge" x="{NODE_W - 6}" y="14" text-anchor="end">{esc(syn)}</text>' if syn else "")
     return (f'<g class="{esc(classes)}" data-node="{esc(node.name)}" data-op="{esc(node.op)}" '
             f'transform="translate({x:.1f},{y:.1f})"><title>{esc(chr(10).join(tip))}</title>'
             f'<rect width="{NODE_W}" height="{NODE_H}" rx="6"/>'
-            f'<text class="label" x="7" y="16">{esc(cap(node.name, LABEL_CHARS - (5 if syn else 0)))}</text>'
+            f'<text class="label" x="7" y="16">{esc(cap(label, LABEL_CHARS - (5 if syn else 0)))}</text>'
             f'<text class="sub" x="7" y="32">{esc(cap(node.op + " " + node.type.describe(), LABEL_CHARS + 4))}'
             f'</text>{badge}</g>')
 
 
 def graph_svg(graph: Graph, *, svg_id: str, synaptic: dict | None = None, host=(), marks: dict | None = None,
-              title: str = "") -> tuple[str, Layout]:
+              title: str = "", sources: dict | None = None) -> tuple[str, Layout]:
     """``graph`` drawn as one ``<svg>`` (returned with its layout): a ``<g class="node">`` per node (in graph order), edges, host boxes.
 
     ``synaptic``: node name -> "AC"/"MAC" (default: computed from the graph's types); ``host``: node names on a
-    host partition; ``marks``: node name -> extra CSS classes (``new``, ``changed``, ``removed``)."""
+    host partition; ``marks``: node name -> extra CSS classes (``new``, ``changed``, ``removed``); ``sources``: node
+    name -> the source nodes a renamed or merged node came from (shown after its name and in its tooltip)."""
     lay = layout(graph)
     synaptic = synaptic if synaptic is not None else {n.name: synaptic_kind(graph, n) for n in graph.nodes}
     marks = marks or {}
@@ -297,6 +300,8 @@ def graph_svg(graph: Graph, *, svg_id: str, synaptic: dict | None = None, host=(
     parts.append(f'<g class="edges" marker-end="url(#{arrow})">')
     parts += [_edge_svg(pts, bez) for _, _, pts, bez in lay.edges]
     parts.append('</g><g class="nodes">')
-    parts += [_node_svg(n, *lay.boxes[n.name], synaptic.get(n.name), set(marks.get(n.name, ()))) for n in graph.nodes]
+    sources = sources or {}
+    parts += [_node_svg(n, *lay.boxes[n.name], synaptic.get(n.name), set(marks.get(n.name, ())), sources.get(n.name))
+              for n in graph.nodes]
     parts.append("</g></svg>")
     return "".join(parts), lay

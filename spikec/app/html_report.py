@@ -9,7 +9,10 @@ compiling it (``spikec inspect MODEL --html OUT.html``). Every string from the r
 import json
 from pathlib import Path
 
+import numpy as np
+
 from spikec.app.html_graph import cap, esc, graph_svg
+from spikec.app.html_raster import activity_figures
 from spikec.app.summary import target_text
 from spikec.compiler.cost import partition_report
 from spikec.compiler.errors import BadInput
@@ -48,6 +51,14 @@ svg.graph .arrowhead{fill:#98a2b3}svg.graph .host-partition rect{fill:#fff4e5;st
 stroke-dasharray:5 4;stroke-width:1.5}svg.graph .host-partition text{fill:#c4320a;font-size:10px}
 svg.bars text{font:11px system-ui,sans-serif;fill:#1d2330}svg.bars rect.bar{fill:#4f7cc2}
 svg.bars rect.track{fill:#eef1f5}
+svg.raster,svg.trace{font:11px system-ui,sans-serif;display:block;margin:4px 0}svg.raster rect.frame{fill:#fcfcfd;
+stroke:#dde1e7}svg.raster rect.spike{fill:#1d2330}svg.raster rect.nearest{fill:#c4320a}svg.raster text,
+svg.trace text{fill:#667085}svg.trace polyline.membrane{fill:none;stroke:#4f7cc2;stroke-width:1.6}
+svg.trace line.threshold{stroke:#c4320a;stroke-dasharray:5 4}svg.trace line.fired{stroke:#1d2330;stroke-width:2}
+figure.layer-activity{margin:10px 0 18px}.badges{display:flex;flex-wrap:wrap;gap:6px}.badge{display:inline-block;
+padding:1px 9px;border-radius:10px;font-size:12px;font-weight:600;background:#eef1f5}.badge.ok{background:#d8f5e3}
+.badge.bad{background:#fde2e0}.badge.refused{background:#fff0d6;color:#8a4b00}.reason{white-space:pre-wrap;
+font-size:12px;margin:4px 0}
 """
 
 
@@ -141,13 +152,43 @@ def graphs_section(report: dict, before: Graph | None, after: Graph) -> str:
     marks = {n.name: {"new"} for n in after.nodes if before is not None and n.name not in before}
     marks.update({n.name: {"changed"} for n in after.nodes if n.name in changed and n.name not in marks})
     synaptic = {n.name: layers.get(n.name) for n in after.nodes} if layers else None
+    renamed = renamed_nodes(report, before, after)
     svg, lay = graph_svg(after, svg_id="graph-after-svg", synaptic=synaptic, host=host, marks=marks,
-                         title="the deployed graph, after the passes")
+                         title="the deployed graph, after the passes",
+                         sources={r[0]: " + ".join(s for s, _ in r[2] if s != r[0]) for r in renamed})
     figures.append(_figure(svg, f"{'After the passes (deployed)' if before is not None else 'Graph'}: "
                                 f"{len(after.nodes)} nodes", lay))
     missing = "" if before is not None else \
         '<p class="muted">The graph before the passes was not given: only the deployed graph is drawn.</p>'
-    return _section("graphs", "IR graph", _legend(), missing, f'<div class="graphs">{"".join(figures)}</div>')
+    rows = [[name, op, ", ".join(f"{s} ({o})" if o else s for s, o in srcs), ", ".join(passes) or "\u2013"]
+            for name, op, srcs, passes in renamed]
+    names = ("<h3>Renamed and merged nodes</h3><p class=\"muted\">A pass that merges nodes keeps one name (fold_batchnorm "
+             "folds a BatchNorm into the conv before it and keeps the BatchNorm's name): each deployed node below with "
+             "the source nodes it came from.</p>" + table("renamed-table", ["deployed node", "op", "from (before the "
+                                                                            "passes)", "pass"], rows,
+                                                          "no node was renamed or merged"))
+    return _section("graphs", "IR graph", _legend(), missing, f'<div class="graphs">{"".join(figures)}</div>', names)
+
+
+def renamed_nodes(report: dict, before: Graph | None, after: Graph) -> list[tuple]:
+    """``(name, op, [(source node, its op)], [passes])`` for each deployed node whose source module (its scope)
+    is another node's name and whose own name held another op before the passes (or did not exist)."""
+    changed: dict[str, list[str]] = {}
+    for p in report.get("passes") or []:
+        for name in p.get("nodes_changed") or []:
+            changed.setdefault(name, []).append(str(p.get("name")))
+    old = {n.name: n.op for n in before.nodes} if before is not None else {}
+    rows = []
+    for n in after.nodes:
+        if n.op == "input" or not n.scope or n.scope == n.name or (before is not None and old.get(n.name) == n.op):
+            continue
+        if before is None and n.name not in changed:
+            continue  # without the graph before, only a node a pass reports changed is known to be renamed
+        srcs = [(s, old.get(s, "")) for s in dict.fromkeys((n.scope, n.name)) if before is None or s in old]
+        if srcs:
+            passes = list(dict.fromkeys(p for s in (n.scope, n.name) for p in changed.get(s, ())))
+            rows.append((n.name, n.op, srcs, passes))
+    return rows
 
 
 def passes_section(report: dict) -> str:
@@ -202,8 +243,19 @@ def _targets(report: dict) -> dict:
     return {one.get("name", "target"): one} if isinstance(one, dict) else {}
 
 
-def activity_section(report: dict) -> str:
-    """Per-layer firing rates, and each target's float-vs-fixed agreement, as bar plots."""
+def _rasters(graph: Graph | None, inputs) -> list[str]:
+    """The raster and nearest-neuron trace of every neuron layer, or why they are not drawn."""
+    head = "<h3>Spike raster and membrane per neuron layer (the first sample of the verification inputs)</h3>"
+    if graph is None or inputs is None:
+        return [head, '<p class="muted" id="rasters">not drawn: the verification inputs were not given</p>']
+    try:
+        return [head, activity_figures(graph, inputs)]
+    except Exception as e:  # the page must still be written; the reason is shown, not hidden
+        return [head, f'<p class="bad" id="rasters">not drawn: {esc(type(e).__name__)}: {esc(e)}</p>']
+
+
+def activity_section(report: dict, graph: Graph | None = None, inputs=None) -> str:
+    """Per-layer firing rates and each target's float-vs-fixed agreement as bar plots; the rasters and traces."""
     body = ["<h3>Firing rate per neuron layer (spikes per neuron per step)</h3>",
             bar_chart("firing-rates-chart", _rates(report), vmax=max([1.0] + [v for _, v in _rates(report)
                                                                             if v is not None]),
@@ -219,7 +271,7 @@ def activity_section(report: dict) -> str:
         body += [f"<h3>{esc(name)}: float vs fixed-point agreement (approximate, measured)</h3>",
                  f'<p class="muted">{esc(ffx.get("meaning", ""))}</p>',
                  bar_chart(f"float-vs-fixed-{name}-chart", rows, vmax=100.0, unit="%")]
-    return _section("activity", "Activity", *body)
+    return _section("activity", "Activity", *body, *_rasters(graph, inputs))
 
 
 def params_section(report: dict) -> str:
@@ -271,14 +323,55 @@ def _verdict(t: dict) -> tuple:
     return _ok(all(flags) if flags else None, "pass", "FAIL")
 
 
+def _badge(text: str, cls: str) -> str:
+    return f'<span class="badge {cls}">{esc(text)}</span>'
+
+
+def _target_badges(t: dict) -> str:
+    """A target's verdicts as badges, then every reason it gives (a refusal's, a failure's, a consumer's) in full."""
+    if not isinstance(t, dict):
+        return f'<pre class="reason">{esc(t)}</pre>'
+    badges, reasons = [], []
+    if t.get("refused") or t.get("internal") or t.get("emitted") is False:
+        badges.append(_badge("internal failure" if t.get("internal") else "refused" if t.get("refused")
+                             else "not emitted", "bad" if t.get("internal") else "refused"))
+    for k in VERDICT_KEYS:
+        if isinstance(t.get(k), bool):
+            badges.append(_badge(f"{k} {'yes' if t[k] else 'no'}", "ok" if t[k] else "bad"))
+    if isinstance(t.get("bit_exact_vs_source"), bool):  # false for a calibrated model: measured, not a failure
+        badges.append(_badge("bit-exact vs source" if t["bit_exact_vs_source"] else
+                             "vs source: approximate (calibrated; agreement measured)", "ok" if t["bit_exact_vs_source"]
+                             else ""))
+    q = t.get("quantization_checks")
+    if isinstance(q, dict) and isinstance(q.get("ok"), bool):
+        badges.append(_badge(f"quantization checks {'pass' if q['ok'] else 'FAIL'}", "ok" if q["ok"] else "bad"))
+    for name, c in (t.get("consumers") or {}).items():
+        if not isinstance(c, dict):
+            continue
+        ran = c.get("ran")
+        badges.append(_badge(f"{name}: " + (f"spike_exact {'yes' if c.get('spike_exact') else 'no'}" if ran
+                                            else "not run"), "ok" if ran and c.get("spike_exact") else
+                             "bad" if ran else "refused"))
+        if not ran and c.get("reason"):
+            reasons.append(f"{name}: {c['reason']}")
+    streaming = t.get("streaming")
+    if isinstance(streaming, dict) and streaming.get("refused"):
+        reasons.append(f"streaming model: {streaming['refused']}")
+    for key in ("reason", "error", "remedy"):
+        if t.get(key) and str(t[key]) not in "\n".join(reasons):
+            reasons.append(f"{key}: {t[key]}" if key != "reason" else str(t[key]))
+    summary = t.get("summary") if isinstance(t.get("summary"), str) else target_text(t)
+    return (f'<div class="badges">{"".join(badges)}</div>'
+            + "".join(f'<p class="reason">{esc(r)}</p>' for r in reasons)
+            + f'<details><summary class="muted">terminal summary</summary><pre>{esc(_dedent(summary))}</pre></details>')
+
+
 def targets_section(report: dict) -> str:
-    rows = [[name, _verdict(t), ("html", f"<td><pre>{esc(_dedent(target_text(t) if isinstance(t, dict) else t))}"
-                                         "</pre></td>")]
-            for name, t in _targets(report).items()]
+    rows = [[name, _verdict(t), ("html", f"<td>{_target_badges(t)}</td>")] for name, t in _targets(report).items()]
     rows += [[f"coding {name}", _verdict(report[name]), ("html", f"<td><pre>{esc(_coding_text(report[name]))}"
                                                                  f"</pre></td>")]
              for name in CODINGS if isinstance(report.get(name), dict)]
-    return _section("targets", "Targets", table("targets-table", ["target", "verdict", "summary"], rows,
+    return _section("targets", "Targets", table("targets-table", ["target", "verdict", "checks and reasons"], rows,
                                                 "no target (--target none)"))
 
 
@@ -341,21 +434,33 @@ def page(title: str, verdict: bool | None, sections) -> str:
             f"<main>{''.join(sections)}</main></body></html>\n")
 
 
-def render_report(report: dict, before: Graph | None, after: Graph) -> str:
-    """The page of a compile (``write_html`` writes it)."""
+def render_report(report: dict, before: Graph | None, after: Graph, inputs=None) -> str:
+    """The page of a compile (``write_html`` writes it); ``inputs`` ``[T, B, ...]`` for the rasters."""
     sections = [summary_section(report), graphs_section(report, before, after), passes_section(report),
-                layers_section(report), activity_section(report), params_section(report), cost_section(report),
+                layers_section(report), activity_section(report, after, inputs), params_section(report),
+                cost_section(report),
                 targets_section(report), warnings_section(report)]
     return page(f"spikec report: {report.get('model') or after.meta.get('source') or 'model'}",
                 report.get("equivalent") if isinstance(report.get("equivalent"), bool) else None, sections)
 
 
-def write_html(report: dict, before: Graph | None, after: Graph, path) -> Path:
+def write_html(report: dict, before: Graph | None, after: Graph, path, inputs=None) -> Path:
     """Write ``report.html`` for a compile: ``report`` as in report.json, ``before`` the traced graph (None if not
-    kept), ``after`` the deployed graph. Returns the path written."""
+    kept), ``after`` the deployed graph; ``inputs`` the verification inputs, by default the ``input`` of the
+    ``io.npz`` beside ``path`` (the OUTDIR's, written before the page). Returns the path written."""
     path = Path(path)
-    path.write_text(render_report(report, before, after), encoding="utf-8")
+    inputs = recorded_inputs(path.parent) if inputs is None else inputs
+    path.write_text(render_report(report, before, after, inputs), encoding="utf-8")
     return path
+
+
+def recorded_inputs(directory):
+    """The ``input`` of ``directory/io.npz`` (a regular file), or None."""
+    io_path = Path(directory) / "io.npz"
+    if not io_path.is_file() or io_path.is_symlink():
+        return None
+    with np.load(io_path, allow_pickle=False) as io:
+        return io["input"] if "input" in io.files else None
 
 
 def render_inspect(graph: Graph, title: str | None = None) -> str:
@@ -389,7 +494,7 @@ def write_outdir_html(outdir, path=None) -> Path:
     passes is not stored there: only the deployed graph is drawn). Written to ``path`` or ``OUTDIR/report.html``."""
     outdir = Path(outdir)
     report = json.loads((outdir / "report.json").read_text())
-    return write_html(report, None, load_graph(outdir), path or outdir / "report.html")
+    return write_html(report, None, load_graph(outdir), path or outdir / "report.html", recorded_inputs(outdir))
 
 
 __all__ = ["write_html", "inspect_html", "write_outdir_html", "render_report", "render_inspect", "bar_chart", "table"]

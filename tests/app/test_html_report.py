@@ -15,6 +15,7 @@ import pytest
 
 from spikec.app import html_graph
 from spikec.app.html_graph import NODE_H, NODE_W, dot_source, layered_layout, layout, parse_plain
+from spikec.app.html_raster import MAX_ROWS, neuron_activity
 from spikec.app.html_report import inspect_html, render_report, write_html, write_outdir_html
 from spikec.compiler.builder import GraphBuilder
 from spikec.compiler.cost import cost_report, partition_report
@@ -118,7 +119,7 @@ def page(tmp_path):
     before.add("bn", "batchnorm", ["conv"], {"eps": 1e-5}, {"mean": np.zeros(3), "var": np.ones(3),
                                                             "gamma": np.ones(3), "beta": np.zeros(3)})
     before_graph = before.graph("bn")
-    path = write_html(_report(g, x), before_graph, g, tmp_path / "report.html")
+    path = write_html(_report(g, x), before_graph, g, tmp_path / "report.html", inputs=x)
     return path, before_graph, g
 
 
@@ -295,7 +296,7 @@ def test_headless_chromium_renders_the_graphs_and_tables(page, tmp_path):
     assert dom.nodes_in("graph-after-svg") == [n.name for n in after.nodes]
     assert set(TABLES) <= dom.ids()
     # what the browser laid out: a copy with a measuring script (the page itself has none, and forbids them)
-    ids = ["graph-before-svg", "graph-after-svg", *TABLES, "firing-rates-chart"]
+    ids = ["graph-before-svg", "graph-after-svg", *TABLES, "firing-rates-chart", "raster-0", "trace-0"]
     text = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", path.read_text())
     probe = path.with_name("probe.html")
     probe.write_text(text.replace("</body>", PROBE % json.dumps(ids) + "</body>"))
@@ -367,6 +368,13 @@ def test_every_outdir_has_its_report_page_and_the_report_its_activity(tmp_path):
     assert page.count("<svg") >= 2 and 'name="generator" content="spikec"' in page  # before and after the passes
     assert report["firing_rates"] and "Effective_ACs" in report["neurobench"]
     assert "report.html" in res.output
+    p = Page(page)   # a raster and a trace per neuron layer, from the OUTDIR's io.npz
+    neurons = [l["name"] for l in report["layers"] if l["op"] == "lif"]
+    figures = [a["data-node"] for tag, a, _ in p.elements if tag == "figure" and "data-node" in a]
+    assert neurons and figures == neurons
+    assert {f"raster-{k}" for k in range(len(neurons))} | {f"trace-{k}" for k in range(len(neurons))} <= p.ids()
+    renamed = [t for tag, cls, t in p.texts if tag == "td"]
+    assert "conv1.1" in renamed and "conv1.0 (conv2d), conv1.1 (batchnorm)" in renamed  # fold_batchnorm: the BN's name
 
 
 def test_inspect_draws_a_page_and_never_overwrites_a_users_file(tmp_path):
@@ -379,3 +387,85 @@ def test_inspect_draws_a_page_and_never_overwrites_a_users_file(tmp_path):
     res = cli("inspect", spec, "--html", tmp_path / "mine.html")
     assert res.exit_code == 2 and "not a page spikec wrote" in res.output
     assert (tmp_path / "mine.html").read_text() == "my notes"
+
+
+# -- rasters, membrane traces, target badges, renamed nodes ----------------------------------------------
+def _lif_membrane(x: np.ndarray, p: dict) -> np.ndarray:
+    """The pre-reset membrane of ``lif`` (subtract reset), computed here step by step: ``[T, N]``."""
+    u_all, h = [], np.zeros(x.shape[1:])
+    for t in range(x.shape[0]):
+        u = p["beta"] * h + p["alpha"] * x[t] + p["bias"]
+        s = (u - p["threshold"] >= 0).astype(float)
+        h = u - p["threshold"] * s
+        u_all.append(u)
+    return np.array(u_all)
+
+
+def test_the_raster_and_the_nearest_neurons_membrane_are_the_runs(tmp_path):
+    g = _graph()
+    x = (np.random.default_rng(3).random((6, 3, 2, 4, 4)) < 0.5).astype(np.float64)
+    (a,) = neuron_activity(g, x)
+    trace = run(g, x[:, :1])
+    spikes = trace.values["lif"].reshape(6, -1)
+    u = _lif_membrane(trace.values["conv"].reshape(6, -1), LIF)
+    nearest = int(np.argmin(np.abs(u - LIF["threshold"]).min(axis=0)))
+    assert a.node == "lif" and a.neurons == spikes.shape[1] and a.nearest == nearest and a.membrane
+    assert np.allclose(a.trace, u[:, nearest], rtol=0, atol=1e-12)
+    assert np.array_equal(a.fired, spikes[:, nearest] > 0) and a.threshold == LIF["threshold"]
+    assert np.array_equal(a.spikes, spikes[:, a.first:a.first + MAX_ROWS]) and a.total_spikes == spikes.sum()
+    assert a.first <= nearest < a.first + a.spikes.shape[1]
+    p = Page(write_html(_report(g, x), None, g, tmp_path / "report.html", inputs=x).read_text())
+    raster = next(at for tag, at, _ in p.elements if tag == "svg" and at.get("id") == "raster-0")
+    assert int(raster["data-spikes"]) == np.count_nonzero(a.spikes)
+    marks = [at for tag, at, up in p.elements if tag == "rect" and at.get("class") == "spike" and "raster-0" in up]
+    assert len(marks) == np.count_nonzero(a.spikes)
+    line = next(at for tag, at, _ in p.elements if tag == "polyline" and at.get("class") == "membrane")
+    assert len(line["points"].split()) == 6
+
+
+def test_without_inputs_the_page_says_the_rasters_are_not_drawn(tmp_path):
+    g = _graph()
+    x = (np.random.default_rng(1).random((3, 2, 2, 4, 4)) < 0.5).astype(np.float64)
+    text = write_html(_report(g, x), None, g, tmp_path / "report.html").read_text()
+    assert "not drawn: the verification inputs were not given" in text and 'class="raster"' not in text
+    wrong = np.zeros((3, 1, 5))   # inputs of another shape: the reason is shown, the page still written
+    text = write_html(_report(g, x), None, g, tmp_path / "report.html", inputs=wrong).read_text()
+    assert "not drawn: BadInput" in text
+
+
+def test_a_refused_target_shows_its_reason_and_remedy_in_full(tmp_path):
+    g = _graph()
+    x = (np.random.default_rng(1).random((3, 2, 2, 4, 4)) < 0.5).astype(np.float64)
+    report = _report(g, x)
+    reason = ("node 'lif' (lif_snntorch): snnTorch's Leaky with a subtract reset has no NIR neuron; " * 4
+              + "\n  remedy: use reset_mechanism='zero' or keep this model on another target")
+    consumer = "node 'n1' (Threshold): import_from_nir has no mapping for it (raises); " * 3
+    report["targets"] = {"lava": report["target"],
+                         "nir": {"name": "nir", "emitted": False, "refused": True, "reason": reason},
+                         "onnx": {"name": "onnx", "spike_exact": True,
+                                  "consumers": {"snntorch": {"ran": False, "reason": consumer}}}}
+    p = Page(write_html(report, None, g, tmp_path / "report.html").read_text())
+    reasons = [t for tag, cls, t in p.texts if tag == "p" and cls == "reason"]
+    assert reason in reasons and f"snntorch: {consumer}" in reasons
+    badges = [(cls, t) for tag, cls, t in p.texts if tag == "span" and cls and cls.startswith("badge")]
+    assert ("badge refused", "refused") in badges and ("badge ok", "bit_exact yes") in badges
+    assert ("badge ok", "spike_exact yes") in badges and ("badge refused", "snntorch: not run") in badges
+
+
+def test_a_renamed_node_is_shown_with_its_source_names(tmp_path):
+    before = GraphBuilder((2, 4, 4), input_name="x")
+    before.add("conv1.0", "conv2d", ["x"], {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1},
+               {"weight": np.ones((3, 2, 3, 3))}, scope="conv1.0")
+    before.add("conv1.1", "batchnorm", ["conv1.0"], {"eps": 1e-5}, {"mean": np.zeros(3), "var": np.ones(3),
+                                                                     "gamma": np.ones(3), "beta": np.zeros(3)},
+               scope="conv1.1")
+    after = GraphBuilder((2, 4, 4), input_name="x")
+    after.add("conv1.1", "conv2d", ["x"], {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1},
+              {"weight": np.ones((3, 2, 3, 3))}, scope="conv1.0")
+    report = {"passes": [{"name": "fold_batchnorm", "nodes_changed": ["conv1.0", "conv1.1"]}]}
+    p = Page(write_html(report, before.graph("conv1.1"), after.graph("conv1.1"), tmp_path / "r.html").read_text())
+    rows = [t for tag, cls, t in p.texts if tag == "td"]
+    assert rows[rows.index("conv1.1"):][:4] == ["conv1.1", "conv2d", "conv1.0 (conv2d), conv1.1 (batchnorm)",
+                                                "fold_batchnorm"]
+    labels = [t for tag, cls, t in p.texts if tag == "text" and cls == "label"]
+    assert "conv1.1 \u2190 conv1.0" in labels
