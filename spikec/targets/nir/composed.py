@@ -5,19 +5,28 @@ kernel (``spikec.frontend.snntorch_neurons``)::
 
     r = [mem_prev > θ];   mem = (beta * mem_prev + x) - r * θ;   spk = [mem > θ]   (mem is what it returns)
 
-``r`` is the previous step's spike, so the reset is a cycle: ``LI`` (state ``mem``, ``1 - dt/tau == beta``,
-``r dt/tau == 1``: the output is the state itself) -> ``Threshold(θ)`` -> a per-neuron ``-θ`` (diagonal ``Affine``
-or depthwise 1x1 ``Conv2d``) -> back into the ``LI``, read one step late. ``θ`` itself (not ``nextafter``):
-``mem - θ > 0`` is ``mem > θ`` for every float. A 0-dim ``θ`` is subtracted as a float32 product (snnTorch's
-spike tensor is float32), so the feedback weight is ``-float32(θ)``. One rounding differs: NIR sums a node's
-inputs first, so the LI computes ``beta * mem + (x - θ)`` where snnTorch computes ``(beta * mem + x) - θ``, on
-the steps after a spike; the checker compares every spike and membrane on the user's inputs.
-``beta = 1`` uses ``I`` (``dt r == 1``).
+``r`` is the previous step's spike, so the reset is a cycle, read one step late. Two compositions:
 
-No consumer reads the composition (``consumers.limits``): snnTorch's ``import_from_nir`` and Norse's ``from_nir``
-read neither ``LI`` nor ``Threshold``, Sinabs's reads ``LI`` but not ``Threshold``. ``nearest(graph)`` is the
-variant every consumer reads -- each composed neuron as a zero-reset ``LIF`` -- for the NIR target to measure on
-the user's inputs how many spikes it changes.
+* read as spikes, ``0 <= beta < 1``, ``θ >= 0`` (what the importers run): a ``CubaLIF`` whose current is the
+  Leaky's ``mem`` (``1 - dt/tau_syn == beta``, input gain ``w_in dt/tau_syn == 1``) and whose membrane, with
+  ``tau_mem = dt`` (``beta_mem = 0``), is that current each step: it fires on ``current > θ`` and its zero reset
+  is forgotten by the next step. ``-θ`` per neuron (diagonal ``Affine`` or depthwise 1x1 ``Conv2d``) and an
+  identity of the same kind close the loop back into the CubaLIF: three nodes, because snnTorch's importer turns a
+  two-node LIF/CubaLIF <-> Affine/Linear loop into a nested graph nirtorch cannot build (``consumers.NESTED``).
+  snnTorch's ``import_from_nir`` builds ``Synaptic(alpha=beta, beta=0)`` and Norse's ``from_nir`` its CubaLIF cell;
+  both run the file with nirtorch, which reads the loop one step late (0 at the first step: no bias here).
+* otherwise (the ``mem`` read, ``beta = 1``, a negative ``θ``): ``LI`` (state ``mem``, ``1 - dt/tau == beta``,
+  ``r dt/tau == 1``: the output is the state itself; ``I`` with ``dt r == 1`` for ``beta = 1``) ->
+  ``Threshold(θ)`` -> the ``-θ`` -> back into the ``LI``. No consumer reads it (``consumers.limits``): snnTorch's
+  and Norse's importers read neither ``LI``/``I`` nor ``Threshold``, Sinabs's reads ``LI`` but not ``Threshold``.
+  ``nearest(graph)`` is the variant they read -- each such neuron a zero-reset ``LIF`` -- for the NIR target to
+  measure on the user's inputs how many spikes it changes.
+
+``θ`` itself is the threshold (not ``nextafter``): ``mem - θ > 0`` is ``mem > θ`` for every float. A 0-dim ``θ`` is
+subtracted as a float32 product (snnTorch's spike tensor is float32), so the feedback is ``-float32(θ)``. One
+rounding differs from snnTorch: a NIR node sums its inputs first, so the state takes ``beta * mem + (x - θ)``
+where snnTorch computes ``(beta * mem + x) - θ``, on the steps after a spike; the checker compares every spike on
+the user's inputs, in spikec's interpreter and in each consumer.
 """
 import nir
 import numpy as np
@@ -25,6 +34,8 @@ import numpy as np
 from spikec.compiler.errors import UnsupportedOp
 from spikec.targets.nir import forms
 
+CUBA_NOTE = ("snnTorch Leaky (subtract reset, reset_delay=True) as CubaLIF (its current the Leaky's mem, "
+             "tau_mem = dt: the membrane is the current) + a -threshold feedback through an identity back into it")
 LEAKY_NOTE = "snnTorch Leaky (subtract reset, reset_delay=True) as LI + Threshold + a -threshold feedback cycle"
 
 
@@ -49,15 +60,44 @@ def _integrator(form, beta: np.ndarray) -> tuple[nir.NIRNode, bool]:
     return nir.LI(tau=tau, r=r, v_leak=np.zeros_like(beta)), ok and bool(found.all())
 
 
+def _key(node) -> tuple:
+    raw = tuple(sorted((k, np.asarray(v, dtype=np.float64).tobytes()) for k, v in node.params.items()))
+    return ("lif_snntorch", node.inputs, raw, node.attrs["reset"], node.attrs["reset_delay"])
+
+
+def _reset_cycle(ex, node, into: str, spikes: str, sub: np.ndarray, through: bool) -> None:
+    """``spikes`` -> a per-neuron ``-θ`` -> (an identity, when ``through``) -> ``into``: a cycle, read one step late."""
+    src = f"{node.name}.fb_src"
+    ex.sources[src] = [spikes]
+    last = ex.channel_affine(node, f"{node.name}.reset", (src,), -sub, 0.0, node.type.shape)
+    if through:
+        ex.sources[src] = [last]
+        last = ex.channel_affine(node, f"{node.name}.reset_pass", (src,), 1.0, 0.0, node.type.shape)
+    del ex.sources[src]
+    ex.edges.append((last, into))
+
+
 def snntorch_leaky(ex, node, refuse_reason: str, remedy: str):
-    """The ``lif_snntorch`` lowering: the default Leaky (spikes or mem) as the LI/I + Threshold cycle."""
+    """The ``lif_snntorch`` lowering: the default Leaky as the CubaLIF cycle (spikes, ``0 <= beta < 1``,
+    ``θ >= 0``, no mem read) that snnTorch and Norse run, else as the LI/I + Threshold cycle."""
     a = node.attrs
     if a["reset"] != "subtract" or not a["reset_delay"]:
         _refuse(node, refuse_reason, remedy)
     raw = {k: np.asarray(node.params[k], dtype=np.float64) for k in ("beta", "threshold")}
     beta, theta = (ex.per_neuron(node, raw[k]) for k in ("beta", "threshold"))
-    key = ("lif_snntorch", node.inputs, tuple(sorted((k, v.tobytes()) for k, v in raw.items())))
-    known = ex.neurons.setdefault(key, {})
+    sub_raw = np.float32(raw["threshold"]).astype(np.float64) if raw["threshold"].ndim == 0 else raw["threshold"]
+    sub = ex.per_neuron(node, sub_raw).reshape(node.type.shape[0], -1)[:, 0]
+    known = ex.neurons.setdefault(_key(node), {})
+    mem_read = any(n.op == "lif_snntorch" and _key(n) == _key(node) and n.attrs.get("read", "spikes") == "mem"
+                   for n in ex.graph.nodes)
+    if not known and not mem_read and ((beta >= 0) & (beta < 1)).all() and (theta >= 0).all():
+        ones, zeros = np.ones_like(beta), np.zeros_like(beta)
+        mem = {"beta": zeros, "alpha": ones, "bias": zeros, "theta": np.nextafter(theta, np.inf), "v_reset": zeros}
+        cuba, ok = forms.cuba(ex.form, {"beta": beta, "alpha": ones}, mem, True)
+        ex.exact_params &= ok
+        known["spikes"] = ex.add(node.name, cuba, node.inputs)
+        _reset_cycle(ex, node, known["spikes"], known["spikes"], sub, True)
+        ex.notes.append(f"{node.name}: {CUBA_NOTE} (read one step late)")
     if not known:
         state, ok = _integrator(ex.form, beta)
         if state is None:
@@ -67,13 +107,7 @@ def snntorch_leaky(ex, node, refuse_reason: str, remedy: str):
         spikes = ex.add(f"{node.name}.spikes" if a.get("read", "spikes") == "mem" else node.name,
                         nir.Threshold(threshold=theta.copy()))
         ex.edges.append((li, spikes))
-        sub = np.float32(raw["threshold"]).astype(np.float64) if raw["threshold"].ndim == 0 else raw["threshold"]
-        fb = -ex.per_neuron(node, sub).reshape(node.type.shape[0], -1)[:, 0]
-        src = f"{node.name}.fb_src"
-        ex.sources[src] = [spikes]
-        feedback = ex.channel_affine(node, f"{node.name}.reset", (src,), fb, 0.0, node.type.shape)
-        del ex.sources[src]
-        ex.edges.append((feedback, li))
+        _reset_cycle(ex, node, li, spikes, sub, False)
         ex.notes.append(f"{node.name}: {LEAKY_NOTE} (read one step late)")
         known["mem"], known["spikes"] = li, spikes
     ex.single(node, known[a.get("read", "spikes")])

@@ -88,24 +88,30 @@ def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
         if isinstance(node, nir.NIRGraph):
             for lst in (snn, nor):
                 lst.append(f"node {name!r}: a nested graph (recurrence) is not checked here")
-    feedbacks, others = {}, []   # a neuron's dense recurrence (by its dense node, once per loop); any other cycle
-    for s, d in graph.edges:
-        if s == d or _reaches(graph, d, s):
-            fb = s if _dense_recurrence(graph, d, s) else d if _dense_recurrence(graph, s, d) else None
-            if fb is None:
-                others.append((s, d))
-            else:
-                feedbacks[fb] = None   # both edges of the loop name it
-    for s, d in others:
-        nor.append(f"edge ({s!r}, {d!r}) closes a cycle other than a neuron's dense recurrence")
-    for fb in feedbacks:
-        if _kind(graph.nodes[fb]) == "Affine" and np.any(np.asarray(graph.nodes[fb].bias) != 0):
-            nor.append(f"node {fb!r}: a recurrence with a bias: Norse's from_nir (nirtorch) reads a cycle's edge as 0 "
-                       "at the first step, the file's feedback carries its bias from the first step")
-    if others:
-        snn.append("the graph has a cycle (feedback edge) other than snnTorch's RNN pattern (a LIF/CubaLIF and an "
-                   "Affine/Linear that only it feeds and only it reads, which snnTorch imports as RLeaky/RSynaptic)")
+    _cycle_limits(graph, snn, nor)
     return out
+
+
+NESTED = ("import_from_nir wraps it in a nested NIRGraph (its RLeaky/RSynaptic pattern), which nirtorch 2.6's "
+          "nir_to_torch cannot build (AttributeError: 'GraphModule' object has no attribute 'items') or, fed by the "
+          "Input directly, builds without the loop's effect (other spikes)")
+
+
+def _cycle_limits(graph, snn, nor):
+    """Cycles. Both importers build the graph with nirtorch 2.6, which reads a cycle's edge one step late and as 0
+    at the first step (the file's meaning there is the source's output at rest: a bias); snnTorch first turns a
+    neuron's two-node dense recurrence into a nested graph that nirtorch then fails on."""
+    for name, node in graph.nodes.items():
+        k = _kind(node)
+        bias = getattr(node, "bias", None) if k in ("Affine", "Conv1d", "Conv2d") else None
+        if bias is not None and np.any(np.asarray(bias) != 0) and \
+                any(s == name and _reaches(graph, d, name) for s, d in graph.edges):
+            for lst, who in ((snn, "snnTorch's import_from_nir"), (nor, "Norse's from_nir")):
+                lst.append(f"node {name!r}: a cycle through a node with a bias: {who} (nirtorch) reads a cycle's "
+                           "edge as 0 at the first step, the file's feedback carries its bias from the first step")
+    for s, d in graph.edges:
+        if _dense_recurrence(graph, s, d) and (d, s) in graph.edges:
+            snn.append(f"the recurrence {s!r} <-> {d!r}: " + NESTED)
 
 
 def _sinabs_limits(graph: nir.NIRGraph) -> list[str]:

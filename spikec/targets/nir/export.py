@@ -28,6 +28,8 @@ per-step shape, channel values broadcast):
   ``X_t - (beta theta/alpha) S_{t-1}``. ``beta = 1`` uses ``I`` (``r = alpha/dt``) instead of ``LI``.
   ``beta = 0`` has no memory: its reset is irrelevant and it is exported as a hard-reset ``LIF``.
 * a membrane read-out (``output="membrane"``) of a subtract-reset neuron is the LI/I node's output.
+* snnTorch's default ``Leaky`` (``lif_snntorch``, subtract reset, ``reset_delay=True``): ``composed`` (a CubaLIF
+  reset cycle that snnTorch and Norse run, or LI/I + Threshold + a ``-theta`` cycle); its other variants refused.
 
 Other ops: conv2d -> ``Conv2d``; linear -> ``Affine`` (zero bias when absent); avgpool2d -> ``AvgPool2d``;
 flatten -> ``Flatten`` in NIR's batch-free dims; delay -> ``Delay(steps*dt)``; add -> no node (NIR sums the
@@ -109,8 +111,8 @@ REMEDY = "keep this model on another target (--target none/onnx), or replace the
 # compiles (tests/targets/nir/test_nir_framework_refusals.py compiles each)
 REMEDIES = {
     "lif_snntorch": "compile with --target onnx, which lowers lif_snntorch exactly (spikes and mem); for NIR, use "
-                    "the default Leaky (subtract reset, reset_delay=True: exported as LI + Threshold + a reset "
-                    "cycle, spikes and mem), or reset_mechanism='zero' (with reset_delay=False only if every "
+                    "the default Leaky (subtract reset, reset_delay=True: exported as a CubaLIF reset cycle, or "
+                    "LI/I + Threshold + a reset cycle for its mem or beta = 1), or reset_mechanism='zero' (with reset_delay=False only if every "
                     "threshold is >= 0) returning only its spikes: spikec converts that to its own lif (NIR LIF)",
     "synaptic_snntorch": "compile with --target onnx, which lowers synaptic_snntorch exactly (spikes, syn, mem, any "
                          "recurrence); for NIR, use a Synaptic (not RSynaptic) with reset_mechanism='zero', "
