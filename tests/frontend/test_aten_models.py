@@ -188,3 +188,10 @@ def test_conv1d_cat_and_slice_in_a_loop_model():
     c = compiled(scaled(AudioLoop, 3.0), spikes(5, (6, 2, 2, 8), 0.5), stepping="loop")
     assert ops(c)[1:] == ["reshape", "conv2d", "reshape", "slice", "scale", "concat", "lif_snntorch"]
     busy(c)
+
+
+def test_conv1d_with_snntorch_leaky_on_lava():
+    """Lava takes the captured Conv1d as its 1 x L conv2d between the two reshapes: bit-exact in Lava."""
+    pytest.importorskip("lava", reason="lava-nc is an optional extra")
+    c = spikec.compile(scaled(AudioMultiStep), spikes(1, (6, 3, 2, 8)), targets=("lava",))
+    assert c.equivalent and c.targets["lava"]["bit_exact"] is True, c.targets["lava"]
