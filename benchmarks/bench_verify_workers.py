@@ -4,7 +4,7 @@ Workload: the digits example (``examples/digits/model.py:small`` with its checkp
 ``--target onnx`` into a temporary OUTDIR; a data set of 1,536 samples ``[8, 1536, 1, 8, 8]`` made by tiling the
 example's 16 recorded input samples (``examples/digits/inputs.npz``) 96 times, saved as a compressed ``.npz``.
 
-Protocol: ``spikec.verify(outdir, data, workers=N)`` (source vs deployed on every sample, and the ONNX artifact on
+Protocol: ``spikec.verify(outdir, data, workers=N, run_source=True)`` (source vs deployed on every sample, and the ONNX artifact on
 every chunk; progress off). One warm-up of each (the forkserver starts on the first 2-worker run), then alternating
 rounds 1, 2, 1, 2, ...; per-round wall time with ``time.perf_counter``; medians. Every run's merged counts are
 checked equal to the first run's. ``--workers 1`` runs in this process with torch's default threads; each of the
@@ -70,7 +70,7 @@ def main():
         for round_ in range(args.rounds + 1):  # round 0 is the warm-up
             for workers in (1, 2):
                 t0 = time.perf_counter()
-                result = spikec.verify(out, data, workers=workers)
+                result = spikec.verify(out, data, workers=workers, run_source=True)  # OUTDIR is our own
                 elapsed = time.perf_counter() - t0
                 reference = reference or counts(result)
                 if counts(result) != reference:

@@ -326,7 +326,7 @@ def _target_spec(targets) -> str:
 def verify(outdir: str | Path, inputs: str | Path | None = None, *, model: torch.nn.Module | str | None = None,
            weights: str | Path | None = None, trust_pickle: bool = False, max_input_bytes: int | None = None,
            workers: int | None = None, ray: str | None = None, targets: str | Sequence[str] = "default",
-           progress: bool = False) -> dict[str, dict]:
+           progress: bool = False, run_source: bool = False) -> dict[str, dict]:
     """The checks ``spikec verify OUTDIR`` runs: ``{check name: summary}``, each summary with ``equivalent``.
 
     inputs: an ``.npz`` (key ``input``) to re-check on instead of the recorded ``io.npz``.
@@ -337,9 +337,14 @@ def verify(outdir: str | Path, inputs: str | Path | None = None, *, model: torch
         --workers N`` / ``--ray ADDRESS``: the merged ``{"dataset", "source_vs_deployed", "target_NAME"}``, with
         per-sample verdicts and per-node mismatches; ``targets``: ``"default"`` (all but lava), ``"all"``,
         ``"none"`` or names; ``progress``: a progress bar on stderr.
+    run_source: run OUTDIR/source's copy of the model code (``spikec verify --run-source``); by default no code from
+        OUTDIR runs, and the result's ``source_not_run`` says what was not checked and how to check it.
     All checks passed when ``all(r["equivalent"] for r in result.values())``.
     """
     _check_path("outdir", outdir)
+    for name, value in (("run_source", run_source), ("trust_pickle", trust_pickle), ("progress", progress)):
+        if not isinstance(value, bool):
+            raise BadInput(f"{name}={value!r} is not a bool", remedy=f"give {name}=True or {name}=False")
     _check_count("max_input_bytes", max_input_bytes)
     _check_count("workers", workers)
     spec = _verify_targets(targets)
@@ -351,8 +356,8 @@ def verify(outdir: str | Path, inputs: str | Path | None = None, *, model: torch
         return verify_dataset(str(outdir), None if inputs is None else str(inputs), workers=1 if workers is None
                               else workers, ray=ray, targets=spec, model=model,
                               weights=None if weights is None else str(weights), trust_pickle=trust_pickle,
-                              max_input_bytes=max_input_bytes, progress=progress)
+                              max_input_bytes=max_input_bytes, progress=progress, run_source=run_source)
     from spikec.app.verify import verify_outdir
     return verify_outdir(str(outdir), None if inputs is None else str(inputs), model=model,
                          weights=None if weights is None else str(weights), trust_pickle=trust_pickle,
-                         max_input_bytes=max_input_bytes)
+                         max_input_bytes=max_input_bytes, run_source=run_source)

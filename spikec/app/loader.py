@@ -216,6 +216,10 @@ def _check_state(model: nn.Module, state: dict, path) -> None:
             continue  # a module's get_extra_state(): any object, by design
         if not isinstance(value, torch.Tensor):
             raise CheckpointError(f"{where}: {key!r} holds a {type(value).__name__}, not a tensor", remedy=STATE_HINT)
+        if value.is_meta or value.layout is not torch.strided:  # no values to read (meta) or not a plain array
+            raise CheckpointError(f"{where}: {key!r} is {'on the meta device' if value.is_meta else 'a sparse tensor'}"
+                                  ", not a dense tensor of values",
+                                  remedy="save the dense state_dict of a model on the CPU (t.to_dense(), t.cpu())")
         if value.is_floating_point() and not torch.isfinite(value).all():
             raise CheckpointError(f"{where} has NaN or Inf in {key}",
                                   remedy="retrain or repair those tensors; a non-finite weight has no deployment")
@@ -246,6 +250,12 @@ def _unpickle(p: Path, search_path: str | None):
 
 
 def check_params_finite(model: nn.Module) -> None:
+    empty = [k for k, v in list(model.named_parameters()) + list(model.named_buffers())
+             if v.is_meta or v.layout is not torch.strided]
+    if empty:
+        raise BadInput(f"the model's tensor {empty[0]} is meta or sparse: it holds no dense values to compile",
+                       where=f"model {type(model).__qualname__}",
+                       remedy="build the model on the CPU with real tensors (not device='meta'), dense (t.to_dense())")
     bad = [k for k, v in list(model.named_parameters()) + list(model.named_buffers())
            if v.is_floating_point() and not torch.isfinite(v).all()]
     if bad:

@@ -9,7 +9,6 @@ import torch
 import spikec
 from spikec.compiler.errors import BadInput, ModelLoadError, SpikecError
 from spikec.app.loader import load_factory
-from spikec.app.verify import verify_outdir  # spikec.verify takes no run_source keyword yet
 from app_helpers import HERE, REPO, cli
 
 MODELS = HERE / "models.py"
@@ -40,7 +39,7 @@ def test_one_compile_of_a_module_instance_is_exact_on_lava_nir_and_onnx(tmp_path
     assert out == tmp_path / "out"
     assert {"lava", "model.nir", "model.onnx", "report.json"} <= {p.name for p in out.iterdir()}
     assert {p.name for p in (out / "source").iterdir()} == {"models.py", "weights.pt"}  # the class rebuilds: Net()
-    results = verify_outdir(out, run_source=True)  # OUTDIR's copy of the class's file runs only when asked
+    results = spikec.verify(out, run_source=True)  # OUTDIR's copy of the class's file runs only when asked
     assert all(r["equivalent"] for r in results.values()), results
     assert {"target_lava", "target_nir", "target_onnx", "source_vs_deployed", "passes_replayed"} <= set(results)
 
@@ -103,7 +102,7 @@ def test_an_instance_its_class_cannot_rebuild_verifies_only_against_a_model(tmp_
     out = c.save(tmp_path / "out")
     assert {p.name for p in (out / "source").iterdir()} == {"weights.pt"}
     with pytest.raises(BadInput) as e:
-        verify_outdir(out, run_source=True)
+        spikec.verify(out, run_source=True)
     assert "compiled from a module instance (torch.nn.modules.container.Sequential)" in e.value.what
     assert "--model FILE.py:factory --weights" in e.value.remedy and "spikec.verify(outdir, model=" in e.value.remedy
     note = spikec.verify(out)["source_not_run"]  # by default: the IR checks, and what it takes to check the source

@@ -230,3 +230,15 @@ def test_a_refused_target_prints_its_reason_and_remedy_in_full(tmp_path):
     assert result.exit_code == 1, result.output
     note = result.stderr[result.stderr.index("note: target lava refused:"):]
     assert "a host value as a graph output is not recorded" in note and "\n  remedy: " in note
+
+
+def test_a_sparse_or_meta_checkpoint_tensor_is_refused_by_name(tmp_path):
+    """A checkpoint tensor with no dense values (sparse, or on the meta device) is a CheckpointError naming it."""
+    from spikec.app.loader import load_weights
+    from spikec.compiler.errors import CheckpointError
+    model = torch.nn.Linear(3, 2)
+    for bad, word in ((model.weight.detach().to_sparse(), "sparse"), (torch.empty(2, 3, device="meta"), "meta")):
+        path = tmp_path / f"{word}.pt"
+        torch.save({"weight": bad, "bias": model.bias.detach()}, path)
+        with pytest.raises(CheckpointError, match=f"'weight' is .*{word}"):
+            load_weights(torch.nn.Linear(3, 2), str(path))
