@@ -1,0 +1,57 @@
+"""The chips' limits, one table with where each number comes from.
+
+Sources are files of rockpool 3.1.0 (``rockpool/...``) and measurements of ``xylosim`` 0.1.3's C++ core
+(``xylosim.v2``, the back-end of Rockpool's ``syns61201.XyloSim``) made while writing this target and held by
+``tests/targets/xylo/test_xylo_arithmetic.py`` (which drives XyloSim at each limit).
+"""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Limit:
+    value: int
+    source: str
+
+
+@dataclass(frozen=True)
+class Chip:
+    name: str
+    rockpool_module: str
+    limits: dict
+
+    def __getitem__(self, key: str) -> int:
+        return self.limits[key].value
+
+    def table(self) -> dict:
+        return {k: {"value": v.value, "source": v.source} for k, v in self.limits.items()}
+
+
+_MAPPER = "rockpool/devices/xylo/syns61201/xylo_mapper.py"
+_QUANT = "rockpool/transform/quantize_methods.py (global_quantize)"
+_SIM = "measured in xylosim.v2 through syns61201.XyloSim (tests/targets/xylo/test_xylo_arithmetic.py)"
+
+XYLO_AUDIO_2 = Chip("Xylo Audio 2 (SYNS61201)", "rockpool.devices.xylo.syns61201", {
+    "inputs": Limit(16, f"{_MAPPER}: le_16_input_channels"),
+    "hidden_neurons": Limit(1000, f"{_MAPPER}: mapper(max_hidden_neurons=1000, 'matching Xylo hardware')"),
+    "output_neurons": Limit(8, f"{_MAPPER}: le_8_output_channels, mapper(max_output_neurons=8)"),
+    "synapses_per_hidden_neuron": Limit(2, "rockpool/devices/xylo/__init__.py: 'Two synapses per neuron' "
+                                           "(Isyn, Isyn2; spikec uses the first)"),
+    "synapses_per_output_neuron": Limit(1, "syns61201/xylo_sim.py from_specification: dash_syn_out, one per "
+                                           "output neuron"),
+    "weight_bits": Limit(8, f"{_QUANT}: bits_per_weight=8 (signed: -128..127); xylo_samna.py 'quantised 8-bit'"),
+    "weight_shift_max": Limit(7, "syns61201/xa2_devkit_utils.py: CTRL1 weight bit-shift fields value[4:7], "
+                                 "value[8:11], value[12:15] (3 bits each)"),
+    "threshold_bits": Limit(16, f"{_QUANT}: bits_per_threshold=16 (signed)"),
+    "bias_bits": Limit(16, "syns61201/xa2_devkit_utils.py reads the neuron state RAMs as int16; spikec keeps "
+                           "biases in the state's range"),
+    "state_bits": Limit(16, f"{_SIM}: Isyn and Vmem saturate at -32768..32767; xa2_devkit_utils.py reads "
+                            "them as int16"),
+    "dash_max": Limit(15, "spikec's bound (a 4-bit field assumed, not read from a "
+                          "Rockpool source); dash 0..15 measured in xylosim.v2"),
+    "max_hidden_spikes_per_step": Limit(31, f"rockpool/nn/modules/torch/lif_bitshift_torch.py: "
+                                            f"max_spikes_per_dt=31; {_SIM}"),
+    "max_output_spikes_per_step": Limit(1, _SIM),
+})
+
+CHIPS = {"xylo-audio-2": XYLO_AUDIO_2}
+DEFAULT_CHIP = "xylo-audio-2"
