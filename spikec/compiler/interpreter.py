@@ -63,7 +63,6 @@ def run(graph: Graph, inputs, *, record="all", integer: bool | None = None,
     if given, sees every node's output as it is produced (``margin`` None unless a neuron), before it is freed.
     """
     integer = is_integer_graph(graph) if integer is None else integer
-    dtype = torch.int64 if integer else torch.float64
     ctx = KernelContext(integer, {n.name: n.type.substeps for n in graph.nodes})
     trace, shared = Trace(), {}
     env: dict[str, torch.Tensor] = {}

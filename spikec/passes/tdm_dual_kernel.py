@@ -4,9 +4,8 @@
 ``W_b = W* diag(lambda)`` (input channels). ``x_{t-1}`` is a ``Delay(1)`` node; the pair is summed by an
 ``add`` that takes the conv's name. Exact for any ``x``; accumulate-only exactly when ``x`` is binary.
 """
-import numpy as np
 
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.compiler.ir import Graph, Node
 from spikec.compiler.passes import Pass, PassResult, Skip
 from spikec.compiler.rewrite import splice
 

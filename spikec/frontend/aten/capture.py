@@ -258,7 +258,7 @@ def _lower_node(lw, node, args, kwargs):
     values = [v for v in _flat((args, kwargs)) if isinstance(v, (Value, Unavailable))]
     for v in values:
         if isinstance(v, Unavailable):
-            lw.refuse(f"reads {v.what}, which spikec does not compute", f"use only the main output")
+            lw.refuse(f"reads {v.what}, which spikec does not compute", "use only the main output")
     if not values:  # constants only (a weight's transpose, a filled tensor): evaluated here
         with torch.no_grad():
             return node.target(*args, **kwargs)

@@ -8,7 +8,7 @@ Host values fed into a synapse get the payload gain mapping their calibration pe
 """
 import numpy as np
 
-from spikec.compiler.interpreter import run
+from spikec.compiler.interpreter import Trace, run
 from spikec.compiler.ir import Graph, Node
 from spikec.targets.lava import ops as lops
 from spikec.targets.lava.assemble import assemble, stream_weights

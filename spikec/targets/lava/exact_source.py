@@ -31,7 +31,7 @@ import numpy as np
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.targets import TargetResult
-from spikec.targets.lava import ops as lops
+from spikec.targets.lava import ops as lops  # noqa: F401  (defines the Lava integer ops)
 from spikec.targets.lava.compare import compare
 from spikec.targets.lava.lower import lower
 from spikec.targets.lava.simulate import run_lava

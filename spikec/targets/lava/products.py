@@ -31,7 +31,7 @@ import torch
 
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.ops import OPS, KernelContext
-from spikec.ops.registry import infer_type, need
+from spikec.ops.registry import infer_type
 from spikec.targets.lava.and_neurons import BOTH, fixed_scale  # noqa: F401  (defines and_gate)
 
 CHAIN = ("reshape", "transpose", "flatten")   # structural ops an AND operand may be seen through
