@@ -148,3 +148,27 @@ def nearest(graph: nir.NIRGraph, dt: float) -> nir.NIRGraph | None:
         del nodes[fb]
         edges = [(s, th if d == li else d) for s, d in edges if fb not in (s, d) and (s, d) != (li, th)]
     return nir.NIRGraph(nodes=nodes, edges=edges, metadata=dict(graph.metadata or {}), type_check=False)
+
+
+SJ_NOTE = ("SpikingJelly soft reset (v_reset=None, decay_input=True) as k*x into a CubaLIF (its current SpikingJelly's "
+           "H, decay 1 - k, tau_mem = dt) + a -(1 - k)*threshold feedback through an identity")
+
+
+def sj_soft(ex, node, k: float, theta: float) -> None:
+    """SpikingJelly's soft-reset charge ``H = V + (X - V) k``, ``S = [H >= θ]``, ``V = H - S θ``: in exact arithmetic
+    ``H_t = (1 - k) H_{t-1} + k X_t - (1 - k) θ S_{t-1}``, the Leaky's CubaLIF cycle with the input scaled by ``k``
+    and the feedback ``-(1 - k) θ``. Rounding differs from SpikingJelly's order; the checker measures the spikes."""
+    shape = node.type.shape
+    full = lambda v: np.full(shape, v, dtype=np.float64)
+    scaled = ex.channel_affine(node, f"{node.name}.in", node.inputs, k, 0.0, shape)
+    src = f"{node.name}.in_src"
+    ex.sources[src] = [scaled]
+    mem = {"beta": full(0.0), "alpha": full(1.0), "bias": full(0.0), "theta": full(theta), "v_reset": full(0.0)}
+    cuba, ok = forms.cuba(ex.form, {"beta": full(1.0 - k), "alpha": full(1.0)}, mem, True)
+    del ex.sources[src]
+    ex.exact_params &= ok
+    name = ex.add(node.name, cuba)
+    ex.edges.append((scaled, name))
+    _reset_cycle(ex, node, name, name, np.full(shape[0], (1.0 - k) * theta), True)
+    ex.single(node, name)
+    ex.notes.append(f"{node.name}: {SJ_NOTE} (read one step late)")

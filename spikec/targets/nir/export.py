@@ -93,12 +93,12 @@ VARIANT_REASONS = {
                     "reset_delay=False and a negative threshold), is not lowered to NIR: NIR's LIF resets to v_reset "
                     "on the step it fires, and the subtract-reset composition written here (LI + Threshold + a "
                     "-threshold feedback, read one step late) is the default reset_delay=True only",
-    "lif_sj": "SpikingJelly's neuron with a soft reset, a reset value other than 0, decay_input=False, or a tau that "
-              "is not a power of two, is not lowered to NIR: NIR's LIF resets to v_reset on the step it fires and "
-              "its Euler step (scheme 'norse') computes v + (dt/tau) (I - v), which is SpikingJelly's charge "
-              "V + (X - V) / tau bit for bit only when multiplying by 1/tau is dividing by tau (tau a power of two, "
-              "or ParametricLIFNode's decay k); written for snnTorch (scheme 'snntorch', beta v + I) it rounds "
-              "differently",
+    "lif_sj": "SpikingJelly's neuron with a reset value other than 0, decay_input=False, or a tau that is not a power "
+              "of two (its soft reset with decay_input=True is exported, as a CubaLIF cycle), is not lowered to "
+              "NIR: NIR's LIF resets to v_reset on the step it fires and its Euler step (scheme 'norse') computes "
+              "v + (dt/tau) (I - v), which is SpikingJelly's charge V + (X - V) / tau bit for bit only when "
+              "multiplying by 1/tau is dividing by tau (tau a power of two, or ParametricLIFNode's decay k); "
+              "written for snnTorch (scheme 'snntorch', beta v + I) it rounds differently",
     "synaptic_snntorch": "snnTorch's Synaptic/RSynaptic with a subtract or no reset, a delayed reset, a negative "
                          "threshold, or read as mem, is not lowered to NIR: NIR's CubaLIF resets to v_reset on the "
                          "step it fires, while snnTorch resets the membrane from the previous step's spike "
@@ -123,9 +123,9 @@ REMEDIES = {
     "alpha_snntorch": "compile with --target onnx, which lowers alpha_snntorch exactly (spikes, syn_exc, syn_inh, "
                       "mem)",
     "lif_sj": "compile with --target onnx, which lowers lif_sj exactly (LIFNode, ParametricLIFNode, IFNode with "
-              "another hard reset); for NIR, use IFNode, LIFNode(tau=2.0, decay_input=False) (spikec's own lif) or "
-              "LIFNode / ParametricLIFNode with decay_input=True and v_reset=0.0 (tau a power of two), written "
-              "with --nir-consumer any or norse",
+              "another hard reset); for NIR, use IFNode, LIFNode(tau=2.0, decay_input=False) (spikec's own lif), "
+              "LIFNode / ParametricLIFNode with a soft reset (v_reset=None) and decay_input=True, or with "
+              "decay_input=True and v_reset=0.0 (tau a power of two), written with --nir-consumer any or norse",
     "lif_norse": "compile with --target onnx, which lowers lif_norse exactly (spikes, v and i); spikec converts no "
                  "Norse neuron to a NIR-exportable op",
     "li_norse": "compile with --target onnx, which lowers li_norse exactly (v and i); spikec converts no Norse "
@@ -546,6 +546,8 @@ def _lif_sj(ex: _Exporter, node: Node):
     (``forms.sj_lif``): exactly its step when ``k`` is ``1/tau`` for a power-of-two ``tau`` or PLIF's decay."""
     p = {k: float(v) for k, v in node.params.items()}
     k = p.get("decay", 1 / p["tau"] if "tau" in p else None)   # None: an IFNode (SpikingJelly's tau is > 1)
+    if "v_reset" not in p and node.attrs["decay_input"] and k is not None and 0 < k < 1:
+        return composed.sj_soft(ex, node, k, p["threshold"])   # a soft reset: a CubaLIF cycle
     why = [w for w, bad in (
         ("an IFNode charge with another reset", k is None),
         ("decay_input=False", not node.attrs["decay_input"]),

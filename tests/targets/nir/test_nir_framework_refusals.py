@@ -17,7 +17,9 @@ FRAMEWORK_OPS = ("lif_snntorch", "synaptic_snntorch", "rleaky_snntorch", "alpha_
 
 
 # the default Leaky (subtract, reset_delay=True) exports (tests/targets/nir/test_nir_composed.py): its refused variant
-REFUSED_EXAMPLES = {"lif_snntorch": coverage.VARIANTS["lif_snntorch"]["subtract, reset_delay=False"]}
+# and SpikingJelly's soft reset (test_nir_composed_sj.py): their refused variants
+REFUSED_EXAMPLES = {"lif_snntorch": coverage.VARIANTS["lif_snntorch"]["subtract, reset_delay=False"],
+                    "lif_sj": coverage.VARIANTS["lif_sj"]["hard (v_reset=0)"]}
 
 
 @pytest.mark.parametrize("op", FRAMEWORK_OPS)
@@ -92,7 +94,8 @@ def if_soft(): return _sj(neuron.IFNode, v_reset=None)
 def if_hard(): return _sj(neuron.IFNode)
 def lif_tau2(): return _sj(neuron.LIFNode, tau=2.0, decay_input=False)
 def lif_tau2_soft(): return _sj(neuron.LIFNode, tau=2.0, decay_input=False, v_reset=None)
-def plif(): return _sj(neuron.ParametricLIFNode, v_reset=None)   # soft: the remedy excludes it
+def plif(): return _sj(neuron.ParametricLIFNode, v_reset=None)   # soft: a CubaLIF cycle (composed.sj_soft)
+def lif_tau3_hard(): return _sj(neuron.LIFNode, tau=3.0)          # tau not a power of two: the remedy excludes it
 '''
 
 
@@ -115,11 +118,11 @@ def compile_for(models, factory, stepping, target):
 @pytest.mark.parametrize("factory,stepping", [
     ("leaky_zero", "step"), ("leaky_zero_no_delay", "step"), ("synaptic_zero_no_delay", "step"),
     ("if_soft", "multistep"), ("if_hard", "multistep"), ("lif_tau2", "multistep"), ("lif_tau2_soft", "multistep"),
-    ("leaky_default", "step"), ("leaky_default_with_mem", "step")])
+    ("leaky_default", "step"), ("leaky_default_with_mem", "step"), ("plif", "multistep")])
 def test_the_nir_alternatives_named_compile_for_nir(models, factory, stepping):
     c = compile_for(models, factory, stepping, "nir")
     assert c.report["equivalent"] and c.report["target"]["exact"], c.report["target"]
-    assert {n.op for n in c.graph.nodes} <= {"input", "linear", "lif", "lif_snntorch"}
+    assert {n.op for n in c.graph.nodes} <= {"input", "linear", "lif", "lif_snntorch", "lif_sj"}
     spikes = [c.io[k] for k in c.io if k.startswith("output") and np.isin(c.io[k], (0.0, 1.0)).all()]
     assert spikes and all(s.any() and not s.all() for s in spikes)
 
@@ -127,7 +130,7 @@ def test_the_nir_alternatives_named_compile_for_nir(models, factory, stepping):
 @pytest.mark.parametrize("factory,stepping,op", [
     ("leaky_subtract_no_delay", "step", "lif_snntorch"),     # the old remedy "use reset_delay=False": still refused
     ("synaptic_zero_no_delay_mem", "step", "synaptic_snntorch"),
-    ("plif", "multistep", "lif_sj")])
+    ("lif_tau3_hard", "multistep", "lif_sj")])
 def test_what_the_remedies_exclude_is_refused_and_lowers_to_onnx(models, factory, stepping, op):
     with pytest.raises(UnsupportedOp) as e:
         compile_for(models, factory, stepping, "nir")

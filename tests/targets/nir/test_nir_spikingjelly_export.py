@@ -44,6 +44,14 @@ def test_lif_nodes_export_exactly_and_norse_runs_them_spike_for_spike(neurons):
     assert norse["ran"] and norse["spike_exact"] and norse["spike_count"] > 0, norse
 
 
+def test_a_soft_reset_lif_node_exports_and_norse_runs_it_spike_for_spike():
+    c = compile_nir(csnn(neuron.IFNode(), neuron.LIFNode(v_reset=None)), "norse")
+    target = c.report["target"]
+    assert c.report["equivalent"] and target["exact"], target
+    norse = target["consumers"]["norse"]
+    assert norse["ran"] and norse["spike_exact"] and norse["spike_count"] > 0, norse
+
+
 def test_an_if_network_for_snntorch_is_leaky_beta_one(tmp_path):
     c = compile_nir(csnn(neuron.IFNode(), neuron.IFNode()), "snntorch")
     target = c.report["target"]
@@ -58,7 +66,7 @@ def test_an_if_network_for_snntorch_is_leaky_beta_one(tmp_path):
 
 @pytest.mark.parametrize("make, consumer, why", [
     (lambda: neuron.LIFNode(tau=3.0), "any", "tau = 3.0 is not a power of two"),
-    (lambda: neuron.LIFNode(v_reset=None), "norse", "a soft reset (v_reset=None)"),
+    (lambda: neuron.LIFNode(v_reset=0.5), "norse", "v_reset = 0.5"),
     (lambda: neuron.ParametricLIFNode(decay_input=False, v_reset=0.0), "any", "decay_input=False"),
     (lambda: neuron.LIFNode(), "snntorch", "written for the snnTorch consumer"),
 ])
