@@ -248,6 +248,9 @@ def _rasters(graph: Graph | None, inputs) -> list[str]:
     head = "<h3>Spike raster and membrane per neuron layer (the first sample of the verification inputs)</h3>"
     if graph is None or inputs is None:
         return [head, '<p class="muted" id="rasters">not drawn: the verification inputs were not given</p>']
+    if len(graph.inputs) != 1 and not isinstance(inputs, dict):
+        return [head, f'<p class="muted" id="rasters">not drawn: the graph has {len(graph.inputs)} inputs and '
+                      'io.npz records one array</p>']
     try:
         return [head, activity_figures(graph, inputs)]
     except Exception as e:  # the page must still be written; the reason is shown, not hidden
