@@ -117,3 +117,18 @@ def test_commands_are_found_in_every_form():
             "```\n  spikec verify build/x\n```\n")
     assert commands(text) == [("sh", "spikec compile a.py:f    -o build/x"), ("python", "print(1)\n"),
                               ("sh", "spikec verify build/x")]
+
+
+def test_the_default_target_is_stated_in_help_and_readme_as_it_is():
+    import inspect
+
+    from click.testing import CliRunner
+
+    from spikec.app import api
+    from spikec.app.cli import main
+    flat = " ".join(CliRunner().invoke(main, ["compile", "--help"]).output.split())
+    api_default = inspect.signature(api.compile).parameters["targets"].default
+    assert api_default == api.DEFAULT_TARGETS
+    assert "[default: none]" in flat and f"spikec.compile defaults to {','.join(api_default)}" in flat
+    readme = " ".join(README.read_text().split())
+    assert "The CLI's default is `none`; the Python API's is all three" in readme and len(api_default) == 3
