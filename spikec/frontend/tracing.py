@@ -9,6 +9,8 @@ every other call -- a torch function or method with no converter, a ``torch.nn``
 AvgPool1d) -- is captured to core ATen and lowered through one table (``spikec.frontend.aten``), or refused
 naming the ATen op and the user's line.
 """
+import inspect
+
 import torch
 import torch.fx
 from torch import nn
@@ -24,6 +26,9 @@ from spikec.frontend.stepping import Stepped
 # The built-in converters, imported for their registrations (they import the registry, never this module).
 from spikec.frontend import (torch_modules, torch_functions, snntorch, spikingjelly, spikingjelly_layers,  # noqa: F401
                              norse, sdna, loihi, sinabs)
+
+
+_ASSERT_IS_NONE = getattr(torch.fx._symbolic_trace, "_assert_is_none", None)
 
 
 class _Root(nn.Module):
@@ -64,11 +69,14 @@ def traced_root(model: nn.Module) -> nn.Module:
     return model
 
 
-def fx_trace(model: nn.Module):
-    """``(root, fx graph)`` of ``model`` with every module that has a converter kept as a leaf call."""
+def fx_trace(model: nn.Module, concrete_args: dict | None = None):
+    """``(root, fx graph)`` of ``model`` with every module that has a converter kept as a leaf call.
+
+    ``concrete_args``: parameters traced as these Python values (a step model's ``state=None``, so that its
+    ``if state is None: state = [None, None]`` is followed as the first step runs it)."""
     model = traced_root(model)
     try:
-        return model, _Tracer().trace(model)
+        return model, _Tracer().trace(model, concrete_args=concrete_args)
     except SpikecError:
         raise
     except Exception as e:
@@ -137,6 +145,8 @@ def convert_fx(ctx, model, fx_graph, x: str, *, threads_state: bool = False) -> 
                 raise BadInput("the model takes more than one input; spikec traces single-input models",
                                where=f"argument {fx_node.name!r}")
             env[fx_node.name], bound = (fx_node.args[0] if bound else x), True
+        elif fx_node.op == "call_function" and fx_node.target is _ASSERT_IS_NONE:
+            env[fx_node.name] = None  # fx's guard on a concrete None argument: it holds by construction
         elif fx_node.op == "output":
             result = fx_node.args[0]
             if threads_state:
@@ -250,13 +260,16 @@ def _tensor_args(fx_node, env) -> list[str]:
     """The IR inputs of a module call: its tensor arguments. Trailing arguments that are ``None`` are a neuron's
     reset state (Norse's ``cell(x, state)`` with the ``state=None`` a step model starts from, ``forward(x,
     state=None)``): the multi-step op carries the state itself, so they are dropped."""
-    if not fx_node.args or fx_node.kwargs or not all(isinstance(a, torch.fx.Node) for a in fx_node.args):
+    args = list(fx_node.args)
+    while len(args) > 1 and args[-1] is None:  # a literal None: a state traced as the concrete None it starts as
+        args.pop()
+    if not args or fx_node.kwargs or not all(isinstance(a, torch.fx.Node) for a in args):
         raise UnsupportedOp(f"module call {fx_node.target!r} has non-tensor or keyword arguments; spikec converts "
                             "module calls whose arguments are all tensors, passed positionally",
                             where=f"module {fx_node.target!r}",
                             remedy="pass the module's tensors positionally (a state as the forward's state "
                                    "argument, None at the first step)")
-    xs = [env[a.name] for a in fx_node.args]
+    xs = [env[a.name] for a in args]
     while len(xs) > 1 and xs[-1] is None:
         xs.pop()
     if not all(isinstance(x, str) for x in xs):
@@ -320,7 +333,9 @@ def _captured(ctx, fx_node, env, call):
 
 def _stepped(ctx, m: Stepped, name, x):
     """A per-step model: its forward traced once on ``[B, ...]``, each neuron call one step of a multi-step op."""
-    root, fx_graph = fx_trace(m.model)
+    # the state a step model threads is None at the first step, where the multi-step ops start from their reset
+    state = list(inspect.signature(m.model.forward).parameters)[1] if m.threads_state else None
+    root, fx_graph = fx_trace(m.model, {state: None} if state else None)
     outer = ctx.per_step, ctx.stepping
     ctx.per_step, ctx.stepping = True, "step"
     try:

@@ -236,3 +236,36 @@ def test_refuses_subclasses():
 def test_refuses_a_custom_reset_method():
     p = nt.LIFBoxParameters(reset_method=lambda z, v, reset, th: v * (1 - z))
     assert "reset_method" in refused(nt.LIFBoxCell(p))
+
+
+class _TwoCells(nn.Module):
+    """Norse's documented way to step a network of several cells: a list of states, None at the first step."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.l1 = nn.Linear(N_IN, HIDDEN), nt.LIFCell()
+        self.fc2, self.l2 = nn.Linear(HIDDEN, 4), nt.LIFCell()
+
+    def forward(self, x, state=None):
+        if state is None:
+            state = [None, None]
+        z1, s1 = self.l1(self.fc1(x), state[0])
+        z2, s2 = self.l2(self.fc2(z1), state[1])
+        return z2, [s1, s2]
+
+
+def test_a_step_model_unpacking_its_list_of_states_compiles():
+    """``if state is None: state = [None, None]`` is traced with the state as the None it starts as, each cell's
+    state then carried by its multi-step op; the result equals Norse stepping the model itself."""
+    import spikec
+    torch.manual_seed(0)
+    model = _TwoCells()
+    with torch.no_grad():
+        model.fc1.weight.mul_(5)
+        model.fc2.weight.mul_(5)
+    x = inputs(2, 10)
+    c = spikec.compile(model, x, stepping="step", targets=("onnx",))
+    assert c.equivalent and c.targets["onnx"]["spike_exact"]
+    assert [n.op for n in c.graph.nodes].count("lif_norse") == 2
+    spikes = c.run(x)
+    assert 0 < spikes.mean() < 1  # the output layer fires, and not always
