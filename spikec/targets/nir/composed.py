@@ -172,3 +172,33 @@ def sj_soft(ex, node, k: float, theta: float) -> None:
     _reset_cycle(ex, node, name, name, np.full(shape[0], (1.0 - k) * theta), True)
     ex.single(node, name)
     ex.notes.append(f"{node.name}: {SJ_NOTE} (read one step late)")
+
+
+NORSE_NOTE = ("Norse LIFCell as CubaLIF: its current jumps by the input then decays (a leaky integrator of gain 1, "
+              "w_in dt/tau_syn = 1), its membrane v + a_mem ((v_leak - v) + i)")
+NORSE_BOX_NOTE = "Norse LIFBoxCell as LIF: v + a_mem ((x + v_leak) - v), NIR's Euler step (r = 1)"
+
+
+def norse_lif(ex, node, refuse_reason: str, remedy: str) -> None:
+    """``lif_norse`` read as spikes, reset to a value, resting at ``v_leak = 0`` (NIR's states start at 0):
+    LIFCell (``current``) as ``CubaLIF``, LIFBoxCell as ``LIF``. Norse's ``v~ - v_th > 0`` is ``>``: the
+    threshold passed is ``nextafter(v_th, +inf)`` in the ``U >= theta`` convention of ``forms``."""
+    a = node.attrs
+    p = {k: ex.per_neuron(node, np.asarray(v, dtype=np.float64)) for k, v in node.params.items()}
+    if a.get("read", "spikes") != "spikes" or a.get("reset") != "value" or (p["v_leak"] != 0).any():
+        _refuse(node, refuse_reason, remedy)
+    a_mem, zeros, ones = p["dt_tau_mem_inv"], np.zeros_like(p["v_leak"]), np.ones_like(p["v_leak"])
+    if not ((a_mem > 0) & (a_mem <= 1)).all():
+        _refuse(node, f"dt * tau_mem_inv outside (0, 1]: {refuse_reason}", remedy)
+    theta = np.nextafter(p["threshold"], np.inf)
+    if a["current"]:
+        a_syn = p["dt_tau_syn_inv"]
+        mem = {"beta": 1 - a_mem, "alpha": a_mem, "bias": zeros, "theta": theta, "v_reset": p["v_reset"]}
+        state, ok = forms.cuba(ex.form, {"beta": 1 - a_syn, "alpha": ones}, mem, True)
+        note = NORSE_NOTE
+    else:
+        state, ok = forms.lif(ex.form, 1 - a_mem, a_mem, zeros, theta, p["v_reset"])
+        note = NORSE_BOX_NOTE
+    ex.exact_params &= ok
+    ex.single(node, ex.add(node.name, state, node.inputs))
+    ex.notes.append(f"{node.name}: {note}")

@@ -80,9 +80,9 @@ REASONS = {
                        "sums its inputs first (another rounding)",
     "alpha_snntorch": "snnTorch's Alpha has two synaptic currents (syn_exc, syn_inh) with their own decays and "
                       "mem = tau * (syn_exc + syn_inh); NIR has no neuron with two currents (CubaLIF has one)",
-    "lif_norse": "Norse's LIF adds the input to its current as a jump before the membrane step and decays the current "
-                 "after it, which NIR's CubaLIF (the current integrated by an Euler step) does not; Norse's LIFBox "
-                 "form (its rest state v_leak, its float32 dt * tau_mem_inv) is not lowered to NIR here",
+    "lif_norse": "Norse's LIFCell / LIFBoxCell read as v or i, resting at v_leak != 0, or with LIFBox's subtract reset, "
+                 "is not lowered to NIR: NIR's LIF and CubaLIF output spikes only, start at 0 and reset to v_reset "
+                 "(its spikes, resting at 0 and reset to a value, are exported: LIFCell as CubaLIF, LIFBoxCell as LIF)",
     "li_norse": "Norse's LI adds the input to its current as a jump before the membrane step, which NIR's CubaLI "
                 "(the current integrated by an Euler step) does not; Norse's LIBox form (its rest state v_leak, its "
                 "float32 dt * tau_mem_inv) is not lowered to NIR here",
@@ -126,8 +126,8 @@ REMEDIES = {
               "another hard reset); for NIR, use IFNode, LIFNode(tau=2.0, decay_input=False) (spikec's own lif), "
               "LIFNode / ParametricLIFNode with a soft reset (v_reset=None) and decay_input=True, or with "
               "decay_input=True and v_reset=0.0 (tau a power of two), written with --nir-consumer any or norse",
-    "lif_norse": "compile with --target onnx, which lowers lif_norse exactly (spikes, v and i); spikec converts no "
-                 "Norse neuron to a NIR-exportable op",
+    "lif_norse": "compile with --target onnx, which lowers lif_norse exactly (spikes, v and i); for NIR, return "
+                 "only the spikes of a LIFCell / LIFBoxCell with v_leak = 0 and reset_method reset_value",
     "li_norse": "compile with --target onnx, which lowers li_norse exactly (v and i); spikec converts no Norse "
                 "neuron to a NIR-exportable op",
 }
@@ -562,6 +562,11 @@ def _lif_sj(ex: _Exporter, node: Node):
     ex.exact_params &= ok
     ex.notes.append(f"{node.name}: SpikingJelly's hard-reset charge as NIR LIF, scheme 'norse' (dt/tau = {k:g})")
     ex.single(node, ex.add(node.name, lif, node.inputs))
+
+
+@lowering("lif_norse")
+def _lif_norse(ex: _Exporter, node: Node):
+    composed.norse_lif(ex, node, REASONS["lif_norse"], REMEDIES["lif_norse"])
 
 
 @lowering("lif_snntorch")
