@@ -26,7 +26,9 @@ MODELS = HERE / "models.py"
 
 
 def readme_example() -> str:
-    text = (REPO / "README.md").read_text()
+    """The documented example of running the network yourself (docs/pipeline.md; README.md held it before)."""
+    text = next(t for t in ((REPO / d).read_text() for d in ("docs/pipeline.md", "README.md"))
+                if "spikec.targets.lava.network(OUTDIR)" in t)
     start = text.index("spikec.targets.lava.network(OUTDIR)")
     block = re.search(r"```python\n(.*?)\n\s*```", text[start:], re.S).group(1)
     return "\n".join(line[2:] if line.startswith("  ") else line for line in block.splitlines())
