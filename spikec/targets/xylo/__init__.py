@@ -67,6 +67,17 @@ def _io_writer(rasters: np.ndarray, runs: list[dict]):
     return write
 
 
+def summary(r: dict) -> str:
+    f, res = r["float_vs_fixed"], r["resources"]
+    return (f"xylo: bit_exact {str(r['bit_exact']).lower()}: XyloSim (xylosim.v2) vs spikec's integer reference, "
+            f"{r['values_compared']} values over {r['samples']} samples x {r['steps']} steps\n"
+            f"             float vs fixed (approximate): output spikes {100 * f['output_spike_agreement']:.1f}%, "
+            f"hidden {100 * f['hidden_spike_agreement']:.1f}% agree\n"
+            f"             {r['chip']}: {res['inputs']['used']}/{res['inputs']['of']} inputs, "
+            f"{res['hidden_neurons']['used']}/{res['hidden_neurons']['of']} hidden, "
+            f"{res['output_neurons']['used']}/{res['output_neurons']['of']} output neurons")
+
+
 def xylo_target(graph: Graph, inputs, reference: Trace, options: dict) -> TargetResult:
     start = time.perf_counter()
     chip = chip_of(options)
@@ -91,6 +102,7 @@ def xylo_target(graph: Graph, inputs, reference: Trace, options: dict) -> Target
         "energy": "not reported: spikec has read no SynSense energy figure it could cite",
         "seconds": round(time.perf_counter() - start, 3),
     }
+    report["summary"] = summary(report)
     files = {SPEC_FILE: lambda path: np.savez(path, **q.spec), IO_FILE: _io_writer(rasters, sim_runs)}
     return TargetResult(report, bool(check["bit_exact"]), files)
 

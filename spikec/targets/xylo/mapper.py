@@ -134,6 +134,9 @@ def map_graph(graph: Graph, chip: Chip) -> Mapped:
         raise refuse(graph.outputs[-1] if graph.outputs else "output", f"{len(graph.outputs)} outputs; Xylo's "
                      "output layer is one population", "return one tensor of output spikes")
     out = graph.node(graph.outputs[0])
+    if out.op == "rleaky_snntorch":
+        raise refuse(out, "the output layer is recurrent: Xylo's output neurons take no recurrent input",
+                     "make the last layer a non-recurrent Leaky/Synaptic, the recurrence in the hidden layer")
     if out.op not in OUTPUT_OPS:
         raise refuse(out, f"the output is op {out.op!r}; Xylo's outputs are neurons "
                           f"({', '.join(OUTPUT_OPS)})", FORM_REMEDY)

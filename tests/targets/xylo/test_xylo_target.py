@@ -1,0 +1,147 @@
+"""``--target xylo`` end to end on snnTorch networks as their users write them: the keyword-spotting-sized network
+(16 channels, a recurrent RLeaky hidden layer, 8 outputs, default subtract reset) compiles unchanged; XyloSim and
+spikec's reference agree bit for bit; XyloSim rebuilt by hand from ``xylo/spec.npz`` reproduces ``xylo/io.npz``;
+``verify_outdir`` re-checks the files and fails on a tampered one; what Xylo cannot take is refused by name."""
+import json
+import shutil
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from torch import nn
+
+snn = pytest.importorskip("snntorch")
+pytest.importorskip("xylosim.v2")
+pytest.importorskip("rockpool")
+
+import spikec  # noqa: E402
+from spikec.app.cli import main  # noqa: E402
+from spikec.compiler.interpreter import run  # noqa: E402
+from spikec.compiler.serialize import load_graph  # noqa: E402
+from spikec.targets.xylo import SPEC_FILE, IO_FILE, verify_outdir  # noqa: E402
+from spikec.targets.xylo._shim import import_xylosim  # noqa: E402
+from spikec.targets.xylo.quantize import SPEC_KEYS  # noqa: E402
+
+KWS = textwrap.dedent('''
+    import torch, snntorch as snn
+    from torch import nn
+
+    def kws():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(16, 32), snn.RLeaky(beta=0.875, linear_features=32, init_hidden=True),
+                             nn.Linear(32, 8), snn.Leaky(beta=0.75, init_hidden=True))
+''')
+
+
+def spikes(t=12, b=3, c=16, p=0.3, seed=0):
+    return (np.random.default_rng(seed).random((t, b, c)) < p).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def kws_out(tmp_path_factory):
+    """The network compiled by the CLI, unchanged, with --target xylo."""
+    d = tmp_path_factory.mktemp("kws")
+    (d / "kws.py").write_text(KWS)
+    np.savez(d / "x.npz", input=spikes())
+    result = CliRunner().invoke(main, ["compile", f"{d / 'kws.py'}:kws", "--inputs", str(d / "x.npz"),
+                                       "-o", str(d / "out"), "--target", "xylo"])
+    assert result.exit_code == 0, result.output
+    return d / "out"
+
+
+def test_kws_compiles_bit_exact_on_xylosim(kws_out):
+    report = json.loads((kws_out / "report.json").read_text())
+    t = report["target"]
+    assert report["equivalent"] and t["name"] == "xylo" and t["bit_exact"] and not t["first_mismatches"]
+    assert t["samples"] >= 3 and t["values_compared"] > 0
+    assert t["resources"]["inputs"] == {"used": 16, "of": 16} and t["resources"]["output_neurons"]["used"] == 8
+    assert t["resources"]["synapses"]["recurrent"] > 0            # the RLeaky's Linear recurrence is mapped
+    q = t["quantization"]
+    assert q["hidden"]["beta_exact_as_shift"] and q["hidden"]["dash_mem"][0] == 3     # 0.875 = 1 - 2**-3
+    assert q["output"]["beta_exact_as_shift"] and q["output"]["dash_mem"][0] == 2     # 0.75 = 1 - 2**-2
+    f = t["float_vs_fixed"]
+    assert f["approximate"] and f["why_not_exact"]
+    assert f["output_spike_agreement"] > 0.8 and f["hidden_spike_agreement"] > 0.8   # measured 0.97 / 0.94
+
+
+def test_xylosim_rebuilt_by_hand_reproduces_io(kws_out):
+    XyloSim = import_xylosim()
+    spec = np.load(kws_out / SPEC_FILE)
+    assert sorted(spec.files) == sorted(SPEC_KEYS)
+    sim = XyloSim.from_specification(**spec)                      # the two lines the docs give
+    io = np.load(kws_out / IO_FILE)
+    outs = []
+    for raster in io["input"]:
+        sim.reset_state()
+        outs.append(sim.evolve(raster)[0])
+    assert np.array_equal(np.stack(outs), io["output"]) and io["output"].any()
+    assert np.array_equal(io["input"][:, :-1].transpose(1, 0, 2), np.load(kws_out / "io.npz")["input"])
+
+
+def test_verify_rechecks_and_fails_on_a_tampered_spec(kws_out, tmp_path):
+    graph = load_graph(kws_out)
+    x = np.load(kws_out / "io.npz")["input"]
+    ok = verify_outdir(kws_out, graph, x, run(graph, x))
+    assert ok["equivalent"] and ok["rebuilt_xylosim_reproduces_io"] and ok["spec_matches_graph"]
+    bad = tmp_path / "bad"
+    shutil.copytree(kws_out, bad)
+    spec = dict(np.load(bad / SPEC_FILE))
+    spec["threshold"] = spec["threshold"] + 1
+    np.savez(bad / SPEC_FILE, **spec)
+    tampered = verify_outdir(bad, graph, x, run(graph, x))
+    assert not tampered["equivalent"] and not tampered["spec_matches_graph"]
+    (bad / SPEC_FILE).unlink()
+    assert not verify_outdir(bad, graph, x, run(graph, x))["equivalent"]
+
+
+def _xylo(net, x, targets="xylo"):
+    return spikec.compile(net, x, targets=targets, batch=None)
+
+
+@pytest.mark.parametrize("net, c_in, words", [
+    (lambda: nn.Sequential(nn.Linear(16, 8), snn.Synaptic(alpha=0.5, beta=0.5, reset_mechanism="zero",
+                                                          init_hidden=True),
+                           nn.Linear(8, 4), snn.Leaky(beta=0.5, init_hidden=True)), 16, ("reset 'zero'", "subtract")),
+    (lambda: nn.Sequential(nn.Linear(16, 8), snn.Leaky(beta=0.5, reset_mechanism="zero", init_hidden=True),
+                           nn.Linear(8, 4), snn.Leaky(beta=0.5, init_hidden=True)), 16, ("op 'lif'",)),
+    (lambda: nn.Sequential(nn.Linear(17, 8), snn.Leaky(beta=0.5, init_hidden=True),
+                           nn.Linear(8, 4), snn.Leaky(beta=0.5, init_hidden=True)), 17, ("17 inputs", "has 16")),
+    (lambda: nn.Sequential(nn.Linear(16, 8), snn.Leaky(beta=0.5, init_hidden=True), nn.Linear(8, 8),
+                           snn.Leaky(beta=0.5, init_hidden=True), nn.Linear(8, 4),
+                           snn.Leaky(beta=0.5, init_hidden=True)), 16, ("one hidden population",)),
+    (lambda: nn.Sequential(nn.Linear(16, 8), snn.Leaky(beta=0.5, init_hidden=True), nn.Linear(8, 4),
+                           snn.RLeaky(beta=0.5, linear_features=4, init_hidden=True)), 16, ("output layer is recurrent",)),
+])
+def test_refused_by_name_with_the_reason(net, c_in, words):
+    torch.manual_seed(0)
+    c = _xylo(net(), spikes(t=4, b=2, c=c_in))
+    t = c.targets["xylo"]
+    assert t["refused"] and t["error"] == "UnsupportedOp" and not c.equivalent
+    assert "node '" in t["reason"] and "remedy:" in t["reason"], t["reason"]
+    assert all(w in t["reason"] for w in words), t["reason"]
+
+
+def test_synaptic_decays_exact_as_shifts_or_labelled():
+    """RSynaptic with alpha = 1 - 2**-2 maps its decay exactly as a shift; beta = 0.8 is rounded to the nearest
+    shift (dash 2, 0.75) and labelled not exact; either way the chip is bit-exact against the reference."""
+    torch.manual_seed(1)
+    net = nn.Sequential(nn.Linear(16, 12), snn.RSynaptic(alpha=0.75, beta=0.8, linear_features=12, init_hidden=True),
+                        nn.Linear(12, 4), snn.Synaptic(alpha=0.5, beta=0.5, init_hidden=True))
+    t = _xylo(net, spikes(t=8, b=2, p=0.5)).targets["xylo"]
+    h = t["quantization"]["hidden"]
+    assert t["bit_exact"] and h["alpha_exact_as_shift"] and h["dash_syn"][0] == 2
+    assert not h["beta_exact_as_shift"] and h["dash_mem"][0] == 2
+    assert t["quantization"]["output"]["alpha_exact_as_shift"] and t["float_vs_fixed"]["approximate"]
+
+
+def test_four_targets_in_one_compile():
+    """(NIR refuses snnTorch's RLeaky by name, so this network's hidden layer is a Leaky.)"""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(16, 6), snn.Leaky(beta=0.875, init_hidden=True),
+                        nn.Linear(6, 3), snn.Leaky(beta=0.75, init_hidden=True))
+    c = _xylo(net, spikes(t=4, b=1), targets="lava,xylo,nir,onnx")
+    assert list(c.targets) == ["lava", "xylo", "nir", "onnx"] and c.equivalent
+    assert c.targets["xylo"]["bit_exact"] and not c.targets["xylo"].get("refused")
+    assert all(c.targets[n].get("emitted", True) is not False for n in c.targets), c.targets
