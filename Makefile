@@ -37,6 +37,10 @@ $(STAMP): pyproject.toml Makefile
 	# its slayer needs torchvision,
 	# which does not import here: spikec stubs what netx does not use and says so in the report.
 	$(BIN)/pip install --quiet --no-deps --ignore-requires-python lava-dl==0.6.0
+	# xylo target: Rockpool's XyloSim for Xylo Audio 2 and xylosim, SynSense's C++ bit-accurate core it runs on.
+	# --no-deps: syns61201.XyloSim needs neither rockpool's optional backends nor samna (closed, not installable;
+	# spikec enters rockpool.devices.xylo without the samna-only modules, spikec/targets/xylo/_shim.py).
+	$(BIN)/pip install --quiet --no-deps rockpool==3.1.0 xylosim==0.1.3
 	# Headless Chromium renders report.html in a test; installed where we can (root with apt), else that
 	# one test skips and says why. Never fails the set-up.
 	command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
