@@ -80,15 +80,15 @@ REASONS = {
                        "sums its inputs first (another rounding)",
     "alpha_snntorch": "snnTorch's Alpha has two synaptic currents (syn_exc, syn_inh) with their own decays and "
                       "mem = tau * (syn_exc + syn_inh); NIR has no neuron with two currents (CubaLIF has one)",
-    "lif_norse": "Norse's LIFCell / LIFBoxCell read as v or i, resting at v_leak != 0, or with LIFBox's subtract reset, "
-                 "is not lowered to NIR: NIR's LIF and CubaLIF output spikes only, start at 0 and reset to v_reset "
-                 "(its spikes, resting at 0 and reset to a value, are exported: LIFCell as CubaLIF, LIFBoxCell as LIF)",
     "li_norse": "Norse's LI adds the input to its current as a jump before the membrane step, which NIR's CubaLI "
                 "(the current integrated by an Euler step) does not; Norse's LIBox form (its rest state v_leak, its "
                 "float32 dt * tau_mem_inv) is not lowered to NIR here",
 }
 # ops that lower some variants (their lowering refuses the others with this reason)
 VARIANT_REASONS = {
+    "lif_norse": "Norse's LIFCell / LIFBoxCell read as v or i, resting at v_leak != 0, or with LIFBox's subtract reset, "
+                 "is not lowered to NIR: NIR's LIF and CubaLIF output spikes only, start at 0 and reset to v_reset "
+                 "(its spikes, resting at 0 and reset to a value, are exported: LIFCell as CubaLIF, LIFBoxCell as LIF)",
     "lif_snntorch": "snnTorch's Leaky with reset_delay=False and a subtract reset, or no reset (or a zero reset with "
                     "reset_delay=False and a negative threshold), is not lowered to NIR: NIR's LIF resets to v_reset "
                     "on the step it fires, and the subtract-reset composition written here (LI + Threshold + a "
@@ -566,7 +566,7 @@ def _lif_sj(ex: _Exporter, node: Node):
 
 @lowering("lif_norse")
 def _lif_norse(ex: _Exporter, node: Node):
-    composed.norse_lif(ex, node, REASONS["lif_norse"], REMEDIES["lif_norse"])
+    composed.norse_lif(ex, node, VARIANT_REASONS["lif_norse"], REMEDIES["lif_norse"])
 
 
 @lowering("lif_snntorch")
