@@ -4,11 +4,11 @@ SVG for ``report.html``.
 ``neuron_activity(graph, inputs)`` runs the deployed graph once in the reference interpreter on the first sample
 of the verification inputs and keeps, per neuron node (a node that reports a firing margin), only what the page
 draws: the spikes of ``MAX_ROWS`` neurons around the nearest one (defined next), and for the neuron whose firing margin ``|U - boundary|``
-comes closest to zero over the run, its margin and spikes at every step. For a binary neuron with a
-``threshold`` the membrane is read back as ``U = threshold + margin`` on a step it fired and ``threshold -
+comes closest to zero over the run, its margin and spikes at every step. For a binary neuron of ``MEMBRANE_OPS``
+(its margin is ``|U - threshold|``) with a ``threshold`` the membrane is read back as ``U = threshold + margin`` on a step it fired and ``threshold -
 margin`` on one it did not (it fires on ``U >= threshold``, or ``>`` for Norse, where a tie is margin 0 either
-way): exact up to the one rounding of that sum. For another neuron (integer spike counts, an op without
-``threshold``) the trace is the margin itself, the distance to the nearest firing boundary, and says so.
+way): exact up to the one rounding of that sum. For another neuron (integer spike counts and their unrolled
+sub-steps, whose boundaries are multiples of the threshold; an op without ``threshold``) the trace is the margin itself, the distance to the nearest firing boundary, and says so.
 """
 from dataclasses import dataclass
 
@@ -18,6 +18,9 @@ from spikec.app.html_graph import cap, esc
 from spikec.compiler.interpreter import as_inputs, run
 from spikec.compiler.ir import Graph
 
+# ops whose firing margin is |U - threshold| with S = [U >= threshold] (or >): U is read back from margin and spike
+MEMBRANE_OPS = frozenset({"lif", "silif", "csilif", "lif_snntorch", "synaptic_snntorch", "rleaky_snntorch", "lif_sj",
+                          "lif_norse", "qif_sj", "eif_sj", "izhikevich_sj", "lif_sinabs"})
 MAX_ROWS = 64                 # neurons drawn per raster (the first ones, in the layer's row-major order)
 RASTER_W, RASTER_H, TRACE_W, TRACE_H, PAD = 520, 150, 520, 120, 34
 
@@ -68,7 +71,7 @@ def neuron_activity(graph: Graph, inputs) -> list[LayerActivity]:
         s, m = value.reshape(t, -1).astype(np.float64), margin.reshape(t, -1).astype(np.float64)
         lowest = m.min(axis=0)
         i = int(np.argmin(lowest))
-        th = _threshold(node, node.type.shape) if node.type.kind == "binary" else None
+        th = _threshold(node, node.type.shape) if node.type.kind == "binary" and node.op in MEMBRANE_OPS else None
         fired = s[:, i] > 0
         membrane = th is not None and th.shape[0] == m.shape[1]
         trace = np.where(fired, th[i] + m[:, i], th[i] - m[:, i]) if membrane else m[:, i]
@@ -138,7 +141,7 @@ def activity_figures(graph: Graph, inputs) -> str:
     for k, a in enumerate(layers):
         shown = f"neurons {a.first}-{a.first + a.spikes.shape[1] - 1} of {a.neurons:,}"
         what = ("membrane U (pre-reset), read back as threshold \u00b1 firing margin" if a.membrane
-                else "firing margin |U - boundary| (this neuron has no single threshold to read U against)")
+                else "firing margin |U - boundary| (this neuron's boundaries are not one threshold to read U against)")
         parts.append(
             f'<figure class="layer-activity" data-node="{esc(a.node)}"><figcaption>{esc(cap(a.node, 60))} '
             f'<span class="muted">({esc(a.op)}; {esc(shown)}; {a.total_spikes:,.0f} spikes in all)</span></figcaption>'

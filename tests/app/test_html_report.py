@@ -469,3 +469,19 @@ def test_a_renamed_node_is_shown_with_its_source_names(tmp_path):
                                                 "fold_batchnorm"]
     labels = [t for tag, cls, t in p.texts if tag == "text" and cls == "label"]
     assert "conv1.1 \u2190 conv1.0" in labels
+
+
+def test_an_integer_neurons_trace_is_its_margin_not_a_membrane():
+    b = GraphBuilder((4,), input_name="x")
+    w = b.add("fc", "linear", ["x"], {}, {"weight": np.full((3, 4), 0.375)})
+    n = b.add("int", "intfire", [w], {"max_spikes": 2, "rounding": "round"},
+              {"threshold": 0.5, "beta": 1.0, "alpha": 1.0})
+    g = b.graph(n)
+    x = (np.random.default_rng(2).random((5, 2, 4)) < 0.5).astype(np.float64)
+    (a,) = neuron_activity(g, x)
+    margin = run(g, x[:, :1]).margins["int"].reshape(5, -1)
+    assert not a.membrane and a.threshold is None and np.array_equal(a.trace, margin[:, a.nearest])
+    from spikec.passes.unroll_virtual_steps import unroll_virtual_steps
+    unrolled = unroll_virtual_steps(g).graph   # binary sub-step spikes, boundaries at multiples of the threshold
+    (u,) = [l for l in neuron_activity(unrolled, x) if l.op == "intfire_unrolled"]
+    assert not u.membrane and u.threshold is None
