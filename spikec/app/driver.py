@@ -7,7 +7,6 @@ holding an equivalent one (it goes beside it, ``NAME.not-equivalent``).
 import copy
 import json
 import math
-import shutil
 import time
 from dataclasses import KW_ONLY, dataclass, field, replace
 from pathlib import Path
@@ -360,8 +359,7 @@ def write_outdir(outdir, compiled: Compiled, reads=()) -> Path:
     out = owned.check_outdir(outdir, reads)
     if not compiled.report["equivalent"] and owned.holds_equivalent_compile(out):
         out = owned.check_outdir(owned.not_equivalent_path(out), reads)
-    tmp = owned.make_temp_dir(out)
-    try:
+    with owned.writing(out) as tmp:  # an OSError (a full disk) is named; on any failure the temp tree goes
         save_graph(compiled.graph, tmp)
         np.savez(tmp / "io.npz", **compiled.io)
         for name, write in compiled.files.items():
@@ -371,9 +369,6 @@ def write_outdir(outdir, compiled: Compiled, reads=()) -> Path:
         write_html(compiled.report, compiled.before, compiled.graph, tmp / "report.html")
         check_written(tmp, compiled)
         owned.publish(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

@@ -245,6 +245,24 @@ def test_no_space_mid_write_is_named_and_leaves_the_old_outdir_and_no_temp(out, 
     assert not [p for p in out.parent.iterdir() if ".tmp-" in p.name]
 
 
+def test_a_compile_that_fills_the_disk_is_named_and_keeps_the_old_outdir(out, tmp_path, monkeypatch):
+    """The driver writes through outdir.writing: a full disk mid-write is exit 2 naming it, not an internal error."""
+    import spikec.app.driver as driver
+    src = tmp_path / "src2"
+    src.mkdir()
+    (src / "net.py").write_text(NET)
+    (src / "model.py").write_text("def width():\n    return 5\n")
+
+    def full(report, before, graph, path):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    monkeypatch.setattr(driver, "write_html", full)
+    before = snapshot(out)
+    result = cli("compile", f"{src / 'net.py'}:build", "-o", out)
+    assert_clean_failure(result, 2, "no space left on device while writing", "MB or choose another -o")
+    assert snapshot(out) == before
+    assert not [p for p in out.parent.iterdir() if ".tmp-" in p.name]
+
+
 def test_no_space_for_the_temp_dir_marker_leaves_no_temp(tmp_path, monkeypatch):
     real = Path.write_text
 
