@@ -1,7 +1,7 @@
 """Interrupting a Lava run leaves nothing behind.
 
 A real Lava run (a tiny network for many steps, so it is still running) is started in a subprocess and
-signalled once its supervised session has Lava's workers and shared memory. Within 5 s of the signal:
+signalled once its supervised session has Lava's workers and shared memory. Within BOUND seconds of the signal:
 the process has exited, no process of the supervisor's session is alive, none of the shared-memory
 segments the session held (nor any carrying the run's tag) exists, the work directory is gone, nothing is
 left in the run's temporary directory (no ``pymp-*``: each run gets a TMPDIR of its own here), and
@@ -27,7 +27,7 @@ REASON = lava_available()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"Lava does not import here: {REASON}")
 
 REPO = Path(__file__).resolve().parents[3]
-BOUND = 5.0          # seconds from the signal to a clean machine
+BOUND = 10.0         # seconds from the signal to a clean machine (about 5 when idle; a shared machine doubles it)
 STARTUP = 180.0      # seconds a loaded machine may take to reach the Lava run
 MIN_MEMBERS = 8      # supervisor, runner, Lava's runtime service, workers and managers: the run is up
 
