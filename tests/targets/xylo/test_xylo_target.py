@@ -145,3 +145,28 @@ def test_four_targets_in_one_compile():
     assert list(c.targets) == ["lava", "xylo", "nir", "onnx"] and c.equivalent
     assert c.targets["xylo"]["bit_exact"] and not c.targets["xylo"].get("refused")
     assert all(c.targets[n].get("emitted", True) is not False for n in c.targets), c.targets
+
+
+@pytest.mark.parametrize("seed", [3, 4, 11])   # RLeaky, RSynaptic, Leaky hidden layers
+def test_random_networks_not_in_the_repository_stay_bit_exact(seed):
+    """Random sizes, decays (dyadic or not), neuron kinds and weight scales: XyloSim and the reference agree bit
+    for bit whatever the float agreement; the decays are labelled exact exactly when beta = 1 - 2**-k."""
+    g = np.random.default_rng(seed)
+    c_in, hidden, out = int(g.integers(2, 17)), int(g.integers(4, 40)), int(g.integers(1, 9))
+    beta_h, beta_o = float(g.choice([0.5, 0.9375, 0.83, 0.6])), float(g.choice([0.75, 0.7]))
+    torch.manual_seed(seed)
+    layer = [snn.RLeaky(beta=beta_h, linear_features=hidden, init_hidden=True),
+             snn.RSynaptic(alpha=0.875, beta=beta_h, linear_features=hidden, init_hidden=True),
+             snn.Leaky(beta=beta_h, init_hidden=True)][seed % 3]
+    net = nn.Sequential(nn.Linear(c_in, hidden), layer, nn.Linear(hidden, out),
+                        snn.Leaky(beta=beta_o, init_hidden=True))
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, nn.Linear):
+                m.weight.mul_(float(g.uniform(1, 4)))
+    t = _xylo(net, spikes(t=10, b=2, c=c_in, p=0.4, seed=seed)).targets["xylo"]
+    assert t["bit_exact"] and t["values_compared"] > 0, t.get("first_mismatches")
+    q = t["quantization"]
+    assert q["hidden"]["beta_exact_as_shift"] == (beta_h in (0.5, 0.9375))
+    assert q["output"]["beta_exact_as_shift"] == (beta_o == 0.75)
+    assert t["float_vs_fixed"]["approximate"] is True
