@@ -29,8 +29,9 @@ from spikec.ops import OPS
 
 TARGETS = ("onnx", "nir", "lava")   # the targets: every one has a lowering table below
 # the columns, in this order: a target, or the NIR target's file as one consumer runs it (written in its form)
-COLUMNS = ("lava", "nir-snntorch", "nir-norse", "nir", "onnx")
-CONSUMER_NAMES = {"snntorch": "snnTorch", "norse": "Norse"}
+COLUMNS = ("lava", "nir-snntorch", "nir-norse", "nir-sinabs", "nir", "onnx")
+CONSUMER_NAMES = {"snntorch": "snnTorch", "norse": "Norse", "sinabs": "Sinabs"}
+FORMLESS = ("sinabs",)   # consumers with no form of their own (nir_consumer): their column runs the 'any' file
 STEPS, BATCH = 4, 2
 INTERNAL = {"lava_": "the Lava target's own integer ops (its integer reference)",
             "ttfs_": "created by the TTFS coding pass, verified by its own simulator",
@@ -498,7 +499,8 @@ def cell(row: str, column: str) -> Cell:
     if not any(n.op == op for n in graph.nodes):
         return Cell("fails", f"the example graph of {row} does not contain {op}")
     target, _, consumer = column.partition("-")
-    options = {"seed": 0, **({"nir_consumer": consumer} if consumer else {})}
+    form = "any" if consumer in FORMLESS else consumer
+    options = {"seed": 0, **({"nir_consumer": form} if consumer else {})}
     if consumer:   # nirtorch runs graphs of one output: the consumers run the example's first read (its spikes)
         graph = _first_output(graph)
     try:
