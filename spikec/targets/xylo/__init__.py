@@ -84,7 +84,8 @@ def xylo_target(graph: Graph, inputs, reference: Trace, options: dict) -> Target
     mapped, q, rasters = build(graph, inputs, chip)
     sim_runs = simulate.xylosim_runs(q.spec, rasters)
     check = simulate.compare_runs(sim_runs, simulate.reference_runs(q.spec, rasters))
-    fvf = simulate.agreement(sim_runs, reference.values[mapped.hidden.node], reference.values[mapped.output.node])
+    fvf = simulate.agreement(sim_runs, reference.values[mapped.hidden.node], reference.values[mapped.output.node],
+                             simulate.approximations(mapped, q.report))
     import xylosim
     import rockpool
     report = {

@@ -10,18 +10,33 @@ from spikec.targets.xylo._shim import import_xylosim
 # XyloSim's record keys -> the reference's fields (hidden spike counts, currents, membranes; outputs)
 RECORDED = {"Spikes": "spikes", "Isyn": "isyn", "Vmem": "vmem", "Isyn_out": "isyn_out", "Vmem_out": "vmem_out"}
 LAG = 1   # the chip's output lags the source's by one step: hidden spikes reach the output neurons a step later
-APPROXIMATIONS = (
-    "snnTorch's delayed reset subtracts theta from the undecayed membrane one step after the spike; Xylo "
-    "subtracts at once, so the next step's leak also acts on the subtraction (differs by (1 - beta) * theta)",
-    "snnTorch fires on mem > theta, at most once a step; a Xylo hidden neuron fires floor(Vmem / theta) >= 1 "
-    "times (up to 31), an output neuron on Vmem >= theta",
-    "Xylo's leak is a floored shift that takes at least 1 off a positive value; states saturate at 16 bits",
-    "weights, thresholds and biases are rounded to Xylo's integers (quantize.py)",
-    "Leaky and RLeaky have no synaptic state; on Xylo their input passes through a current that keeps half of "
-    "itself for the next step (dash_syn 1)",
-    "the output layer receives the hidden spikes one step later than in the source (the raster carries one "
-    "empty step more so every source step is compared)",
-)
+# why the chip is not the float source, each with the condition it holds under (the report lists the ones that do)
+APPROXIMATIONS = {
+    "reset_delay": "snnTorch's delayed reset subtracts theta from the undecayed membrane one step after the spike; "
+                   "Xylo subtracts at once, so the next step's leak also acts on the subtraction (differs by "
+                   "(1 - beta) * theta)",
+    "spikes": "snnTorch fires on mem > theta, at most once a step; a Xylo hidden neuron fires floor(Vmem / theta) "
+              "times (up to 31), an output neuron on Vmem >= theta",
+    "leak": "Xylo's leak is a floored shift that takes at least 1 off a positive value; states saturate at 16 bits",
+    "rounding": "weights, thresholds and biases are rounded to Xylo's integers (quantize.py)",
+    "decay": "a decay is not 1 - 2**-k: rounded to the nearest shift (quantize.py: *_exact_as_shift false)",
+    "no_synapse": "Leaky and RLeaky have no synaptic state; on Xylo their input passes through a current that "
+                  "spreads it over the following steps (dash_syn 1)",
+    "synaptic_bias": "a Synaptic layer's bias builds up in its current; on Xylo it is a constant membrane bias",
+    "lag": "the output layer receives the hidden spikes one step later than in the source (the raster carries one "
+           "empty step more so every source step is compared)",
+}
+
+
+def approximations(mapped, qreport: dict) -> list[str]:
+    """The reasons of ``APPROXIMATIONS`` that hold for this network (exactness is refused with them)."""
+    pops = (mapped.hidden, mapped.output)
+    holds = {"reset_delay": any(p.reset_delay for p in pops), "spikes": True, "leak": True, "rounding": True,
+             "decay": not all(r["beta_exact_as_shift"] and (r["alpha"] is None or r["alpha_exact_as_shift"])
+                              for r in qreport.values()),
+             "no_synapse": any(p.alpha is None for p in pops),
+             "synaptic_bias": any(p.alpha is not None and p.bias.any() for p in pops), "lag": True}
+    return [APPROXIMATIONS[k] for k, v in holds.items() if v]
 
 
 def raster(inputs, n_in: int, where: str) -> np.ndarray:
@@ -73,7 +88,7 @@ def compare_runs(a: list[dict], b: list[dict]) -> dict:
             "first_mismatches": first[:5]}
 
 
-def agreement(runs: list[dict], hidden_src: np.ndarray, out_src: np.ndarray) -> dict:
+def agreement(runs: list[dict], hidden_src: np.ndarray, out_src: np.ndarray, reasons: list[str]) -> dict:
     """The chip's spikes against the float source's ([T, B, N] each), labelled approximate."""
     chip_h = np.stack([r["spikes"] for r in runs], 1)[: hidden_src.shape[0]]
     chip_o = np.stack([r["out"] for r in runs], 1)[LAG:LAG + out_src.shape[0]]
@@ -86,5 +101,6 @@ def agreement(runs: list[dict], hidden_src: np.ndarray, out_src: np.ndarray) -> 
         "hidden_spikes": {"source": int(src_h.sum()), "chip_events": int(chip_h.sum()),
                           "chip_steps_with_several": int((chip_h > 1).sum())},
         "output_lag_steps": LAG,
-        "why_not_exact": list(APPROXIMATIONS),
+        "exact_vs_source": False,
+        "why_not_exact": reasons,
     }
