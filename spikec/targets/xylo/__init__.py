@@ -25,6 +25,7 @@ from spikec.compiler.interpreter import Trace
 from spikec.compiler.ir import Graph
 from spikec.targets import TargetResult, register_target
 from spikec.targets.xylo import simulate
+from spikec.targets.xylo._shim import shimmed
 from spikec.targets.xylo.limits import CHIPS, DEFAULT_CHIP, Chip
 from spikec.targets.xylo.mapper import FORM, map_graph
 from spikec.targets.xylo.quantize import SPEC_KEYS, to_integers
@@ -86,12 +87,13 @@ def xylo_target(graph: Graph, inputs, reference: Trace, options: dict) -> Target
     check = simulate.compare_runs(sim_runs, simulate.reference_runs(q.spec, rasters))
     fvf = simulate.agreement(sim_runs, reference.values[mapped.hidden.node], reference.values[mapped.output.node],
                              simulate.approximations(mapped, q.report))
-    import xylosim
-    import rockpool
+    from importlib.metadata import version
     report = {
         "name": "xylo", "chip": chip.name, "form": FORM, "files": [SPEC_FILE, IO_FILE], "rebuild": REBUILD,
-        "simulator": f"rockpool {rockpool.__version__} {chip.rockpool_module}.XyloSim on xylosim "
-                     f"{getattr(xylosim, '__version__', '0.1.3')} (xylosim.v2, C++)",
+        "simulator": f"rockpool {version('rockpool')} {chip.rockpool_module}.XyloSim on xylosim "
+                     f"{version('xylosim')} (xylosim.v2, C++)",
+        "samna": "not installed: rockpool.devices.xylo entered without its samna-only modules (_shim.py)"
+                 if shimmed() else "installed: Rockpool imported as it is",
         "bit_exact": check["bit_exact"], "equivalent": check["bit_exact"],
         "compared": "XyloSim vs spikec's integer reference (reference.py): hidden spike counts, Isyn, Vmem, "
                     "output spikes, Isyn_out, Vmem_out, every step of every sample",

@@ -55,7 +55,7 @@ def test_kws_compiles_bit_exact_on_xylosim(kws_out):
     report = json.loads((kws_out / "report.json").read_text())
     t = report["target"]
     assert report["equivalent"] and t["name"] == "xylo" and t["bit_exact"] and not t["first_mismatches"]
-    assert t["samples"] >= 3 and t["values_compared"] > 0
+    assert t["samples"] >= 3 and t["values_compared"] > 0 and "xylosim 0.1.3 (xylosim.v2" in t["simulator"]
     assert t["resources"]["inputs"] == {"used": 16, "of": 16} and t["resources"]["output_neurons"]["used"] == 8
     assert t["resources"]["synapses"]["recurrent"] > 0            # the RLeaky's Linear recurrence is mapped
     q = t["quantization"]
