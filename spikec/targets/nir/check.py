@@ -1,15 +1,59 @@
 """``spikec nir-check FILE.nir``: the conformance findings of a file (``conformance``), and whether spikec's
 frontend builds it. Apart from ``conformance`` because it imports the frontend, which imports ``conformance``."""
 from spikec.compiler.errors import SpikecError
-from spikec.targets.nir.conformance import ERROR, finding, nir_diagnostics, read_nir
+from spikec.targets.nir.conformance import ERROR, INFO, WARNING, finding, nir_diagnostics, read_nir
 from spikec.targets.nir.frontend import load_nir
+
+READ_VERSIONS = ("1.0.7", "1.0.8")   # tested (tests/targets/nir/test_nir_versions.py); 1.0.8 changed no file field
+
+
+def file_version(path) -> str | None:
+    """The nir version that wrote ``path`` (its root ``version`` dataset), or None."""
+    import h5py
+    try:
+        with h5py.File(path, "r") as f:
+            v = f["version"][()] if "version" in f else None
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
+    return None if v is None else (v.decode() if isinstance(v, bytes) else str(v))
+
+
+def version_findings(path) -> list[dict]:
+    import nir
+    if isinstance(path, nir.NIRGraph):   # a graph in memory, not a file: no version to name
+        return []
+    v = file_version(path)
+    if v is None:
+        return [finding("graph", "nir_version", WARNING, f"the file records no nir version; read with nir {nir.version}")]
+    note = "" if v in READ_VERSIONS else f" (spikec is tested on files of nir {' and '.join(READ_VERSIONS)})"
+    return [finding("graph", "nir_version", INFO, f"written by nir {v}, read with nir {nir.version}{note}; nir 1.0.8 "
+                    "made input_type/output_type init-only and metadata keyword-only, which changes no stored field")]
+
+
+def consumer_findings(graph, dt: float) -> list[dict]:
+    """Per installed consumer, what in the file it would run differently (``consumers.limits``), or that it runs it."""
+    from spikec.targets.nir import consumers
+    out, found = [], consumers.limits(graph, dt)
+    for name in consumers.CONSUMERS:
+        if consumers.available(name) is not None:
+            continue
+        if not found[name]:
+            out.append(finding("graph", f"consumer_{name}", INFO, f"{name}: no known limit (it should run the file "
+                               "spike for spike)"))
+        for why in found[name]:
+            out.append(finding("graph", f"consumer_{name}", WARNING, f"{name}: {why}"))
+    return out
 
 
 def check_file(path, dt: float = 1e-4, scheme: str = "snntorch") -> dict:
     """``spikec nir-check``: ``{file, dt, scheme, findings, compiles}``; BadInput for a missing/unreadable file
     or a bad dt/scheme. ``compiles`` is whether spikec's frontend builds the IR (its refusal is an error)."""
     graph, found = read_nir(path)
-    found += nir_diagnostics(graph, dt, scheme)
+    found = found + nir_diagnostics(graph, dt, scheme) + version_findings(path)
+    try:
+        found += consumer_findings(graph, dt)
+    except Exception as e:  # a malformed graph the limits cannot walk: the other findings say what is wrong
+        found.append(finding("graph", "consumer_limits", WARNING, f"consumer limits not computed: {e}"))
     compiles = not any(f["severity"] == ERROR for f in found)
     if compiles:
         try:

@@ -1,0 +1,42 @@
+"""NIR 1.0.7 and 1.0.8 files: ``golden/nir_1_0_7_lif.nir`` was written by nir 1.0.7's own ``nir.write`` (installed
+apart, ``pip install --no-deps --target DIR nir==1.0.7``); spikec (nir 1.0.8) reads and compiles it, and
+``nir-check`` names the version and, per installed consumer, what would change its spikes."""
+from pathlib import Path
+
+import numpy as np
+
+from spikec.targets.nir import check, consumers
+
+OLD = Path(__file__).parent / "golden" / "nir_1_0_7_lif.nir"
+
+
+def test_nir_check_names_the_version_and_each_consumer():
+    result = check.check_file(OLD)
+    assert result["compiles"]
+    version = [f for f in result["findings"] if f["kind"] == "nir_version"]
+    assert len(version) == 1 and "written by nir 1.0.7" in version[0]["message"]
+    for name in consumers.CONSUMERS:
+        mine = [f for f in result["findings"] if f["kind"] == f"consumer_{name}"]
+        assert mine or consumers.available(name) is not None, name
+    assert any("no known limit" in f["message"] for f in result["findings"] if f["kind"] == "consumer_snntorch")
+    assert any("MultiSpike" in f["message"] for f in result["findings"] if f["kind"] == "consumer_sinabs")
+
+
+def test_a_file_of_this_nir_is_named_too(tmp_path):
+    import nir
+    path = tmp_path / "new.nir"
+    nir.write(path, nir.read(OLD))
+    assert check.file_version(path) == nir.version == "1.0.8"
+    assert check.file_version(OLD) == "1.0.7"
+
+
+def test_a_1_0_7_file_compiles_and_its_nir_runs_in_the_consumers(tmp_path):
+    from spikec.app.driver import CompileOptions, compile_model
+    x = tmp_path / "x.npz"
+    np.savez(x, input=np.random.default_rng(0).random((30, 2, 3)))
+    c = compile_model(CompileOptions(str(OLD), inputs=str(x), target="nir"))
+    t = c.report["target"]
+    assert c.report["equivalent"] and t["exact"]
+    for name in ("snntorch", "norse"):
+        v = t["consumers"][name]
+        assert v["ran"] and v["spike_exact"] and v["spike_count"] > 0, (name, v)
