@@ -1,6 +1,9 @@
 """Xylo target (``--target xylo``): the deployed graph on SynSense's Xylo Audio 2 (SYNS61201), checked bit for bit
 against the vendor's own simulator.
 
+Chips (``limits.py``): Xylo Audio 2 by default; Xylo Audio 3 and Xylo IMU through the target option ``xylo_chip``
+(Rockpool simulates both with ``syns63300.XyloSim``, on the same core).
+
 Pipeline, one parameter name throughout (Rockpool's ``XyloSim.from_specification`` keywords):
 ``mapper.py`` (graph -> input, hidden and output layers in float; refuses by name what does not fit the chip's
 limits in ``limits.py``) -> ``quantize.py`` (8-bit weights with a shift per matrix, bit-shift decays, 16-bit
@@ -31,7 +34,6 @@ from spikec.targets.xylo.mapper import FORM, map_graph
 from spikec.targets.xylo.quantize import SPEC_KEYS, to_integers
 
 SPEC_FILE, IO_FILE = "xylo/spec.npz", "xylo/io.npz"
-REBUILD = 'XyloSim.from_specification(**np.load("xylo/spec.npz"))  # rockpool.devices.xylo.syns61201'
 
 
 def chip_of(options: dict) -> Chip:
@@ -60,9 +62,9 @@ def resources(spec: dict, chip: Chip) -> dict:
                            "(not installed here); spikec checks the neuron counts above"}
 
 
-def _io_writer(rasters: np.ndarray, runs: list[dict]):
+def _io_writer(rasters: np.ndarray, runs: list[dict], chip: str):
     def write(path: Path) -> None:
-        np.savez(path, input=rasters, output=np.stack([r["out"] for r in runs]),
+        np.savez(path, chip=np.array(chip), input=rasters, output=np.stack([r["out"] for r in runs]),
                  hidden_spikes=np.stack([r["spikes"] for r in runs]),
                  vmem_out=np.stack([r["vmem_out"] for r in runs]))
     return write
@@ -81,16 +83,19 @@ def summary(r: dict) -> str:
 
 def xylo_target(graph: Graph, inputs, reference: Trace, options: dict) -> TargetResult:
     start = time.perf_counter()
+    chip_key = (options or {}).get("xylo_chip", DEFAULT_CHIP)
     chip = chip_of(options)
     mapped, q, rasters = build(graph, inputs, chip)
-    sim_runs = simulate.xylosim_runs(q.spec, rasters)
+    sim_runs = simulate.xylosim_runs(q.spec, rasters, chip.sim_module)
     check = simulate.compare_runs(sim_runs, simulate.reference_runs(q.spec, rasters))
     fvf = simulate.agreement(sim_runs, reference.values[mapped.hidden.node], reference.values[mapped.output.node],
                              simulate.approximations(mapped, q.report))
     from importlib.metadata import version
     report = {
-        "name": "xylo", "chip": chip.name, "form": FORM, "files": [SPEC_FILE, IO_FILE], "rebuild": REBUILD,
-        "simulator": f"rockpool {version('rockpool')} {chip.rockpool_module}.XyloSim on xylosim "
+        "name": "xylo", "chip": chip.name, "form": FORM, "files": [SPEC_FILE, IO_FILE],
+        "rebuild": f'XyloSim.from_specification(**np.load("xylo/spec.npz"))  # XyloSim of {chip.sim_module}',
+        "chip_option": "options['xylo_chip']: " + ", ".join(CHIPS) + f" (default {DEFAULT_CHIP})",
+        "simulator": f"rockpool {version('rockpool')} {chip.sim_module}.XyloSim on xylosim "
                      f"{version('xylosim')} (xylosim.v2, C++)",
         "samna": "not installed: rockpool.devices.xylo entered without its samna-only modules (_shim.py)"
                  if shimmed() else "installed: Rockpool imported as it is",
@@ -106,7 +111,7 @@ def xylo_target(graph: Graph, inputs, reference: Trace, options: dict) -> Target
         "seconds": round(time.perf_counter() - start, 3),
     }
     report["summary"] = summary(report)
-    files = {SPEC_FILE: lambda path: np.savez(path, **q.spec), IO_FILE: _io_writer(rasters, sim_runs)}
+    files = {SPEC_FILE: lambda path: np.savez(path, **q.spec), IO_FILE: _io_writer(rasters, sim_runs, chip_key)}
     return TargetResult(report, bool(check["bit_exact"]), files)
 
 
@@ -123,15 +128,18 @@ def verify_outdir(outdir, graph: Graph, inputs, reference: Trace) -> dict:
         return {"equivalent": False, "error": f"{out / 'xylo'} does not load: {type(e).__name__}: {e}"}
     if sorted(spec) != sorted(SPEC_KEYS):
         return {"equivalent": False, "error": f"{SPEC_FILE} holds {sorted(spec)}, not {sorted(SPEC_KEYS)}"}
-    chip = CHIPS[DEFAULT_CHIP]
+    key = str(io["chip"]) if "chip" in io else ""
+    if key not in CHIPS:
+        return {"equivalent": False, "error": f"{IO_FILE} names chip {key!r}; known: {', '.join(CHIPS)}"}
+    chip = CHIPS[key]
     _, q, rasters = build(graph, inputs, chip)
     spec_same = all(np.array_equal(np.asarray(spec[k]), np.asarray(q.spec[k])) for k in SPEC_KEYS)
     raster_same = np.array_equal(io.get("input"), rasters)
-    runs = simulate.xylosim_runs(spec, io["input"])
+    runs = simulate.xylosim_runs(spec, io["input"], chip.sim_module)
     reproduces = np.array_equal(np.stack([r["out"] for r in runs]), io.get("output"))
     check = simulate.compare_runs(runs, simulate.reference_runs(spec, io["input"]))
     return {"equivalent": bool(spec_same and raster_same and reproduces and check["bit_exact"]),
-            "spec_matches_graph": spec_same, "input_matches_inputs": bool(raster_same),
+            "chip": chip.name, "spec_matches_graph": spec_same, "input_matches_inputs": bool(raster_same),
             "rebuilt_xylosim_reproduces_io": bool(reproduces), "bit_exact": check["bit_exact"],
             "first_mismatches": check["first_mismatches"]}
 

@@ -28,12 +28,11 @@ def _bare_package() -> None:
     sys.modules[PACKAGE] = module
 
 
-def import_xylosim():
-    """``rockpool.devices.xylo.syns61201.XyloSim`` (the class backed by ``xylosim.v2``), imported once."""
+def import_xylosim(module: str = f"{PACKAGE}.syns61201.xylo_sim"):
+    """``module``'s ``XyloSim`` (Xylo Audio 2's by default; every one is backed by ``xylosim.v2``)."""
     if PACKAGE not in sys.modules and importlib.util.find_spec("samna") is None:
         _bare_package()
-    module = importlib.import_module(f"{PACKAGE}.syns61201.xylo_sim")
-    return module.XyloSim
+    return importlib.import_module(module).XyloSim
 
 
 def shimmed() -> bool:

@@ -16,7 +16,8 @@ class Limit:
 @dataclass(frozen=True)
 class Chip:
     name: str
-    rockpool_module: str
+    rockpool_module: str       # the chip's Rockpool package
+    sim_module: str            # the module whose XyloSim simulates it (all three run on xylosim.v2)
     limits: dict
 
     def __getitem__(self, key: str) -> int:
@@ -30,7 +31,8 @@ _MAPPER = "rockpool/devices/xylo/syns61201/xylo_mapper.py"
 _QUANT = "rockpool/transform/quantize_methods.py (global_quantize)"
 _SIM = "measured in xylosim.v2 through syns61201.XyloSim (tests/targets/xylo/test_xylo_arithmetic.py)"
 
-XYLO_AUDIO_2 = Chip("Xylo Audio 2 (SYNS61201)", "rockpool.devices.xylo.syns61201", {
+XYLO_AUDIO_2 = Chip("Xylo Audio 2 (SYNS61201)", "rockpool.devices.xylo.syns61201",
+                    "rockpool.devices.xylo.syns61201.xylo_sim", {
     "inputs": Limit(16, f"{_MAPPER}: le_16_input_channels"),
     "hidden_neurons": Limit(1000, f"{_MAPPER}: mapper(max_hidden_neurons=1000, 'matching Xylo hardware')"),
     "output_neurons": Limit(8, f"{_MAPPER}: le_8_output_channels, mapper(max_output_neurons=8)"),
@@ -53,5 +55,36 @@ XYLO_AUDIO_2 = Chip("Xylo Audio 2 (SYNS61201)", "rockpool.devices.xylo.syns61201
     "max_output_spikes_per_step": Limit(1, _SIM),
 })
 
-CHIPS = {"xylo-audio-2": XYLO_AUDIO_2}
+_SHARED = ("weight_bits", "weight_shift_max", "threshold_bits", "bias_bits", "state_bits", "dash_max",
+           "max_hidden_spikes_per_step", "max_output_spikes_per_step", "synapses_per_output_neuron")
+_SAME_CORE = "; the same xylosim.v2 core, spikec's reference measured bit-exact on it (tests/targets/xylo)"
+
+
+def _derived(name: str, module: str, sim: str, own: dict) -> Chip:
+    shared = {k: Limit(v.value, v.source + _SAME_CORE) for k, v in XYLO_AUDIO_2.limits.items() if k in _SHARED}
+    return Chip(name, module, sim, {**own, **shared})
+
+
+_IMU = "rockpool/devices/xylo/syns63300/xylo_mapper.py"
+_A3 = "rockpool/devices/xylo/syns65302/xylo_mapper.py"
+XYLO_IMU = _derived("Xylo IMU (SYNS63300)", "rockpool.devices.xylo.syns63300", "rockpool.devices.xylo.syns63300.xylo_sim", {
+    "inputs": Limit(16, f"{_IMU}: le_16_input_channels"),
+    "hidden_neurons": Limit(496, f"{_IMU}: mapper(max_hidden_neurons=496)"),
+    "output_neurons": Limit(16, f"{_IMU}: le_16_output_channels, mapper(max_output_neurons=16)"),
+    "input_expansion_neurons": Limit(128, f"{_IMU}: le_128_input_expansion_neurons"),
+    "output_expansion_neurons": Limit(128, f"{_IMU}: le_128_output_expansion_neurons"),
+    "synapses_per_hidden_neuron": Limit(1, "rockpool/devices/xylo/__init__.py: 'One synapse per neuron'"),
+})
+# Rockpool simulates Xylo Audio 3 with Xylo IMU's XyloSim (syns65302/__init__.py: from ..syns63300 import XyloSim)
+XYLO_AUDIO_3 = _derived("Xylo Audio 3 (SYNS65302)", "rockpool.devices.xylo.syns65302",
+                        "rockpool.devices.xylo.syns63300.xylo_sim", {
+    "inputs": Limit(16, f"{_A3}: le_16_input_channels"),
+    "hidden_neurons": Limit(992, f"{_A3}: mapper(max_hidden_neurons=992)"),
+    "output_neurons": Limit(32, f"{_A3}: mapper(max_output_neurons=32)"),
+    "input_expansion_neurons": Limit(128, f"{_A3}: le_128_input_expansion_neurons"),
+    "output_expansion_neurons": Limit(128, f"{_A3}: le_128_output_expansion_neurons"),
+    "synapses_per_hidden_neuron": Limit(2, "rockpool/devices/xylo/__init__.py: 'Two synapses per neuron'"),
+})
+
+CHIPS = {"xylo-audio-2": XYLO_AUDIO_2, "xylo-audio-3": XYLO_AUDIO_3, "xylo-imu": XYLO_IMU}
 DEFAULT_CHIP = "xylo-audio-2"

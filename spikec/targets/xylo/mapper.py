@@ -122,6 +122,12 @@ def _limits(m: Mapped, graph: Graph, chip: Chip) -> None:
         if used > chip[key]:
             raise refuse(where, f"{used} {key.replace('_', ' ')}: {chip.name} has {chip[key]} "
                                 f"({chip.limits[key].source})", f"shrink the layer to at most {chip[key]}")
+    expansion = (("input_expansion_neurons", int(np.any(m.hidden.weights != 0, 0).sum()), "receive input"),
+                 ("output_expansion_neurons", int(np.any(m.output.weights != 0, 1).sum()), "feed the outputs"))
+    for key, used, what in expansion:
+        if key in chip.limits and used > chip[key]:
+            raise refuse(m.hidden.node, f"{used} hidden neurons {what}: {chip.name} allows {chip[key]} "
+                                        f"({chip.limits[key].source})", f"use at most {chip[key]} hidden neurons")
     for p in (m.hidden, m.output):
         if np.any(p.threshold <= 0):
             raise refuse(p.node, "a threshold <= 0: Xylo fires floor(Vmem / threshold) spikes and needs a "

@@ -53,9 +53,10 @@ def raster(inputs, n_in: int, where: str) -> np.ndarray:
     return np.concatenate([counts, pad]).astype(np.int64).transpose(1, 0, 2)
 
 
-def xylosim_runs(spec: dict, rasters: np.ndarray) -> list[dict]:
-    """XyloSim built from ``spec`` (``from_specification(**spec)``), run on each sample from reset."""
-    sim = import_xylosim().from_specification(**spec)
+def xylosim_runs(spec: dict, rasters: np.ndarray, sim_module: str | None = None) -> list[dict]:
+    """XyloSim (of ``sim_module``, Xylo Audio 2's by default) built from ``spec`` (``from_specification(**spec)``),
+    run on each sample from reset."""
+    sim = (import_xylosim(sim_module) if sim_module else import_xylosim()).from_specification(**spec)
     runs = []
     for r in rasters:
         sim.reset_state()

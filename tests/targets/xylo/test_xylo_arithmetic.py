@@ -10,7 +10,7 @@ pytest.importorskip("rockpool")
 
 from spikec.targets.xylo import reference  # noqa: E402
 from spikec.targets.xylo._shim import import_xylosim  # noqa: E402
-from spikec.targets.xylo.limits import XYLO_AUDIO_2  # noqa: E402
+from spikec.targets.xylo.limits import CHIPS, XYLO_AUDIO_2  # noqa: E402
 from spikec.targets.xylo.simulate import compare_runs, reference_runs, xylosim_runs  # noqa: E402
 
 
@@ -27,13 +27,15 @@ def random_spec(rng, saturating: bool) -> dict:
         weight_shift_out=np.int64(rng.integers(0, 8)), dt=np.float64(1e-3))
 
 
-def test_reference_is_bit_exact_against_xylosim_into_saturation():
+@pytest.mark.parametrize("chip", sorted(CHIPS))
+def test_reference_is_bit_exact_against_xylosim_into_saturation(chip):
+    """Each chip's XyloSim (Audio 2: syns61201's; Audio 3 and IMU: syns63300's)."""
     rng = np.random.default_rng(7)
     saturated = 0
-    for trial in range(24):
+    for trial in range(24 if chip == "xylo-audio-2" else 8):
         spec = random_spec(rng, trial % 3 == 0)
         rasters = rng.integers(0, 3, (2, 10, spec["weights_in"].shape[0]))
-        sim = xylosim_runs(spec, rasters)
+        sim = xylosim_runs(spec, rasters, CHIPS[chip].sim_module)
         check = compare_runs(sim, reference_runs(spec, rasters))
         assert check["bit_exact"], (trial, check["first_mismatches"])
         saturated += sum(int((np.abs(r["isyn"]) >= 32000).sum()) for r in sim)

@@ -18,6 +18,7 @@ pytest.importorskip("rockpool")
 
 import spikec  # noqa: E402
 from spikec.app.cli import main  # noqa: E402
+from spikec.compiler.errors import UnsupportedOp  # noqa: E402
 from spikec.compiler.interpreter import run  # noqa: E402
 from spikec.compiler.serialize import load_graph  # noqa: E402
 from spikec.targets.xylo import SPEC_FILE, IO_FILE, verify_outdir  # noqa: E402
@@ -174,3 +175,24 @@ def test_random_networks_not_in_the_repository_stay_bit_exact(seed):
     assert q["hidden"]["beta_exact_as_shift"] == (beta_h in (0.5, 0.9375))
     assert q["output"]["beta_exact_as_shift"] == (beta_o == 0.75)
     assert t["float_vs_fixed"]["approximate"] is True
+
+
+def test_other_chips_through_the_target_option():
+    """Xylo Audio 3 takes 20 outputs (Audio 2: 8), on Rockpool's syns63300 XyloSim, bit-exact; Xylo IMU refuses
+    200 hidden neurons fed by the input (its input expansion is 128) with the numbers."""
+    from spikec.targets.xylo import xylo_target
+    torch.manual_seed(2)
+    net = nn.Sequential(nn.Linear(16, 24), snn.RLeaky(beta=0.875, linear_features=24, init_hidden=True),
+                        nn.Linear(24, 20), snn.Leaky(beta=0.75, init_hidden=True))
+    x = spikes(t=6, b=2)
+    graph = spikec.compile(net, x, targets="none").graph
+    trace = run(graph, x)
+    a3 = xylo_target(graph, x, trace, {"xylo_chip": "xylo-audio-3"})
+    assert a3.ok and a3.report["bit_exact"] and "syns63300" in a3.report["simulator"]
+    assert a3.report["resources"]["output_neurons"] == {"used": 20, "of": 32}
+    assert _xylo(net, x).targets["xylo"]["refused"]                         # Audio 2: 20 > 8 outputs
+    wide = nn.Sequential(nn.Linear(16, 200), snn.Leaky(beta=0.5, init_hidden=True), nn.Linear(200, 4),
+                         snn.Leaky(beta=0.5, init_hidden=True))
+    graph = spikec.compile(wide, x, targets="none").graph
+    with pytest.raises(UnsupportedOp, match="200 hidden neurons receive input: Xylo IMU .* allows 128"):
+        xylo_target(graph, x, run(graph, x), {"xylo_chip": "xylo-imu"})
