@@ -92,7 +92,7 @@ def _recurrence(node: Node, n: int) -> tuple[np.ndarray, np.ndarray]:
                        "the hidden neurons)", "use a linear or one_to_one recurrence")
 
 
-def _population(graph: Graph, node: Node, linear: Node, role: str, chip: Chip) -> Population:
+def _population(node: Node, linear: Node, role: str) -> Population:
     attrs = node.attrs
     if attrs.get("reset", "subtract") != "subtract":
         raise refuse(node, f"reset {attrs.get('reset')!r}: Xylo's neurons only subtract the threshold",
@@ -115,7 +115,7 @@ def _population(graph: Graph, node: Node, linear: Node, role: str, chip: Chip) -
                       _vec(node, "threshold", n), bool(attrs.get("reset_delay", True)))
 
 
-def _limits(m: Mapped, graph: Graph, chip: Chip) -> None:
+def _limits(m: Mapped, chip: Chip) -> None:
     checks = (("inputs", m.n_in, m.input), ("hidden_neurons", m.hidden.size, m.hidden.node),
               ("output_neurons", m.output.size, m.output.node))
     for key, used, where in checks:
@@ -157,7 +157,7 @@ def map_graph(graph: Graph, chip: Chip) -> Mapped:
     if len(graph.inputs) != 1 or not inp.type.is_spike or len(inp.type.shape) != 1 or inp.type.substeps != 1:
         raise refuse(inp, f"the input is {inp.type.describe()}; Xylo takes one [T, B, C] input of spike events",
                      "feed binary spikes of shape [T, B, C]")
-    mapped = Mapped(inp.name, inp.type.shape[0], _population(graph, hid, l1, "hidden", chip),
-                    _population(graph, out, l2, "output", chip), (l1.name, l2.name))
-    _limits(mapped, graph, chip)
+    mapped = Mapped(inp.name, inp.type.shape[0], _population(hid, l1, "hidden"),
+                    _population(out, l2, "output"), (l1.name, l2.name))
+    _limits(mapped, chip)
     return mapped
