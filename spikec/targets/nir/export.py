@@ -28,8 +28,7 @@ per-step shape, channel values broadcast):
   ``X_t - (beta theta/alpha) S_{t-1}``. ``beta = 1`` uses ``I`` (``r = alpha/dt``) instead of ``LI``.
   ``beta = 0`` has no memory: its reset is irrelevant and it is exported as a hard-reset ``LIF``.
 * a membrane read-out (``output="membrane"``) of a subtract-reset neuron is the LI/I node's output.
-* snnTorch's default ``Leaky`` (``lif_snntorch``, subtract reset, ``reset_delay=True``): ``composed`` (a CubaLIF
-  reset cycle that snnTorch and Norse run, or LI/I + Threshold + a ``-theta`` cycle); its other variants refused.
+* the frameworks' default neurons (``lif_snntorch``, soft ``lif_sj``, ``lif_norse``): ``composed``; reshape: ``structure``.
 
 Other ops: conv2d -> ``Conv2d``; linear -> ``Affine`` (zero bias when absent); avgpool2d -> ``AvgPool2d``;
 flatten -> ``Flatten`` in NIR's batch-free dims; delay -> ``Delay(steps*dt)``; add -> no node (NIR sums the
@@ -51,7 +50,7 @@ import numpy as np
 from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.ir import Graph, Node
 from spikec.ops.common import bn_scale_shift
-from spikec.targets.nir import composed, forms
+from spikec.targets.nir import composed, forms, structure
 from spikec.targets.nir.forms import CONSUMER, DT, SCHEME, Form, form_for, tau_for, threshold_for  # noqa: F401
 
 NEVER = float(np.finfo(np.float64).max)  # the threshold of a neuron read out as its membrane only (frontend)
@@ -112,8 +111,9 @@ REMEDY = "keep this model on another target (--target none/onnx), or replace the
 REMEDIES = {
     "lif_snntorch": "compile with --target onnx, which lowers lif_snntorch exactly (spikes and mem); for NIR, use "
                     "the default Leaky (subtract reset, reset_delay=True: exported as a CubaLIF reset cycle, or "
-                    "LI/I + Threshold + a reset cycle for its mem or beta = 1), or reset_mechanism='zero' (with reset_delay=False only if every "
-                    "threshold is >= 0) returning only its spikes: spikec converts that to its own lif (NIR LIF)",
+                    "LI/I + Threshold + a reset cycle for its mem or beta = 1), or reset_mechanism='zero' (with "
+                    "reset_delay=False only if every threshold is >= 0) returning only its spikes: spikec converts "
+                    "that to its own lif (NIR LIF)",
     "synaptic_snntorch": "compile with --target onnx, which lowers synaptic_snntorch exactly (spikes, syn, mem, any "
                          "recurrence); for NIR, use a Synaptic (not RSynaptic) with reset_mechanism='zero', "
                          "reset_delay=False and every threshold >= 0, returning its spikes and syn (not mem): spikec "
@@ -336,6 +336,8 @@ def _input(ex: _Exporter, node: Node):
 
 @lowering("conv2d")
 def _conv2d(ex: _Exporter, node: Node):
+    if structure.is_conv1d(ex, node):
+        return structure.conv1d(ex, node)
     x = ex.graph.node(node.inputs[0]).type
     w = np.asarray(node.params["weight"], dtype=np.float64)
     b = np.asarray(node.params["bias"], dtype=np.float64) if "bias" in node.params else np.zeros(w.shape[0])
@@ -564,14 +566,11 @@ def _lif_sj(ex: _Exporter, node: Node):
     ex.single(node, ex.add(node.name, lif, node.inputs))
 
 
-@lowering("lif_norse")
-def _lif_norse(ex: _Exporter, node: Node):
-    composed.norse_lif(ex, node, VARIANT_REASONS["lif_norse"], REMEDIES["lif_norse"])
-
-
-@lowering("lif_snntorch")
-def _lif_snntorch(ex: _Exporter, node: Node):
-    composed.snntorch_leaky(ex, node, VARIANT_REASONS["lif_snntorch"], REMEDIES["lif_snntorch"])
+LOWERINGS["reshape"] = structure.reshape
+LOWERINGS["lif_norse"] = lambda ex, node: composed.norse_lif(ex, node, VARIANT_REASONS["lif_norse"],
+                                                            REMEDIES["lif_norse"])
+LOWERINGS["lif_snntorch"] = lambda ex, node: composed.snntorch_leaky(ex, node, VARIANT_REASONS["lif_snntorch"],
+                                                                    REMEDIES["lif_snntorch"])
 
 
 def export(graph: Graph, dt: float | None = None, consumer: str = CONSUMER) -> Exported:

@@ -1,0 +1,78 @@
+"""NIR export of the IR's ``reshape`` nodes: NIR has no reshape node, so a reshape is written as what it is.
+
+* a reshape to a vector (N,) -> ``Flatten`` over every per-sample dim (an identity for a vector already);
+* a ``(C, L)`` step viewed as ``(C, 1, L)`` for a ``conv2d`` whose kernel is ``(1, k)`` (how spikec and ATen run a
+  Conv1d), and that conv's ``(C', 1, L')`` viewed back as ``(C', L')`` -> one NIR ``Conv1d`` on ``(C, L)``: the two
+  reshapes carry no node (their values are the Conv1d's input and output, element for element);
+* any other reshape is refused, naming the shapes.
+"""
+import nir
+import numpy as np
+
+from spikec.compiler.errors import UnsupportedOp
+
+
+def _refuse(node, why: str):
+    raise UnsupportedOp(f"cannot be exported to NIR exactly: {why}", where=f"node {node.name!r} ({node.op})",
+                        remedy="reshape to a vector (a NIR Flatten), or use a Conv1d / Conv2d / Linear layout")
+
+
+def _state(ex) -> dict:
+    return ex.__dict__.setdefault("conv1d", {"views": set(), "outputs": set()})
+
+
+def _conv1d_kernel(ex, name: str) -> bool:
+    n = ex.graph.node(name)
+    if n.op != "conv2d":
+        return False
+    a, w = n.attrs, np.asarray(n.params["weight"])
+    pad = a["padding"]
+    return w.shape[2] == 1 and not isinstance(pad, str) and int(np.broadcast_to(pad, (2,))[0]) == 0
+
+
+def reshape(ex, node) -> None:
+    src = ex.graph.node(node.inputs[0])
+    x, y = tuple(src.type.shape), tuple(node.type.shape)
+    state = _state(ex)
+    if len(x) == 2 and y == (x[0], 1, x[1]) and ex.users.get(node.name) and \
+            all(_conv1d_kernel(ex, u) for u in ex.users[node.name]):
+        state["views"].add(node.name)
+        ex.sources[node.name] = list(ex.sources[src.name])
+        return
+    if src.name in state["outputs"] and len(x) == 3 and x[1] == 1 and y == (x[0], x[2]):
+        return ex.single(node, ex.sources[src.name][0])
+    if len(y) == 1:
+        if len(x) == 1:
+            ex.sources[node.name] = list(ex.sources[src.name])
+            return
+        flat = nir.Flatten(input_type={"input": np.array(x)}, start_dim=0, end_dim=len(x) - 1)
+        return ex.single(node, ex.add(node.name, flat, node.inputs))
+    _refuse(node, f"a reshape {x} -> {y}: NIR has no reshape node (only Flatten to a vector, and a Conv1d's "
+            "(C, L) <-> (C, 1, L) view)")
+
+
+def is_conv1d(ex, node) -> bool:
+    return node.inputs[0] in _state(ex)["views"]
+
+
+def conv1d(ex, node) -> None:
+    """A ``(1, k)`` conv2d on a viewed ``(C, L)`` step as NIR ``Conv1d`` (a grouped kernel written dense: nir 1.0.8
+    types a conv by ``weight.shape[1]``)."""
+    a = node.attrs
+    w = np.asarray(node.params["weight"], dtype=np.float64)[:, :, 0, :]
+    b = np.asarray(node.params["bias"], dtype=np.float64) if "bias" in node.params else np.zeros(w.shape[0])
+    groups = int(a["groups"])
+    if groups != 1:
+        c_out, c_in_g, k = w.shape
+        dense, per_out = np.zeros((c_out, c_in_g * groups, k)), c_out // groups
+        for g in range(groups):
+            dense[g * per_out:(g + 1) * per_out, g * c_in_g:(g + 1) * c_in_g] = w[g * per_out:(g + 1) * per_out]
+        w = dense
+    second = lambda v: int(np.broadcast_to(np.asarray(v), (2,))[1])
+    length = int(ex.graph.node(node.inputs[0]).type.shape[2])
+    conv = nir.Conv1d(input_shape=length, weight=w, stride=second(a["stride"]), padding=second(a["padding"]),
+                      dilation=second(a["dilation"]), groups=1, bias=b)
+    name = ex.add(node.name, conv, node.inputs)
+    ex.sources[node.name] = [name]   # no carrier: the IR value is (C', 1, L'), the NIR node's (C', L')
+    _state(ex)["outputs"].add(node.name)
+    ex.notes.append(f"{node.name}: a (1, k) conv on a (C, L) step viewed as (C, 1, L): NIR Conv1d")
