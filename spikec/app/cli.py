@@ -234,8 +234,8 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
 @click.option("--inputs", type=SafePath(dir_okay=False), help=".npz with key 'input' shaped [T, B, ...].")
 @click.option("--passes", default="default", show_default=True, help="default | none | a,b,c")
 @click.option("--target", default="none", show_default=True,
-              help="none | all | lava | nir | onnx | a list such as lava,nir,onnx (all: every target that can map "
-                   "the graph; a refusal is reported, not a failure). The default, none, proves the trace and the "
+              help="none | all | lava | nir | onnx | xylo | a list such as lava,nir,onnx (all: lava, nir and onnx, "
+                   "each that can map the graph, a refusal reported, not a failure; xylo only by name). The default, none, proves the trace and the "
                    "passes only and writes no target artifact; the Python API's spikec.compile defaults to "
                    "lava,nir,onnx. The CLI does not, because a Lava run takes seconds to minutes: name the targets "
                    "you deploy to.")
