@@ -88,6 +88,9 @@ def test_verify_rechecks_and_fails_on_a_tampered_spec(kws_out, tmp_path):
     x = np.load(kws_out / "io.npz")["input"]
     ok = verify_outdir(kws_out, graph, x, run(graph, x))
     assert ok["equivalent"] and ok["rebuilt_xylosim_reproduces_io"] and ok["spec_matches_graph"]
+    other = spikes(t=5, b=2, seed=9)                                   # inputs other than the compile's
+    again = verify_outdir(kws_out, graph, other, run(graph, other))
+    assert again["equivalent"] and not again["input_is_the_recorded_one"] and again["bit_exact_on_these_inputs"]
     bad = tmp_path / "bad"
     shutil.copytree(kws_out, bad)
     spec = dict(np.load(bad / SPEC_FILE))
