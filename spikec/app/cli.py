@@ -239,7 +239,9 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
                    "passes only and writes no target artifact; the Python API's spikec.compile defaults to "
                    "lava,nir,onnx. The CLI does not, because a Lava run takes seconds to minutes: name the targets "
                    "you deploy to.")
-@click.option("--seed", type=int, default=0, show_default=True, help="seed of the random verification inputs.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="seed of the random verification inputs, and of the factory's initialisation when no --weights "
+                   "is given.")
 @click.option("--coding", type=click.Choice(["native", "ttfs"]), default="native", show_default=True,
               help="native: the model's own coding; ttfs: map a ReLU ANN onto time-to-first-spike neurons.")
 @click.option("--ttfs-dt", type=click.FloatRange(min=0, min_open=True),

@@ -60,7 +60,7 @@ def _getitem(ctx, name, args, kwargs, scope=""):
             and value[index] is None:
         raise UnsupportedOp(f"item {index} of a module's result is not available as a tensor the graph computes",
                             where=f"fx node {name!r}", remedy="use the outputs the converter provides (see the "
-                            "README's converter table)")
+                            "converter table in docs/frameworks.md)")
     if not isinstance(value, (tuple, list)):  # x[...] of a tensor: lowered from its ATen form (slice, select)
         raise ToAten
     try:

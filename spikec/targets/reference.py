@@ -32,7 +32,7 @@ version 2) and in the reports. **Flags**: `synaptic` a weighted sum of its input
 `stateful` its output at t depends on earlier steps, `neuron` it fires (threshold, spikes, firing margin), `dense`
 no spike-driven form (a host op), `time_base` it defines its own time base, `per_step` parameters indexed by time
 step. **Lowered by**: the targets whose lowering table has an entry for the op (whether a given graph lowers is
-the op x target table in the README).
+the op x target table in docs/coverage.md).
 """
 
 

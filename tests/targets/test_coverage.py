@@ -1,14 +1,12 @@
 """Every registered op (a neuron op once per reset variant) against every target and NIR consumer: it lowers (and
 its example graph verifies there) or the target refuses it by name. The README's table is this matrix,
 regenerated, never written by hand."""
-from pathlib import Path
-
 import pytest
 
 from spikec.targets import coverage
 from spikec.targets.lava import lava_available
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = coverage.TABLE_PAGE  # the page holding the generated table (README links it)
 
 
 @pytest.fixture(scope="module")
