@@ -135,6 +135,28 @@ def _sinabs_limits(graph: nir.NIRGraph) -> list[str]:
     return out
 
 
+# rockpool/nn/modules/torch/nir.py (3.1.0) ``_convert_nir_to_rockpool``: what it builds, or why it raises
+ROCKPOOL_NODES = ("Input", "Output", "Affine", "Linear", "LI", "LIF", "CubaLIF")
+
+
+def rockpool_limits(graph: nir.NIRGraph) -> list[str]:
+    """What Rockpool 3.1.0's ``from_nir`` does with each node (it is not run here: only named, in ``nir-check``)."""
+    out = []
+    for name, node in graph.nodes.items():
+        k, where = _kind(node), f"node {name!r} ({_kind(node)})"
+        if isinstance(node, nir.NIRGraph):
+            out.append(f"{where}: Rockpool reads a nested graph only as a 4-node recurrent CubaLIF (LIFTorch)")
+        elif k not in ROCKPOOL_NODES:
+            out.append(f"{where}: rockpool's from_nir has no mapping for it (raises NotImplementedError)")
+        elif k == "LIF":
+            out.append(f"{where}: rockpool's from_nir reads node.tau_mem, which NIR's LIF does not have "
+                       "(AttributeError: the import fails)")
+        elif k in ("LI", "CubaLIF"):
+            out.append(f"{where}: Rockpool builds its {'ExpSynTorch' if k == 'LI' else 'LIFTorch'} with "
+                       "dt = min(tau/(1 + r)), not the file's dt" + (", and an integer tau" if k == "LI" else ""))
+    return out
+
+
 def _dense_recurrence(graph, neuron: str, dense: str) -> bool:
     """``neuron`` <-> ``dense`` is a neuron's dense recurrence: the cycle snnTorch's importer turns into an RLeaky /
     RSynaptic, and Norse's runs."""
@@ -293,6 +315,16 @@ def _sinabs_module(graph):
                     m.reset_states()
         init_hidden = True
     return Stepped(from_nir(graph, batch_size=1))
+
+
+def rockpool_available() -> str | None:
+    """None when Rockpool's ``from_nir`` imports (its torch NIR module needs no samna); else why not."""
+    try:
+        with _quiet():
+            import rockpool.nn.modules.torch.nir  # noqa: F401
+    except Exception as e:
+        return f"rockpool cannot be imported: {type(e).__name__}: {e}"
+    return None
 
 
 def available(consumer: str) -> str | None:

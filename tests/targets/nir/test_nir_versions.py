@@ -40,3 +40,28 @@ def test_a_1_0_7_file_compiles_and_its_nir_runs_in_the_consumers(tmp_path):
     for name in ("snntorch", "norse"):
         v = t["consumers"][name]
         assert v["ran"] and v["spike_exact"] and v["spike_count"] > 0, (name, v)
+
+
+def test_rockpool_limits_are_what_its_from_nir_does(tmp_path):
+    """Rockpool 3.1.0's from_nir (nir-check names it): a NIR LIF raises (it reads tau_mem), a CubaLIF builds its
+    LIFTorch -- pinned, so that a fixed Rockpool shows up."""
+    import nir
+    import pytest
+    if consumers.rockpool_available() is not None:
+        pytest.skip(consumers.rockpool_available())
+    from rockpool.nn.modules.torch.nir import from_nir
+    g = nir.read(OLD)
+    assert any("tau_mem" in w for w in consumers.rockpool_limits(g))
+    with consumers._quiet(), pytest.raises(AttributeError, match="tau_mem"):
+        from_nir(g)
+    found = check.check_file(OLD)["findings"]
+    assert any(f["kind"] == "consumer_rockpool" and "tau_mem" in f["message"] for f in found)
+    cuba = nir.CubaLIF(tau_syn=np.full(3, 1e-3), tau_mem=np.full(3, 1e-4), r=np.ones(3), v_leak=np.zeros(3),
+                       v_threshold=np.ones(3), v_reset=np.zeros(3), w_in=np.full(3, 10.0))
+    g2 = nir.NIRGraph(nodes={"input": nir.Input(np.array([3])), "fc": nir.Affine(weight=np.eye(3), bias=np.zeros(3)),
+                             "lif": cuba, "output": nir.Output(np.array([3]))},
+                      edges=[("input", "fc"), ("fc", "lif"), ("lif", "output")])
+    assert any("LIFTorch" in w and "dt = min" in w for w in consumers.rockpool_limits(g2))
+    with consumers._quiet():
+        built = from_nir(g2)
+    assert "LIFTorch" in [type(m).__name__ for m in built.children()]
