@@ -116,7 +116,11 @@ def test_verify_fails_on_a_corrupted_weight(compile_example, tmp_path):
     assert r.exit_code == 1, r.output
     line = next(l for l in r.output.splitlines() if l.startswith("target_onnx"))
     assert "FAILED" in line
-    # the other checks (the IR itself) still pass: only the ONNX artifact is wrong
+    # the other checks (the IR itself) still pass: only the ONNX artifact is wrong; the source is not run unasked
+    assert next(l for l in r.output.splitlines() if l.startswith("io_outputs")).split()[1].rstrip(":") == "ok"
+    assert "NOT RUN" in next(l for l in r.output.splitlines() if l.startswith("source_vs_deployed"))
+    r = cli("verify", bad, "--run-source")
+    assert r.exit_code == 1, r.output
     assert next(l for l in r.output.splitlines() if l.startswith("source_vs_deployed")).split()[1].rstrip(":") == "ok"
 
 
