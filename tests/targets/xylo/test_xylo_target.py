@@ -199,3 +199,21 @@ def test_other_chips_through_the_target_option():
     graph = spikec.compile(wide, x, targets="none").graph
     with pytest.raises(UnsupportedOp, match="200 hidden neurons receive input: Xylo IMU .* allows 128"):
         xylo_target(graph, x, run(graph, x), {"xylo_chip": "xylo-imu"})
+
+
+def test_spikec_verify_runs_the_xylo_verifier(kws_out, tmp_path, monkeypatch):
+    """``spikec verify`` re-checks each target whose artifact (``spikec.app.verify.ARTIFACTS``) OUTDIR holds; with
+    ``xylo/spec.npz`` among them (set here if that table does not list it yet) it runs this target's verifier,
+    and a tampered spec fails the command."""
+    from spikec.app import verify as verify_module
+    monkeypatch.setitem(verify_module.ARTIFACTS, "xylo", SPEC_FILE)
+    result = CliRunner().invoke(main, ["verify", str(kws_out)])
+    assert result.exit_code == 0 and "target_xylo" in result.output, result.output
+    bad = tmp_path / "bad"
+    shutil.copytree(kws_out, bad)
+    spec = dict(np.load(bad / SPEC_FILE))
+    spec["weights_in"] = -spec["weights_in"]
+    np.savez(bad / SPEC_FILE, **spec)
+    result = CliRunner().invoke(main, ["verify", str(bad)])
+    failed = [line for line in result.output.splitlines() if "FAIL" in line or "not equivalent" in line]
+    assert result.exit_code == 1 and any("target_xylo" in line for line in failed), result.output
