@@ -422,7 +422,10 @@ def _artifact_differences(path: Path, write) -> list[str]:
     computed), else by the loader its format has in ``spikec verify`` / ``spikec compile`` (it must load)."""
     if hasattr(write, "read_back"):
         return write.read_back(path)
-    if path.suffix == ".nir":
+    if path.suffix == ".nir" and path.parent.name == "source":  # the user's file, read as a .nir MODEL is read
+        from spikec.targets.nir.frontend import read_nir
+        read_nir(path)
+    elif path.suffix == ".nir":
         import nir
         nir.read(str(path))
     elif path.suffix == ".onnx":
