@@ -304,13 +304,14 @@ VERIFY_TARGETS = "'default' (all but lava), 'all', 'none', a name such as 'onnx'
 
 def _verify_targets(targets) -> str:
     """``verify``'s ``targets``: default, all, none, or known target names; BadInput listing the forms else."""
-    from spikec.targets import KNOWN
+    from spikec.targets import KNOWN, NAMED_ONLY
     spec = _target_spec(targets)
     names = spec.split(",")
-    if spec in ("default", "all", "none") or (all(n in KNOWN for n in names) and len(set(names)) == len(names)):
+    known = KNOWN + NAMED_ONLY
+    if spec in ("default", "all", "none") or (all(n in known for n in names) and len(set(names)) == len(names)):
         return spec
     raise BadInput(f"targets={targets!r} is not a set of targets to re-check",
-                   remedy=f"give {VERIFY_TARGETS} (targets: {', '.join(KNOWN)})")
+                   remedy=f"give {VERIFY_TARGETS} (targets: {', '.join(known)})")
 
 
 def _target_spec(targets) -> str:

@@ -35,7 +35,7 @@ from spikec.compiler.ir import Graph
 from spikec.compiler.serialize import load_graph
 from spikec.targets import VERIFIERS, get_target
 
-ARTIFACTS = {"lava": "lava/network.json", "nir": "model.nir", "onnx": "model.onnx"}
+ARTIFACTS = {"lava": "lava/network.json", "nir": "model.nir", "onnx": "model.onnx", "xylo": "xylo/spec.npz"}
 REPLAYED = ("passes", "target", "seed", "nir_dt", "nir_scheme", "coding", "ttfs_dt", "allow_unstable", "stepping",
             "nir_consumer")
 CHOICES = {"nir_scheme": ("snntorch", "norse"), "coding": ("native", *CODINGS),  # as the CLI's click.Choice
