@@ -29,9 +29,11 @@ from spikec.ops import OPS
 
 TARGETS = ("onnx", "nir", "lava")   # the targets: every one has a lowering table below
 # the columns, in this order: a target, or the NIR target's file as one consumer runs it (written in its form)
-COLUMNS = ("lava", "nir-snntorch", "nir-norse", "nir-sinabs", "nir", "onnx")
-CONSUMER_NAMES = {"snntorch": "snnTorch", "norse": "Norse", "sinabs": "Sinabs"}
-FORMLESS = ("sinabs",)   # consumers with no form of their own (nir_consumer): their column runs the 'any' file
+COLUMNS = ("lava", "nir-snntorch", "nir-norse", "nir-sinabs", "nir-spikingjelly", "nir", "onnx")
+CONSUMER_NAMES = {"snntorch": "snnTorch", "norse": "Norse", "sinabs": "Sinabs", "spikingjelly": "SpikingJelly"}
+# consumers with no nir_consumer form of their own: the form their column's file is written in (SpikingJelly's
+# import_from_nir asserts snnTorch's CubaLIF form, r = tau_mem/dt and w_in = tau_syn/dt)
+FORM_OF = {"sinabs": "any", "spikingjelly": "snntorch"}
 STEPS, BATCH = 4, 2
 INTERNAL = {"lava_": "the Lava target's own integer ops (its integer reference)",
             "ttfs_": "created by the TTFS coding pass, verified by its own simulator",
@@ -499,7 +501,7 @@ def cell(row: str, column: str) -> Cell:
     if not any(n.op == op for n in graph.nodes):
         return Cell("fails", f"the example graph of {row} does not contain {op}")
     target, _, consumer = column.partition("-")
-    form = "any" if consumer in FORMLESS else consumer
+    form = FORM_OF.get(consumer, consumer)
     options = {"seed": 0, **({"nir_consumer": form} if consumer else {})}
     if consumer:   # nirtorch runs graphs of one output: the consumers run the example's first read (its spikes)
         graph = _first_output(graph)

@@ -52,7 +52,7 @@ def test_every_target_lowers_the_core_spiking_ops(table):
 
 
 def test_columns_are_the_targets_and_the_nir_consumers(table):
-    assert coverage.COLUMNS == ("lava", "nir-snntorch", "nir-norse", "nir-sinabs", "nir", "onnx")
+    assert coverage.COLUMNS == ("lava", "nir-snntorch", "nir-norse", "nir-sinabs", "nir-spikingjelly", "nir", "onnx")
     assert all(tuple(row) == coverage.COLUMNS for row in table.values())
 
 
@@ -80,7 +80,8 @@ def test_a_consumer_column_runs_the_file_in_the_consumer(table):
     there ("not run by ..."), or the exporter's refusal -- then the generic file is refused too, or the consumer's
     form is what the exporter refused."""
     for row, cells in table.items():
-        for col, name in (("nir-snntorch", "snnTorch"), ("nir-norse", "Norse"), ("nir-sinabs", "Sinabs")):
+        for col, name in (("nir-snntorch", "snnTorch"), ("nir-norse", "Norse"), ("nir-sinabs", "Sinabs"),
+                          ("nir-spikingjelly", "SpikingJelly")):
             c = cells[col]
             if c.status == "refused" and not c.detail.startswith(f"not run by {name}: "):
                 assert cells["nir"].status == "refused" or "consumer" in c.detail, (row, col, c)

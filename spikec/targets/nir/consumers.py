@@ -19,7 +19,9 @@ import torch
 
 from spikec.targets.nir import hdf5
 
-CONSUMERS = ("snntorch", "norse", "sinabs")
+CONSUMERS = ("snntorch", "norse", "sinabs", "spikingjelly")
+# spikingjelly/activation_based/nir_exchange/from_nir.py (2.0.0) ``_NodeMapper.map_dict``
+SJ_NODES = ("Input", "Output", "Affine", "Linear", "Conv1d", "Conv2d", "AvgPool2d", "Flatten", "IF", "LIF", "CubaLIF")
 SNNTORCH_NODES = ("Input", "Output", "Affine", "Linear", "Conv2d", "Flatten", "AvgPool2d", "LIF", "CubaLIF")
 NORSE_NODES = ("Input", "Output", "Affine", "Linear", "Conv2d", "Flatten", "LIF", "IF", "CubaLIF")
 # sinabs/nir.py ``_import_sinabs_module``: any other node maps to None, which nirtorch's load cannot call
@@ -40,7 +42,7 @@ def _uniform(a) -> bool:
 
 def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
     """Per consumer, every construct in ``graph`` that it cannot run exactly (empty: it can)."""
-    out = {"snntorch": [], "norse": [], "sinabs": _sinabs_limits(graph)}
+    out = {"snntorch": [], "norse": [], "sinabs": _sinabs_limits(graph), "spikingjelly": _sj_limits(graph, dt)}
     snn, nor = out["snntorch"], out["norse"]
     if abs(dt - 1e-4) > 1e-4 * 1e-12:
         snn.append(f"dt = {dt:g}: snnTorch's importer hard-codes dt = 1e-4")
@@ -112,6 +114,32 @@ def _cycle_limits(graph, snn, nor):
     for s, d in graph.edges:
         if _dense_recurrence(graph, s, d) and (d, s) in graph.edges:
             snn.append(f"the recurrence {s!r} <-> {d!r}: " + NESTED)
+
+
+def _sj_limits(graph: nir.NIRGraph, dt: float) -> list[str]:
+    """What SpikingJelly 2.0.0's ``import_from_nir(graph, dt=dt)`` checks (it raises ValueError otherwise) and does."""
+    out, close = [], lambda a, b: bool(np.allclose(np.asarray(a, dtype=np.float64), b, rtol=1e-9, atol=0))
+    for name, node in graph.nodes.items():
+        k, where = _kind(node), f"node {name!r} ({_kind(node)})"
+        if k not in SJ_NODES:
+            out.append(f"{where}: import_from_nir has no mapping for it (nirtorch raises)")
+            continue
+        params = [getattr(node, p) for p in ("tau", "tau_syn", "tau_mem", "r", "w_in", "v_threshold", "v_reset",
+                                              "v_leak") if hasattr(node, p)]
+        if k in ("IF", "LIF", "CubaLIF") and not all(_uniform(p) for p in params):
+            out.append(f"{where}: a parameter varies across neurons (SpikingJelly takes one value, raises)")
+            continue
+        if k == "IF" and not close(node.r, 1 / dt):
+            out.append(f"{where}: r != 1/dt (SpikingJelly raises)")
+        if k == "LIF":
+            out.append(f"{where}: SpikingJelly's LIFNode charges V + (X - (V - v_reset))/tau: another rounding")
+        if k == "CubaLIF":
+            if not close(node.r, np.asarray(node.tau_mem) / dt) or not close(node.w_in, np.asarray(node.tau_syn) / dt):
+                out.append(f"{where}: r != tau_mem/dt or w_in != tau_syn/dt (SpikingJelly raises): export with the "
+                           "option nir_consumer='snntorch'")
+            if not np.allclose(node.v_leak, 0):
+                out.append(f"{where}: v_leak != 0 (SpikingJelly raises)")
+    return out
 
 
 def _sinabs_limits(graph: nir.NIRGraph) -> list[str]:
@@ -235,6 +263,9 @@ def _import(consumer: str, path, dt: float):
         return import_from_nir(graph)
     if consumer == "sinabs":
         return _sinabs_module(graph)
+    if consumer == "spikingjelly":
+        from spikingjelly.activation_based.nir_exchange.from_nir import import_from_nir as sj_import
+        return sj_import(graph, dt=dt)
     from norse.torch import from_nir
     return from_nir(graph, dt=dt)
 
@@ -333,6 +364,8 @@ def available(consumer: str) -> str | None:
         with _quiet():
             if consumer == "snntorch":
                 import snntorch.import_nir  # noqa: F401
+            elif consumer == "spikingjelly":
+                import spikingjelly.activation_based.nir_exchange.from_nir  # noqa: F401
             elif consumer == "sinabs":
                 from spikec.frontend import sinabs as sinabs_frontend
                 sinabs_frontend._stub_pylab()

@@ -82,8 +82,9 @@ def snntorch_run(models, factory, dtype=torch.float64):
     return x, np.stack(outs)
 
 
-CUBA = {"dense": ("snntorch", "norse"), "conv": ("snntorch", "norse"), "conv_per_channel": ("snntorch", "norse"),
-        "dense_per_channel": ("norse",)}   # snnTorch's importer asserts one threshold
+CUBA = {"dense": ("snntorch", "norse", "spikingjelly"), "conv": ("snntorch", "norse", "spikingjelly"),
+        "conv_per_channel": ("snntorch", "norse"), "dense_per_channel": ("norse",)}   # snnTorch asserts one
+# threshold, SpikingJelly one value of every parameter
 
 
 @pytest.mark.parametrize("factory", sorted(CUBA))
@@ -144,10 +145,11 @@ def test_every_consumer_fails_on_the_composition_and_says_so(models, tmp_path):
     from spikec.targets.nir.export import export_graph
     c = compile_for(models, "dense_if")
     cons = c.report["target"]["consumers"]
-    assert set(cons) == set(consumers.CONSUMERS) == {"snntorch", "norse", "sinabs"}
+    assert set(cons) == set(consumers.CONSUMERS) == {"snntorch", "norse", "sinabs", "spikingjelly"}
     for name, verdict in cons.items():
         if consumers.available(name) is None:
-            assert verdict["ran"] is False and "'lif' (Threshold)" in verdict["reason"], (name, verdict)
+            assert verdict["ran"] is False and ("'lif' (Threshold)" in verdict["reason"] or
+                                                "'lif_li' (I)" in verdict["reason"]), (name, verdict)
     path = tmp_path / "model.nir"
     nir.write(path, export_graph(c.graph).graph)
     x = torch.rand(10)
