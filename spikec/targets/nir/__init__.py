@@ -4,7 +4,8 @@
 2. The file is read back with ``nir.read`` and run by this package's own interpreter
    (``interpreter.run``, both discretizations); ``exact`` is the recorded scheme reproducing every spike
    of the reference (and real outputs to 1e-9 relative).
-3. The real consumers, snnTorch's ``import_from_nir`` and Norse's ``from_nir``, run the same file where
+3. The real consumers, snnTorch's ``import_from_nir``, Norse's ``from_nir``, Sinabs's ``from_nir`` and
+   SpikingJelly's ``import_from_nir``, run the same file where
    ``consumers.limits`` finds nothing they mishandle; their spikes are compared neuron by neuron.
 
 The export's ``dt`` and scheme are those the graph was read at from NIR, else ``dt = 1e-4`` (snnTorch's importer
@@ -110,6 +111,9 @@ def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: floa
                         "first_mismatches": [m.to_json() for m in cmp.mismatches]}
         if name == "norse":
             report[name]["call"] = f"norse.torch.from_nir(nir.read(path), dt={dt:g})"
+        elif name == "spikingjelly":
+            report[name]["call"] = ("spikingjelly.activation_based.nir_exchange.from_nir.import_from_nir("
+                                    f"nir.read(path), dt={dt:g})")
         elif name == "sinabs":
             report[name]["call"] = "sinabs.from_nir(nir.read(path), batch_size=1), one call per step"
         else:
