@@ -42,6 +42,12 @@ after the spike, so ``mem`` is the post-step ``v``; ``reset_delay=False`` subtra
   deliver the spikes of Lava step n at step n + 1, so the loop carries the previous physical step's spikes, as
   snnTorch's ``rec(spk_prev)`` does (the integer reference: ``ops.lava_lif``'s ``rec_weight``).
 
+- ``lif_recurrent_norse`` (LIFRecurrentCell / LIFRecurrent): ``lif_norse`` with a current and a value reset, its
+  ``input_weights`` a Dense of their own into the population (``placement.split_norse_input`` rewrites the float
+  op to read ``linear(x, W_in)`` through identity input weights: the same float values) and its
+  ``recurrent_weights`` a Dense from its ``s_out`` back to its ``a_in`` (as RSynaptic's: ``i' = i + W_in x +
+  W_rec z_prev`` is the current, the loop's weights at gain ``a_mem`` like the input's).
+
 Refused by name (``NO_MAPPING`` in vocabulary.py or the checks here): Alpha; a decay outside [0, 1].
 """
 import numpy as np
@@ -129,6 +135,24 @@ def _norse_params(get, node) -> dict:
     return p
 
 
+def _norse_recurrent_params(get, node) -> dict:
+    a_mem, v_leak = get("dt_tau_mem_inv"), get("v_leak")
+    p = _base(get, 1.0 - a_mem, get("threshold") - v_leak, alpha=a_mem, reset="zero",
+              v_reset=get("v_reset") - v_leak, v_leak=v_leak, u_keep=1.0 - get("dt_tau_syn_inv"), current=True)
+    w_in = np.asarray(node.params["input_weights"], dtype=np.float64)
+    p.update(rec_kind="dense", rec_weight=np.asarray(node.params["recurrent_weights"], dtype=np.float64),
+             rec_padding=[0, 0], rec_bias=np.zeros(p["beta"].shape[0]),
+             input_identity=w_in.shape[0] == w_in.shape[1] and np.array_equal(w_in, np.eye(w_in.shape[0])))
+    return p
+
+
+def _check_norse_recurrent(pop, p: dict) -> None:
+    if not p["input_identity"]:
+        raise refuse(pop.neuron, "its input_weights are inside the op: the Lava target maps them as a Dense of "
+                                 "their own (placement.split_norse_input), which this graph did not go through")
+    _check(pop, p)
+
+
 def _check(pop, p: dict) -> None:
     if (p["threshold"] < 0).any():
         raise refuse(pop.neuron, "a threshold below the reset/rest level has no Loihi form (it would fire at rest)")
@@ -157,7 +181,7 @@ def _li_params(get, node) -> dict:
 # a state read (the ``read`` attr) recorded as a graph output: the integer output it is, and the float offset of
 # the float state over the integer state's dequantized value (``v / (64 s) + offset``)
 STATE_READS = {("lif_snntorch", "mem"): "v", ("synaptic_snntorch", "mem"): "v", ("rleaky_snntorch", "mem"): "v",
-               ("lif_norse", "v"): "v",
+               ("lif_norse", "v"): "v", ("lif_recurrent_norse", "v"): "v",
                ("li_norse", "v"): "v"}
 
 
@@ -172,5 +196,6 @@ FRAMEWORK = {
     "synaptic_snntorch": (_synaptic_params, _check),
     "rleaky_snntorch": (_rleaky_params, _check),
     "lif_norse": (_norse_params, _check_norse),
+    "lif_recurrent_norse": (_norse_recurrent_params, _check_norse_recurrent),
     "li_norse": (_li_params, _check),
 }

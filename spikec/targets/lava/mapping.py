@@ -27,7 +27,7 @@ from spikec.compiler.ir import Graph, Node
 from spikec.targets.lava.framework_neurons import STATE_READS
 from spikec.targets.lava.pooling import Operator, check_or_shape, operator_of, or_operator
 from spikec.targets.lava.neurons import NEURONS as NEURON_LOWERINGS
-from spikec.targets.lava.vocabulary import HOST_OP, NEURON, NO_MAPPING, SYNAPSE, refuse, role
+from spikec.targets.lava.vocabulary import HOST_OP, NEURON, SYNAPSE, refuse, role, unmapped
 
 READOUTS = ("conv2d", "linear", "avgpool2d", "add", "substep_sum")   # synaptic expressions a read-out can sum
 STATE_READ = ("a neuron's current (snnTorch's syn, Norse's i) is Lava's u, which the network does not record, and a "
@@ -139,8 +139,8 @@ def _is_count(g: Graph, n: Node) -> bool:
 def map_graph(graph: Graph) -> Mapping:
     """The populations and host nodes of ``graph``; refuses what cannot map, naming the node."""
     for n in graph.nodes:   # first the ops with no mapping at all, so the refusal names them
-        if role(n.op) is None:
-            raise refuse(n, NO_MAPPING.get(n.op, "no Loihi mapping in this target"))
+        if unmapped(n.op) is not None:
+            raise refuse(n, unmapped(n.op))
     for inp in graph.inputs:
         if inp.type.substeps != 1:
             raise refuse(inp, "sub-step time bases are not mapped on inputs")

@@ -32,6 +32,7 @@ import torch
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.ops import OPS, KernelContext
 from spikec.ops.registry import infer_type
+from spikec.targets.lava import placement
 from spikec.targets.lava.and_neurons import BOTH, fixed_scale  # noqa: F401  (defines and_gate)
 
 CHAIN = ("reshape", "transpose", "flatten")   # structural ops an AND operand may be seen through
@@ -71,7 +72,10 @@ class _Rewriter:
 
 def prepare(graph: Graph) -> Prepared:
     """``graph`` with its products placed (AND populations, all-equal windows, host ops); see the module doc."""
+    graph, norse = placement.split_norse_input(graph)   # Norse's recurrent LIF: its input weights a synapse
+    graph, placements = placement.split(graph)   # concat / slice / sum / mean before a synapse: its wiring
     r = _Rewriter(graph)
+    r.rewrites.extend(norse + placements)
     skip = set()
     for n in graph.nodes:
         if n.name in skip:
