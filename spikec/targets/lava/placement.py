@@ -170,7 +170,7 @@ def split(graph: Graph) -> tuple[Graph, list]:
             e.keep(n)
             continue
         srcs = [s for s, _ in _merged(pieces)]
-        records.append({"nodes": [n.name], "as": f"{n.op} {n.name!r} reading {graph.node(n.inputs[0]).op} "
+        records.append({"nodes": [n.name], "placement": True, "as": f"{n.op} {n.name!r} reading {graph.node(n.inputs[0]).op} "
                                                  f"{n.inputs[0]!r}: one {n.op} per source ({', '.join(srcs)}) "
                                                  "summed into its target (a placement, no process)"})
     if not records:
@@ -199,7 +199,7 @@ def split_norse_input(graph: Graph) -> tuple[Graph, list]:
             nodes.append(lin)
             types[lin.name] = lin.type
             made[key] = lin.name
-            records.append({"nodes": [n.name], "as": f"Norse's input_weights of {n.name!r} as a linear {lin.name!r} "
+            records.append({"nodes": [n.name], "placement": True, "as": f"Norse's input_weights of {n.name!r} as a linear {lin.name!r} "
                                                      "into the population (identity input weights left in the op)"})
         eye = np.eye(w.shape[0], dtype=np.asarray(w).dtype)
         nodes.append(n.with_(inputs=(made[key],), params=dict(n.params, input_weights=eye)))

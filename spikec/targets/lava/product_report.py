@@ -29,6 +29,7 @@ def products_section(prep, q, net: dict, trace, lava: dict) -> dict:
     return {
         "placement": prep.products,
         "rewrites": [r for r in prep.rewrites if "nodes" in r],
+        "synapses_split": [r["nodes"][0] for r in prep.rewrites if r.get("placement")],   # placement.py
         "rewrite_check": next((r for r in prep.rewrites if "rewritten" in r), {}),
         "binary_products_on_chip": [p["node"] for p in prep.products if p["runs"] == "chip"],
         "products_on_host": [p["node"] for p in prep.products if p["runs"] == "host"],

@@ -439,6 +439,9 @@ def line(section: dict) -> str:
     text = (f"products: {len(on_chip)} on chip as AND neurons ({', '.join(on_chip)}; {chip['and_neurons']:,} "
             f"SpikecAND neurons)" if on_chip else "products: none binary x binary (none on chip)")
     text += f", {len(section['products_on_host'])} on host"
+    if section.get("synapses_split"):
+        text += (f"; {len(section['synapses_split'])} synapse(s) split per source over concat / slice / sum / mean "
+                 f"or Norse's input weights ({', '.join(section['synapses_split'])})")
     return failed + (text + f"; per inference: chip {chip['spikes_per_inference']:,.0f} spikes, "
             f"{chip['synaptic_ops_per_inference']:,.0f} synaptic ops; host {host['multiply_accumulates_per_inference']:,} "
             f"MACs, {host['values_read_from_chip_per_inference']:,} values read, "

@@ -92,6 +92,8 @@ def test_concat_dense_block_splits_each_synapse_per_source():
     assert sorted(k for k in procs if k.startswith("head.from.") and procs[k] in ("Dense", "DelayDense")) == \
         ["head.from.input", "head.from.lifs.0", "head.from.lifs.1"]   # earlier streams delayed by DelayDense
     assert r["lowering"]["out"]["streams"] == 3
+    assert r["products"]["synapses_split"] == ["convs.1.0", "head"]
+    assert "2 synapse(s) split per source" in r["summary"]
 
 
 def test_token_mean_and_select_into_a_linear_head():
@@ -102,6 +104,7 @@ def test_token_mean_and_select_into_a_linear_head():
     # both halves of the concat read the same population: one Dense, the mean's 1/4 folded into its weights
     assert [p["name"] for p in r["processes"] if p["type"] == "Dense" and p["name"].startswith("head")] == ["head"]
     assert r["lowering"]["out"]["streams"] == 1
+    assert r["products"]["synapses_split"] == ["head"]
 
 
 def test_conv_reading_a_spatial_slice_is_refused_by_name():
@@ -141,3 +144,4 @@ def test_norse_lif_recurrent_is_a_dense_a_population_and_its_loop():
     assert 0 < c.report["firing_rates"]["rec"]["rate"] < 1
     loop = r["quantization"]["layers"]["rec"]["recurrence"]
     assert loop["synapse"] == "rec.recurrent", loop
+    assert r["products"]["synapses_split"] == ["rec"]
