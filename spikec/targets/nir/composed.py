@@ -7,15 +7,16 @@ kernel (``spikec.frontend.snntorch_neurons``)::
 
 ``r`` is the previous step's spike, so the reset is a cycle, read one step late. Two compositions:
 
-* read as spikes, ``0 <= beta < 1``, ``θ >= 0`` (what the importers run): a ``CubaLIF`` whose current is the
-  Leaky's ``mem`` (``1 - dt/tau_syn == beta``, input gain ``w_in dt/tau_syn == 1``) and whose membrane, with
+* read as spikes, ``0 <= beta <= 1``, ``θ >= 0`` (what the importers run): a ``CubaLIF`` whose current is the
+  Leaky's ``mem`` (``1 - dt/tau_syn == beta``, input gain ``w_in dt/tau_syn == 1``; for ``beta = 1``
+  ``tau_syn = dt 2**60``, ``w_in = 2**60``, as ``forms.IF_AS_LIF``) and whose membrane, with
   ``tau_mem = dt`` (``beta_mem = 0``), is that current each step: it fires on ``current > θ`` and its zero reset
   is forgotten by the next step. ``-θ`` per neuron (diagonal ``Affine`` or depthwise 1x1 ``Conv2d``) and an
   identity of the same kind close the loop back into the CubaLIF: three nodes, because snnTorch's importer turns a
   two-node LIF/CubaLIF <-> Affine/Linear loop into a nested graph nirtorch cannot build (``consumers.NESTED``).
   snnTorch's ``import_from_nir`` builds ``Synaptic(alpha=beta, beta=0)`` and Norse's ``from_nir`` its CubaLIF cell;
   both run the file with nirtorch, which reads the loop one step late (0 at the first step: no bias here).
-* otherwise (the ``mem`` read, ``beta = 1``, a negative ``θ``): ``LI`` (state ``mem``, ``1 - dt/tau == beta``,
+* otherwise (the ``mem`` read, a negative ``θ``): ``LI`` (state ``mem``, ``1 - dt/tau == beta``,
   ``r dt/tau == 1``: the output is the state itself; ``I`` with ``dt r == 1`` for ``beta = 1``) ->
   ``Threshold(θ)`` -> the ``-θ`` -> back into the ``LI``. No consumer reads it (``consumers.limits``): snnTorch's
   and Norse's importers read neither ``LI``/``I`` nor ``Threshold``, Sinabs's reads ``LI`` but not ``Threshold``.
@@ -78,7 +79,7 @@ def _reset_cycle(ex, node, into: str, spikes: str, sub: np.ndarray, through: boo
 
 
 def snntorch_leaky(ex, node, refuse_reason: str, remedy: str):
-    """The ``lif_snntorch`` lowering: the default Leaky as the CubaLIF cycle (spikes, ``0 <= beta < 1``,
+    """The ``lif_snntorch`` lowering: the default Leaky as the CubaLIF cycle (spikes, ``0 <= beta <= 1``,
     ``θ >= 0``, no mem read) that snnTorch and Norse run, else as the LI/I + Threshold cycle."""
     a = node.attrs
     if a["reset"] != "subtract" or not a["reset_delay"]:
@@ -90,10 +91,14 @@ def snntorch_leaky(ex, node, refuse_reason: str, remedy: str):
     known = ex.neurons.setdefault(_key(node), {})
     mem_read = any(n.op == "lif_snntorch" and _key(n) == _key(node) and n.attrs.get("read", "spikes") == "mem"
                    for n in ex.graph.nodes)
-    if not known and not mem_read and ((beta >= 0) & (beta < 1)).all() and (theta >= 0).all():
+    integrate = bool((beta == 1).all())   # an IF: the current's tau_syn = dt 2**60, w_in = 2**60 (forms.IF_AS_LIF)
+    if not known and not mem_read and (integrate or ((beta >= 0) & (beta < 1)).all()) and (theta >= 0).all():
         ones, zeros = np.ones_like(beta), np.zeros_like(beta)
         mem = {"beta": zeros, "alpha": ones, "bias": zeros, "theta": np.nextafter(theta, np.inf), "v_reset": zeros}
-        cuba, ok = forms.cuba(ex.form, {"beta": beta, "alpha": ones}, mem, True)
+        cuba, ok = forms.cuba(ex.form, {"beta": zeros if integrate else beta, "alpha": ones}, mem, True)
+        if integrate:   # 1 - dt/tau_syn rounds to 1.0 and w_in dt/tau_syn is 1.0 exactly in float64
+            cuba.tau_syn = np.full_like(beta, ex.form.dt * forms.IF_AS_LIF)
+            cuba.w_in = np.full_like(beta, forms.IF_AS_LIF)
         ex.exact_params &= ok
         known["spikes"] = ex.add(node.name, cuba, node.inputs)
         _reset_cycle(ex, node, known["spikes"], known["spikes"], sub, True)
