@@ -109,8 +109,9 @@ def _cycle_limits(graph, snn, nor):
         if bias is not None and np.any(np.asarray(bias) != 0) and \
                 any(s == name and _reaches(graph, d, name) for s, d in graph.edges):
             for lst, who in ((snn, "snnTorch's import_from_nir"), (nor, "Norse's from_nir")):
-                lst.append(f"node {name!r}: a cycle through a node with a bias: {who} (nirtorch) reads a cycle's "
-                           "edge as 0 at the first step, the file's feedback carries its bias from the first step")
+                lst.append(f"node {name!r}: a recurrence with a bias (a cycle through a biased node): {who} "
+                           "(nirtorch) reads a cycle's edge as 0 at the first step, the file's feedback carries its "
+                           "bias from the first step")
     for s, d in graph.edges:
         if _dense_recurrence(graph, s, d) and (d, s) in graph.edges:
             snn.append(f"the recurrence {s!r} <-> {d!r}: " + NESTED)
