@@ -52,7 +52,8 @@ def compare_run(graph: Graph, reference, values: dict, mapping: dict, source_out
         result.add(node.name, reference.values[node.name], values[nir_name], node.type.is_spike,
                    reference.margins.get(node.name))
     for nir_out, ir_out in mapping.get("outputs", {}).items():
-        expected = reference.values[ir_out] if source_outputs is None else source_outputs[ir_out]
+        expected = reference.values[ir_out] if source_outputs is None or ir_out not in source_outputs \
+            else source_outputs[ir_out]
         result.add(f"{ir_out} (output {nir_out})", expected, values[nir_out], graph.node(ir_out).type.is_spike,
                    reference.margins.get(ir_out))
     return result
@@ -201,8 +202,9 @@ def verify_nir(outdir, graph: Graph, inputs, reference) -> dict:
     source = None
     try:
         with np.load(outdir / "io.npz", allow_pickle=False) as z:
-            if np.array_equal(z["input"], inputs) and "output" in z.files:
-                source = {graph.outputs[0]: z["output"]}
+            if np.array_equal(z["input"], inputs):  # io.npz's output, output1, ...: the source's, per graph output
+                keys = [f"output{'' if i == 0 else i}" for i in range(len(graph.outputs))]
+                source = {o: z[k] for o, k in zip(graph.outputs, keys) if k in z.files} or None
     except OSError:
         pass
     report = check_file(outdir / FILE, graph, inputs, reference, source_outputs=source)
