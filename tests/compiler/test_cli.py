@@ -319,7 +319,7 @@ BAD_COMPILES = {
     "unknown module (loop neuron)": (lambda t: fixture("custom_neuron"), lambda t: [],
                                      ["block.0", "MyNeuron", "register_converter"]),
     "unknown module (unknown function)": (lambda t: fixture("custom_squash"), lambda t: [],
-                                          ["block.0", "MySquash", "register_converter"]),
+                                          ["block.0", "MySquash", "torch.erf", "aten.erf", "register_"]),
     "pickled module without --trust-pickle": (lambda t: fixture("sequential"), _pickled_module,
                                               ["not a plain state_dict", "--trust-pickle", "state_dict()"]),
     "garbage checkpoint": (lambda t: MODEL, _garbage_ckpt, ["garbage.pt"]),

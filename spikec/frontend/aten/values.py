@@ -66,24 +66,29 @@ class Call:
     name: str                # the fx node's name (or the module path)
     stack_trace: str | None  # where the user's code made it (fx records it), None when unknown
     what: str                # ``describe``: what the user called
+    module: str = ""         # the user's own module whose forward made the call: "'block.0' (MySquash)", or ""
 
 
 def call_of(fx_node, fn) -> Call:
     what = describe_module(fx_node.target, fn) if fx_node.op == "call_module" else describe(fx_node.target)
-    return Call(fx_node.op, fx_node.target, fx_node.name, fx_node.stack_trace, what)
+    stack = [(path, cls) for path, cls in (fx_node.meta.get("nn_module_stack") or {}).values()
+             if isinstance(cls, type) and not cls.__module__.startswith(("torch.", "spikec."))]
+    module = f"{stack[-1][0]!r} ({stack[-1][1].__qualname__})" if stack and fx_node.op != "call_module" else ""
+    return Call(fx_node.op, fx_node.target, fx_node.name, fx_node.stack_trace, what, module)
 
 
 def user_line(call) -> str:
     """``file:line: code`` of the user's code that made the call (the last frame outside torch and spikec)."""
     frames = re.findall(r'File "([^"]+)", line (\d+), in \S+\n\s*(.*)', call.stack_trace or "")
-    user = [f for f in frames if not re.search(r"[/\\](torch|spikec)[/\\]", f[0])] or frames
+    user = [f for f in frames if not re.search(r"[/\\](torch|spikec)[/\\]", f[0])]  # none: a torch container's call
     return f"{user[-1][0]}:{user[-1][1]}: {user[-1][2].strip()}" if user else ""
 
 
 def where(call) -> str:
     line = user_line(call)
     what = f"module {call.target!r}" if call.op == "call_module" else f"fx node {call.name!r}"
-    return what + (f" ({line})" if line else "")
+    inside = f" in module {call.module}" if getattr(call, "module", "") else ""
+    return what + inside + (f" ({line})" if line else "")
 
 
 def describe_module(path, module) -> str:
