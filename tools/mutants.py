@@ -381,8 +381,8 @@ BLIND_SPOTS: tuple[Mutant, ...] = (
        (B_LAVA, "tests/targets/lava/test_exact_source.py"),
        "exact-source verify ignores an array in OUTDIR the lowering never wrote"),
     _m("norse-reset-not-shifted", "quantizer", "spikec/targets/lava/framework_neurons.py",
-       'v_reset=get("v_reset") - v_leak,',
-       'v_reset=get("v_reset"),',
+       'else "subtract", v_reset=get("v_reset") - v_leak,',   # the feed-forward LIF (the recurrent one has its own)
+       'else "subtract", v_reset=get("v_reset"),',
        (B_LAVA, "tests/targets/lava/test_framework_neurons.py"),
        "a Norse LIF resets its v_leak-shifted state to v_reset unshifted (only a loose spike agreement sees it)"),
     _m("outdir-ancestor-rule-dropped", "app", OUTDIR,
@@ -539,8 +539,8 @@ BLIND_SPOTS: tuple[Mutant, ...] = (
        (B_LAVA, "tests/targets/lava/test_verify_rederives.py"),
        "verify of a calibrated Lava OUTDIR ignores an array the lowering never wrote"),
     _m("norse-threshold-not-shifted", "quantizer", "spikec/targets/lava/framework_neurons.py",
-       'p = _base(get, 1.0 - a_mem, get("threshold") - v_leak, alpha=a_mem,',
-       'p = _base(get, 1.0 - a_mem, get("threshold"), alpha=a_mem,',
+       'get("threshold") - v_leak, alpha=a_mem,\n              reset="zero" if',   # the feed-forward LIF's
+       'get("threshold"), alpha=a_mem,\n              reset="zero" if',
        (B_LAVA, "tests/targets/lava/test_framework_neurons.py"), "a Norse LIF's threshold not shifted by v_leak"),
     _m("norse-state-read-offset-dropped", "quantizer", "spikec/targets/lava/framework_neurons.py",
        'return p.get("v_leak", np.zeros_like(p["beta"]))',
