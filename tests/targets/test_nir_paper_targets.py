@@ -201,7 +201,7 @@ def test_braille_re_exports_to_nir_exactly(name, tmp_path):
         assert norse["ran"] and norse["spike_exact"], norse
     else:
         assert not norse["ran"] and "first step" in norse["reason"], norse
-        assert norse["reason"].count("a cycle through a node with a bias") == 1   # one loop, one reason (two edges)
+        assert norse["reason"].count("a recurrence with a bias") == 1   # one loop, one reason (it has two edges)
     snn = target["consumers"]["snntorch"]
     assert not snn["ran"] and "AttributeError" in str(snn), snn
     with pytest.raises(AttributeError):   # the paper's own file fails the same way in snnTorch 1.0.0 + nirtorch 2.6
