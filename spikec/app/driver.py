@@ -228,6 +228,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     ``inputs``: a replay (verify) on exactly these recorded inputs: no probes, no provenance, no files.
     ``array``: the user's inputs in memory (the Python API), used like an ``--inputs`` file.
     """
+    _sweep_dead_runs()
     targets = plan(opts.target)
     coding, no_lowering = _coding(opts, targets)
     passes, explicit = select(opts.passes)
@@ -241,6 +242,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     opts = replace(opts, stepping=conv.stepping)  # recorded resolved: verify replays this convention
     with stages("trace"):
         graph = trace(model, shape, input_kind=given["kind"], ceiling=given["ceiling"])
+        loader.check_compile_memory(graph, x.shape[0], x.shape[1])  # before the runs that would need it
     with stages("frontend check"):
         reference = run_torch(model, x, dict(graph.meta.get("module_outputs", ())))
         ahead: dict = {}  # the first pass's rewrite, made first: the run records only what the checks read
@@ -320,6 +322,17 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         io["deployed_output"] = run(deployed, x, record="outputs").values[deployed.outputs[0]]
     files = {**source_files(opts, user_model, report["provenance"]), **emitted.files} if inputs is None else {}
     return Compiled(report, deployed, io, files, before=graph)
+
+
+def _sweep_dead_runs() -> None:
+    """Remove what runs killed with every process (the OOM killer, a cgroup kill) left in /dev/shm and the
+    temporary directory: found by their tags, never a live run's. At every compile and verify, not only at the
+    next Lava run; standard library only (spikec.targets.lava.leftovers)."""
+    from spikec.targets.lava import leftovers
+    try:
+        leftovers.sweep()
+    except OSError:  # a directory that vanished or cannot be listed: nothing of ours to remove there
+        pass
 
 
 def _coding(opts: CompileOptions, targets):

@@ -263,15 +263,40 @@ def check_params_finite(model: nn.Module) -> None:
                               remedy="fix the factory or the checkpoint")
 
 
+def available_memory() -> int:
+    """Bytes of memory available now (``MemAvailable``; 8 GiB where the system does not say)."""
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return 8 << 30
+
+
 def default_max_input_bytes() -> int:
     """An eighth of the memory available now: the verification runs record every node's ``[T, B, ...]``
     trace, many times the input's size."""
-    try:
-        with open("/proc/meminfo") as f:
-            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError):
-        avail = 8 << 30
-    return max(avail // 8, 1 << 20)
+    return max(available_memory() // 8, 1 << 20)
+
+
+# the float64 [T, B, ...] values a compile holds at once, per traced node: the source's run with its recorded
+# module outputs and the IR's run recording every node (the passes' checks reuse and then free them)
+RUNS_HELD = 2
+
+
+def check_compile_memory(graph, steps: int, batch: int) -> None:
+    """Refuse up front a compile whose recorded runs would not fit in the memory available: the input limit
+    bounds the input alone, and a deep network records many times its size (a small, highly compressed input
+    file can pass it and still need tens of GB)."""
+    values = sum(int(np.prod(n.type.shape, dtype=object)) * n.type.substeps
+                 for n in graph.nodes)
+    need, avail = RUNS_HELD * 8 * int(steps) * int(batch) * values, available_memory()
+    if need > avail:
+        per_sample = need // max(int(batch), 1)
+        raise BadInput(f"this compile would hold about {need / 2**20:,.1f} MB of recorded values ({len(graph.nodes)} "
+                       f"nodes x T={steps} x B={batch} in float64, twice), but {avail / 2**20:,.1f} MB is available",
+                       where=f"model {graph.meta.get('source', '')}".strip(),
+                       remedy=f"verify on fewer samples (about {max(avail // max(per_sample, 1), 1):,} fit) or fewer "
+                              "steps, or free memory")
 
 
 def check_input_size(shape, what: str, max_bytes: int | None) -> None:

@@ -242,3 +242,39 @@ def test_a_sparse_or_meta_checkpoint_tensor_is_refused_by_name(tmp_path):
         torch.save({"weight": bad, "bias": model.bias.detach()}, path)
         with pytest.raises(CheckpointError, match=f"'weight' is .*{word}"):
             load_weights(torch.nn.Linear(3, 2), str(path))
+
+
+def test_a_compile_too_large_for_memory_is_refused_before_it_runs(monkeypatch):
+    """The input limit bounds the input; the recorded runs of a deep network need many times more. A compile
+    whose estimate exceeds the memory available is refused up front, naming the sizes and how many samples fit."""
+    import spikec
+    from spikec.app import loader
+    from spikec.compiler.errors import BadInput
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64))
+    x = np.zeros((4, 8, 64), np.float32)
+    monkeypatch.setattr(loader, "available_memory", lambda: 100_000)   # 100 kB: about 3 nodes x 4 x 8 x 64 x 8 x 2
+    with pytest.raises(BadInput, match=r"(?s)would hold about .* MB of recorded values .* MB is available.*samples \(about \d+ fit\)"):
+        spikec.compile(model, x, targets=(), probes=False)
+    monkeypatch.setattr(loader, "available_memory", lambda: 1 << 40)
+    assert spikec.compile(model, x, targets=(), probes=False).equivalent
+
+
+def test_any_compile_sweeps_what_a_killed_run_left(tmp_path, monkeypatch):
+    """A run killed with every process leaves tagged segments and directories; the next compile (any target, not
+    only Lava) removes those of dead runs and keeps a live run's."""
+    import os
+    import tempfile
+    import spikec
+    from spikec.targets.lava import leftovers
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = "spikec4194300x1a2bs77"   # a pid above the kernel's limit: no such process
+    live = f"spikec{os.getpid()}x1a2bs{leftovers.start_time(os.getpid())}"
+    made = [leftovers.SHM / f"psm_{dead}j1_0", tmp_path / f"spikec-lava-{dead}-w", tmp_path / f"spikec-lava-{live}-w"]
+    for p in made:
+        p.mkdir() if p.parent == tmp_path else p.write_bytes(b"\0")
+    try:
+        model = torch.nn.Sequential(torch.nn.Linear(4, 3))
+        assert spikec.compile(model, np.zeros((2, 1, 4), np.float32), targets=(), probes=False).equivalent
+        assert not made[0].exists() and not made[1].exists() and made[2].exists()
+    finally:
+        made[0].unlink(missing_ok=True)
