@@ -241,8 +241,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     model, x, shape = conv.model, conv.x, tuple(conv.x.shape[2:])
     opts = replace(opts, stepping=conv.stepping)  # recorded resolved: verify replays this convention
     with stages("trace"):
-        graph = trace(model, shape, input_kind=given["kind"], ceiling=given["ceiling"])
-        loader.check_compile_memory(graph, x.shape[0], x.shape[1])  # before the runs that would need it
+        graph = _trace_within_memory(model, x, given)
     with stages("frontend check"):
         reference = run_torch(model, x, dict(graph.meta.get("module_outputs", ())))
         ahead: dict = {}  # the first pass's rewrite, made first: the run records only what the checks read
@@ -322,6 +321,13 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         io["deployed_output"] = run(deployed, x, record="outputs").values[deployed.outputs[0]]
     files = {**source_files(opts, user_model, report["provenance"]), **emitted.files} if inputs is None else {}
     return Compiled(report, deployed, io, files, before=graph)
+
+
+def _trace_within_memory(model, x, given: dict) -> Graph:
+    """The traced graph, refused (BadInput) before any run when its recorded runs would not fit in memory."""
+    graph = trace(model, tuple(x.shape[2:]), input_kind=given["kind"], ceiling=given["ceiling"])
+    loader.check_compile_memory(graph, x.shape[0], x.shape[1])
+    return graph
 
 
 def _sweep_dead_runs() -> None:
