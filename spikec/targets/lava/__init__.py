@@ -33,6 +33,7 @@ Artifacts: ``lava/quantized/`` (the integer reference IR), ``lava/network.json``
 ``model.net``. ``spikec verify OUTDIR`` re-runs Lava from those files (``verify_lava``).
 Lava itself is imported lazily (``_shim.import_lava``), so quantization works without it.
 """
+import json
 import time
 from pathlib import Path
 
@@ -313,6 +314,7 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     fresh_net, fresh = lower(q)
     lowered = [k for k in sorted(set(fresh) | set(arrays))
                if k not in fresh or k not in arrays or not np.array_equal(fresh[k], arrays[k])]
+    lowered += _network_differences(fresh_net, net)   # the document too, not only its arrays (a latency, a port)
     requantized = _requantized(outdir, graph, q, inputs)
     trace = run(with_readouts(q), x, integer=True)
     checks = run_checks(graph, q, net, arrays, trace, reference)
@@ -339,6 +341,18 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
             "first_divergent_layer": result["first_divergent_layer"],
             "mismatch_counts": result["mismatch_counts"], "first_mismatches": result["first_mismatches"],
             "sim_seconds": lava["sim_seconds"]}
+
+
+def _network_differences(fresh: dict, written: dict) -> list[str]:
+    """``network.json: <key or process>`` for each part of the written document that is not the lowering's."""
+    fresh = json.loads(json.dumps(fresh))   # as written and read back (tuples become lists)
+    by_name = lambda procs: {p.get("name"): p for p in procs if isinstance(p, dict)} \
+        if isinstance(procs, list) else {}
+    differs = [f"network.json: process {name!r}" for name in sorted(set(by_name(fresh.get("processes")))
+                                                                   | set(by_name(written.get("processes"))), key=str)
+               if by_name(fresh.get("processes")).get(name) != by_name(written.get("processes")).get(name)]
+    return differs + [f"network.json: {k}" for k in sorted(set(fresh) | set(written), key=str)
+                      if k != "processes" and fresh.get(k) != written.get(k)]
 
 
 def _requantized(outdir, graph, written, inputs) -> dict:

@@ -92,11 +92,25 @@ def save_network(net: dict, arrays: dict, directory: Path) -> None:
         np.savez(f, **arrays)
 
 
+def read_network_json(directory: Path) -> dict:
+    """``directory/network.json`` as a dict; a named BadInput for a file that does not parse or is no document."""
+    path = Path(directory) / "network.json"
+    try:
+        net = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError) as e:  # RecursionError: JSON nested too deep to parse
+        raise BadInput(f"cannot read the Lava network {path}: {type(e).__name__}: {e}",
+                       remedy="point at an OUTDIR written by `spikec compile --target lava`") from e
+    if not isinstance(net, dict):
+        raise BadInput(f"{path} is a JSON {type(net).__name__}, not a Lava network document",
+                       remedy="point at an OUTDIR written by `spikec compile --target lava`")
+    return net
+
+
 def load_network(directory: Path, check_format: bool = True) -> tuple[dict, dict]:
     """``(network.json, params.npz arrays)`` of ``directory`` (a TTFS network is of its own format: unchecked)."""
     directory = Path(directory)
+    net = read_network_json(directory)
     try:
-        net = json.loads((directory / "network.json").read_text())
         with np.load(directory / "params.npz", allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except (OSError, ValueError) as e:

@@ -34,6 +34,7 @@ from spikec.targets.lava import ttfs_reference as ref
 from spikec.targets.lava.resources import CORES_PER_CHIP, NEURONS_PER_CORE, SYNAPSES_PER_CORE
 from spikec.targets.lava.ttfs import DEFAULT_STATES, TTFSNet, map_ttfs
 from spikec.targets.lava.ttfs_lava import lava_steps, run_lava, spec
+from spikec.targets.lava.lower import read_network_json
 
 TABLE_STATES = (16, 64, 256)
 LAVA_SAMPLES = 16
@@ -314,7 +315,9 @@ def verify_ttfs_lava(outdir, graph, inputs, reference) -> dict:
 
 def is_ttfs_deployment(outdir) -> bool:
     p = Path(outdir) / "lava" / "network.json"
-    return p.exists() and json.loads(p.read_text()).get("coding") == "ttfs"
+    if not p.exists():
+        return False
+    return read_network_json(p.parent).get("coding") == "ttfs"   # a named BadInput for a file that is no document
 
 
 class TTFSDeployed:
@@ -326,7 +329,7 @@ class TTFSDeployed:
         from spikec.compiler.serialize import load_graph
         outdir = Path(outdir)
         self.graph = load_graph(outdir)
-        written = json.loads((outdir / "lava" / "network.json").read_text())
+        written = read_network_json(outdir / "lava")
         self.net = map_ttfs(self.graph, int(written["states"]))
         fresh, arrays = spec(self.net)
         with np.load(outdir / "lava" / "params.npz", allow_pickle=False) as z:
