@@ -332,13 +332,10 @@ def _trace_within_memory(model, x, given: dict) -> Graph:
 
 def _sweep_dead_runs() -> None:
     """Remove what runs killed with every process (the OOM killer, a cgroup kill) left in /dev/shm and the
-    temporary directory: found by their tags, never a live run's. At every compile and verify, not only at the
-    next Lava run; standard library only (spikec.targets.lava.leftovers)."""
+    temporary directory, found by their tags, never a live run's: at every compile, not only the next Lava run.
+    (Imported on use: nothing else of this module needs the Lava target's package.)"""
     from spikec.targets.lava import leftovers
-    try:
-        leftovers.sweep()
-    except OSError:  # a directory that vanished or cannot be listed: nothing of ours to remove there
-        pass
+    leftovers.sweep()
 
 
 def _coding(opts: CompileOptions, targets):

@@ -188,8 +188,8 @@ def verify_outdir(outdir, inputs: str | None = None, *, model=None, weights: str
     against instead of ``OUTDIR/source``. ``run_source``: run OUTDIR/source's copy of the model code (else the
     source model is not checked: ``source_not_run`` says so and how to run it)."""
     out = Path(outdir)
-    from spikec.app.driver import _sweep_dead_runs
-    _sweep_dead_runs()
+    from spikec.targets.lava import leftovers
+    leftovers.sweep()  # what runs killed with every process left, as every compile does
     report = _read_report(out)
     _replay_options(report, "", None, False)  # the recorded settings are checked whether or not a replay uses them
     mode = source_mode(out, model, weights, run_source)
