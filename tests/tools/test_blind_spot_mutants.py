@@ -1,24 +1,13 @@
 """The blind-spot mutants of tools/mutants.py (``BLIND_SPOTS``: one-line bugs in code added late, each with a test
 written for it) cannot rot silently: each still applies to the current tree exactly once, changes something,
 compiles, and names test files that exist, the first of them a ``test_blind_spots*`` file. Fast: none is run."""
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tools_modules import ROOT, load
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"spikec_tools_bs_{name}", ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-MUTANTS = _load("mutants")
+MUTANTS = load("mutants")
 ALL = MUTANTS.BLIND_SPOTS
 
 

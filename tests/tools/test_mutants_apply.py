@@ -1,25 +1,12 @@
 """The mutant catalogue of tools/mutation.py cannot rot silently: every mutant still applies to the current
 tree (its original text occurs exactly once in its file), changes something, still compiles, and names test
 files and runtime examples that exist. Fast: no mutant is run here."""
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tools_modules import ROOT, load
 
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(f"spikec_tools_{name}", ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-MUTANTS = _load("mutants")
-MUTATION = _load("mutation")
+MUTANTS = load("mutants")
+MUTATION = load("mutation")
 ALL = MUTANTS.MUTANTS
 
 
