@@ -1,14 +1,18 @@
 """ONNX target (``--target onnx``): the deployed IR as ``OUTDIR/model.onnx``, checked in onnxruntime.
 
-Form: **multi-step, one fused graph over a fixed T.** The model takes every IR input as
-``[T, B, *shape]`` (T fixed at export to the verification inputs' T, B symbolic) and returns every
-IR output as ``[T_v, B, *shape]`` (``T_v = T * substeps`` for outputs on virtual sub-steps). Stateless
-ops (convolution, linear, pooling, BN, DS-MPA, ...) run once over all steps and samples; each
-neuron's recurrence is unrolled over the T steps (Split along time, the update written out step
-by step, Concat back), so there are no state inputs/outputs and no Loop/Scan subgraphs. Why: the
-deployed graphs already depend on T (BNTT statistics and bias schedules are per step), unrolling
-keeps every ONNX node a plain tensor op that onnx.checker can type and onnxruntime can optimize,
-and the synaptic work runs as one batched op over ``T * B`` instead of T small ones.
+Interface: the model takes every IR input as ``[T, B, *shape]`` (T fixed at export to the verification inputs'
+T, B symbolic) and returns every IR output as ``[T_v, B, *shape]`` (``T_v = T * substeps`` for outputs on
+virtual sub-steps), each named after its IR node. Two forms, recorded in the report (``form``, ``form_reason``)
+and in the model's metadata (``spikec.form``):
+
+- **loop** (``loop.py``, the default): one ONNX ``Scan`` over T whose body is the one-step graph of
+  ``model_step.onnx`` (the same emitters on T = 1, each neuron / delay / step-index state carried by the Scan).
+  Its node count and onnxruntime's session build do not grow with T.
+- **unrolled** (the fallback, for graphs the step form refuses: ops on virtual sub-steps, ``intfire_unrolled``,
+  ``substep_sum``, stateful ops with no one-step form; ``form_reason`` names the node): stateless ops
+  (convolution, linear, pooling, BN, DS-MPA, ...) run once over all steps and samples and each neuron's
+  recurrence is unrolled over the T steps (Split along time, the update written out step by step, Concat back).
+  Its size grows linearly with T.
 
 Arithmetic: float64 (ONNX DOUBLE), opset 21. Element-wise arithmetic mirrors the reference
 interpreter's kernels operation by operation, so neuron updates, BNTT, TDM, delays, pooling and
@@ -19,7 +23,8 @@ an unfolded BatchNorm (torch evaluates ``x * alpha + beta`` as one fused multipl
 ONNX has no FMA operator). With integer-valued weights every sum is exact and the whole graph is
 bit-identical. Verification runs
 the written file and compares every IR node exposed as an ONNX value (each tensor is named
-after its IR node): spikes must be identical, real values within 1e-9 relative (checker.py), and
+after its IR node; in the loop form a body value is exposed as an extra Scan output): spikes must be identical,
+real values within 1e-9 relative (checker.py), and
 the model as written (graph outputs only) must give the same outputs. The report states the
 smallest firing margin ``|U - threshold|`` seen, i.e. how far the ulp-level differences were from
 deciding a spike. A float32 variant (``export(..., dtype="float32")``, native Conv) exists for
@@ -29,7 +34,8 @@ speed; it is not claimed exact.
 neuron / delay state an explicit input and output (``state.<node>.<var>`` in, ``state_out.<node>.<var>`` out)
 and ``model_step_init.npz`` the initial states, so a runtime can stream inputs of any length; it is built by the
 same emitters on T = 1, checked step by step against the interpreter (``report["streaming"]``), and refused by
-name for ops on virtual sub-steps (the unrolled model is still written).
+name for ops on virtual sub-steps (the unrolled model is still written). The loop model is this step graph
+inside a Scan.
 
 Every IR op needs an emitter (``emitters.py``, one function per op; the frameworks' exact neurons in
 ``framework_emitters.py``); a graph with an op that has none is refused with ``UnsupportedOp`` naming the node.
@@ -54,24 +60,55 @@ from spikec.targets.onnx import framework_emitters  # noqa: F401  (registers the
 from spikec.targets.onnx import sinabs_sj_emitters  # noqa: F401  (Sinabs's and SpikingJelly's nonlinear neurons)
 from spikec.targets.onnx import sessions
 from spikec.targets.onnx.emitters import EMITTERS, register_emitter
-from spikec.targets.onnx.streaming import STEP_FILE, streaming_result, verify_step_outdir
+from spikec.targets.onnx.loop import LOOP_DETAIL, LOOP_FORM, export_loop, is_loop, loop_refusal, loop_with_probes, \
+    node_count
+from spikec.targets.onnx.streaming import STEP_FILE, export_step, streaming_result, verify_step_outdir
 
-__all__ = ["export", "run_model", "check_model_against", "register_emitter", "FILE", "FORM", "OPSET"]
+__all__ = ["export", "run_model", "check_model_against", "register_emitter", "form_of", "FILE", "FORM", "OPSET"]
 
 FILE = "model.onnx"
-FORM = "multi-step"
-FORM_DETAIL = ("one graph over [T, B, ...] with T fixed at export and B symbolic; neuron recurrences unrolled "
-               "over T (no state inputs/outputs); stateless ops batched over T*B")
+FORM = LOOP_FORM
+UNROLLED_FORM = "unrolled"
+FORMS = ("auto", LOOP_FORM, UNROLLED_FORM)
+FORM_DETAIL = {LOOP_FORM: LOOP_DETAIL,
+               UNROLLED_FORM: "one graph over [T, B, ...] with T fixed at export and B symbolic; neuron recurrences "
+                              "unrolled over T (no state inputs/outputs); stateless ops batched over T*B"}
 
 
-def export(graph: Graph, steps: int, dtype: str = "float64") -> onnx.ModelProto:
-    """The ONNX model of ``graph`` for ``steps`` physical time steps; passes ``onnx.checker`` (full check)."""
-    verify(graph, "before ONNX export")
+def _require_emitters(graph: Graph) -> None:
     for node in graph.nodes:
         if node.op not in EMITTERS:
             raise UnsupportedOp(f"op {node.op!r} has no ONNX form in spikec", where=where(node),
                                 remedy="compile without --target onnx, or add an emitter for it "
                                        "(spikec/targets/onnx/emitters.py, register_emitter)")
+
+
+def export(graph: Graph, steps: int, dtype: str = "float64", form: str = "auto", step=None) -> onnx.ModelProto:
+    """The ONNX model of ``graph`` for ``steps`` physical time steps; passes ``onnx.checker`` (full check).
+
+    ``form``: ``"auto"`` the loop form, or the unrolled one when the graph has no step form (the reason in the
+    metadata's ``spikec.form_reason``); ``"loop"`` (UnsupportedOp when refused) or ``"unrolled"``. ``step`` =
+    ``(model, init)`` reuses a step model already built by ``streaming.export_step``."""
+    if form not in FORMS:
+        raise BadInput(f"ONNX form {form!r} is not one of {FORMS}")
+    verify(graph, "before ONNX export")
+    _require_emitters(graph)
+    why = None
+    if form != UNROLLED_FORM:
+        why = loop_refusal(graph)
+        if why is None:
+            try:
+                return export_loop(graph, steps, dtype, step)
+            except UnsupportedOp as e:   # e.g. state names clashing with IR names: the unrolled form has none
+                if form == LOOP_FORM:
+                    raise
+                why = str(e)
+        elif form == LOOP_FORM:
+            raise UnsupportedOp(f"no loop ONNX model: {why}", remedy="export with form='unrolled'")
+    return _export_unrolled(graph, steps, dtype, why)
+
+
+def _export_unrolled(graph: Graph, steps: int, dtype: str, why: str | None) -> onnx.ModelProto:
     b = Builder(graph, steps, dtype)
     for node in graph.nodes:
         out = EMITTERS[node.op](b, node, *node.inputs)
@@ -80,11 +117,19 @@ def export(graph: Graph, steps: int, dtype: str = "float64") -> onnx.ModelProto:
     for o in graph.outputs:
         if graph.node(o).op == "input":
             raise UnsupportedOp("a graph output that is a graph input has no ONNX form here", where=f"output {o!r}")
-    meta = {"spikec.form": FORM, "spikec.steps": steps, "spikec.dtype": dtype,
+    meta = {"spikec.form": UNROLLED_FORM, "spikec.steps": steps, "spikec.dtype": dtype,
+            "spikec.form_reason": why or "asked for (form='unrolled')",
             "spikec.time_axis": "inputs [T, B, ...]; an output on D virtual sub-steps is [T*D, B, ...]"}
-    model = b.model(f"spikec {FORM} export, T={steps}, {dtype}: {FORM_DETAIL}", meta)
+    model = b.model(f"spikec {UNROLLED_FORM} export, T={steps}, {dtype}: {FORM_DETAIL[UNROLLED_FORM]}", meta)
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def form_of(model: onnx.ModelProto) -> tuple[str, str | None]:
+    """(``loop`` | ``unrolled``, why the loop form was not used or None) from the model's metadata."""
+    meta = {p.key: p.value for p in model.metadata_props}
+    form = LOOP_FORM if is_loop(model) else UNROLLED_FORM
+    return form, (None if form == LOOP_FORM else meta.get("spikec.form_reason"))
 
 
 def _feeds(graph: Graph, inputs, np_dtype) -> dict[str, np.ndarray]:
@@ -102,7 +147,10 @@ def _steps(graph: Graph, feeds: dict) -> int:
 
 
 def with_probes(model: onnx.ModelProto, graph: Graph, names) -> onnx.ModelProto:
-    """A copy of ``model`` that also outputs the IR values ``names`` (each ONNX tensor is named after its node)."""
+    """A copy of ``model`` that also outputs the IR values ``names`` (each ONNX tensor is named after its node;
+    in the loop form, each body tensor as an extra Scan output)."""
+    if is_loop(model):
+        return loop_with_probes(model, graph, names)
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     elem = model.graph.input[0].type.tensor_type.elem_type
@@ -172,15 +220,24 @@ def onnx_target(graph: Graph, inputs, reference: Trace, options: dict) -> Target
     start = time.perf_counter()
     dtype = (options or {}).get("onnx_dtype", "float64")
     steps = _steps(graph, _feeds(graph, inputs, np.float64))
-    model = export(graph, steps, dtype)
+    verify(graph, "before ONNX export")
+    _require_emitters(graph)
+    try:   # one step model: model_step.onnx, and the body of the loop model.onnx
+        step, refused = export_step(graph, dtype), None
+    except UnsupportedOp as e:
+        step, refused = None, str(e)
+    model = export(graph, steps, dtype, step=step) if step is not None else \
+        _export_unrolled(graph, steps, dtype, loop_refusal(graph) or refused)
+    form, reason = form_of(model)
     data = model.SerializeToString()
     result = check_model_against(model, graph, inputs, reference)
-    streaming, step_files = streaming_result(graph, inputs, reference, dtype)
+    streaming, step_files = streaming_result(graph, inputs, reference, dtype, step=step, refused=refused)
     import onnxruntime as ort
     report = {
-        "name": "onnx", "file": FILE, "form": FORM, "form_detail": FORM_DETAIL, "opset": OPSET,
-        "ir_version": IR_VERSION, "dtype": dtype, "steps": steps, "batch": BATCH + " (symbolic)",
-        "onnx_nodes": len(model.graph.node), "initializers": len(model.graph.initializer), "bytes": len(data),
+        "name": "onnx", "file": FILE, "form": form, "form_reason": reason, "form_detail": FORM_DETAIL[form],
+        "opset": OPSET, "ir_version": IR_VERSION, "dtype": dtype, "steps": steps, "batch": BATCH + " (symbolic)",
+        "onnx_nodes": node_count(model), "onnx_nodes_outer": len(model.graph.node),
+        "initializers": len(model.graph.initializer), "bytes": len(data),
         "checker": "onnx.checker.check_model(full_check=True) passed",
         "runtime": f"onnxruntime {ort.__version__} CPUExecutionProvider",
         **{k: result[k] for k in ("spike_exact", "equivalent", "outputs_compared", "nodes_compared",
@@ -198,7 +255,7 @@ def onnx_target(graph: Graph, inputs, reference: Trace, options: dict) -> Target
 def verify_outdir(outdir, graph: Graph, inputs, reference: Trace) -> dict:
     """``spikec verify``: re-run ``OUTDIR/model.onnx`` as written, and ``model_step.onnx`` step by step when OUTDIR
     holds it (or report.json says it was written); a file that fails to load or run fails."""
-    result = _verify_unrolled(outdir, graph, inputs, reference)
+    result = _verify_model(outdir, graph, inputs, reference)
     if (Path(outdir) / STEP_FILE).exists() or _streaming_claimed(outdir):
         result["streaming"] = verify_step_outdir(outdir, graph, inputs, reference)
         result["equivalent"] = bool(result["equivalent"]) and bool(result["streaming"]["equivalent"])
@@ -216,7 +273,7 @@ def _streaming_claimed(outdir) -> bool:
                and c["streaming"].get("written") for c in claims)
 
 
-def _verify_unrolled(outdir, graph: Graph, inputs, reference: Trace) -> dict:
+def _verify_model(outdir, graph: Graph, inputs, reference: Trace) -> dict:
     path = Path(outdir) / FILE
     try:
         model = onnx.load(str(path))
@@ -224,7 +281,7 @@ def _verify_unrolled(outdir, graph: Graph, inputs, reference: Trace) -> dict:
     except Exception as e:  # missing, truncated or invalid file: not equivalent, with the reason
         return {"equivalent": False, "error": f"{path} does not load or fails onnx.checker: {type(e).__name__}: {e}"}
     try:
-        return check_model_against(model, graph, inputs, reference)
+        return {**check_model_against(model, graph, inputs, reference), "form": form_of(model)[0]}
     except BadInput:
         raise
     except Exception as e:

@@ -260,10 +260,14 @@ def check_stream(model: onnx.ModelProto, graph: Graph, inputs, reference: Trace,
     return summary
 
 
-def streaming_result(graph: Graph, inputs, reference: Trace, dtype: str) -> tuple[dict, dict]:
-    """The ONNX target's ``streaming`` report and files: the step model checked step by step, or the refusal."""
+def streaming_result(graph: Graph, inputs, reference: Trace, dtype: str, step=None, refused: str | None = None
+                     ) -> tuple[dict, dict]:
+    """The ONNX target's ``streaming`` report and files: the step model checked step by step, or the refusal.
+    ``step`` = ``(model, init)`` already built by ``export_step`` (or ``refused``, its refusal) skips building it."""
+    if refused is not None:
+        return {"written": False, "refused": refused, "equivalent": None}, {}
     try:
-        model, init = export_step(graph, dtype)
+        model, init = step if step is not None else export_step(graph, dtype)
     except UnsupportedOp as e:
         return {"written": False, "refused": str(e), "equivalent": None}, {}
     result = check_stream(model, graph, inputs, reference, init)

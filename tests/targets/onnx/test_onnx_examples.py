@@ -32,7 +32,8 @@ def cli(*args):
 
 def assert_target_exact(report: dict, graph):
     t = report["target"]
-    assert t["name"] == "onnx" and t["opset"] == OPSET and t["form"] == "multi-step" and t["dtype"] == "float64"
+    assert t["name"] == "onnx" and t["opset"] == OPSET and t["form"] == "loop" and t["dtype"] == "float64"
+    assert t["form_reason"] is None
     assert t["spike_exact"] is True and t["equivalent"] is True and report["equivalent"] is True
     assert t["spike_mismatches"] == 0 and t["real_mismatches"] == 0 and t["max_rel_diff"] <= 1e-9
     assert t["outputs_compared"] == list(graph.outputs) and t["probe_outputs_match_plain"]
@@ -107,7 +108,8 @@ def test_verify_fails_on_a_corrupted_weight(compile_example, tmp_path):
     bad = tmp_path / "bad"
     shutil.copytree(out, bad)
     model = onnx.load(str(bad / "model.onnx"))
-    init = next(i for i in model.graph.initializer if i.name.startswith("conv1.1.weight"))
+    body = next(a.g for n in model.graph.node if n.op_type == "Scan" for a in n.attribute if a.name == "body")
+    init = next(i for i in body.initializer if i.name.startswith("step/conv1.1.weight"))  # the loop's body holds it
     w = numpy_helper.to_array(init).copy()
     w.flat[w.size // 2] += 1.0
     init.CopyFrom(numpy_helper.from_array(w, init.name))
