@@ -3,14 +3,14 @@ import math
 
 import numpy as np
 
-# Per-core figures: the public chip-level maxima divided evenly over the 128 neurocores
-# (Intel, "Loihi 2" product brief, 2021: 128 neurocores, up to 1M neurons and 120M synapses per
-# chip; recorded in docs/targets.md, "Loihi 2 facts"). Real per-core limits depend on the
-# neuron model's state size and the synapse encoding; Lava's open source does not publish them, so
-# these are upper bounds per core and the core count below is an optimistic (low) estimate.
-CORES_PER_CHIP = 128
-NEURONS_PER_CORE = 2 ** 20 // CORES_PER_CHIP          # 8192
-SYNAPSES_PER_CORE = 120_000_000 // CORES_PER_CHIP     # 937,500
+from spikec.targets.lava import chip_limits
+
+# Per-core figures: the public chip-level maxima divided evenly over the 128 neurocores, from the one table
+# of Loihi 2 limits (chip_limits.py, each number with its source; docs/targets.md "Loihi 2 facts"). Upper
+# bounds per core, so the core count below is an optimistic (low) estimate.
+CORES_PER_CHIP = chip_limits.CORES_PER_CHIP
+NEURONS_PER_CORE = chip_limits.NEURONS_PER_CORE      # 8192
+SYNAPSES_PER_CORE = chip_limits.SYNAPSES_PER_CORE    # 937,500
 WEIGHT_BITS = 8
 
 
