@@ -20,8 +20,16 @@ What is compared is the whole forward pass (input spikes to logits) of each: PyT
 (unfused) vs ONNX float64 (the exact deployment artifact) — different precisions, stated on every
 line — and PyTorch float32 vs ONNX float32 (same precision). The last line prints both speed-ups.
 
+4. ``model.onnx`` at T=256 vs T=8 (issue 30), on the digits example (``examples/digits``, its checkpoint): the
+   model.onnx the target writes (the loop form: one Scan around the step graph) and, beside it, the unrolled
+   form it replaced, exported at T=8 and T=256 in the same run; nodes (the Scan's body included), and the CPU
+   time (``time.process_time``, one onnxruntime thread) of building an onnxruntime session, in alternating
+   rounds (medians); then the ONNX target itself (export + checks + the step model) on T=256 inputs, CPU
+   seconds. The last line prints the T=256 / T=8 ratios of nodes and session build.
+
     .venv/bin/python benchmarks/bench_onnx.py            # T=10, batch 8, 128x128 (~2-4 min on 2 cores)
     .venv/bin/python benchmarks/bench_onnx.py --quick    # T=2, 3 rounds (about a minute)
+    .venv/bin/python benchmarks/bench_onnx.py --t-scaling-only   # part 4 only (about a minute)
 """
 import argparse
 import os
@@ -60,7 +68,11 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads for both runtimes")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="T=2, 3 rounds (a smoke run)")
+    ap.add_argument("--t-scaling-only", action="store_true", help="only model.onnx at T=256 vs T=8 (part 4)")
     args = ap.parse_args()
+    if args.t_scaling_only:
+        t_scaling(args.rounds)
+        return
     if args.quick:
         args.steps, args.rounds = 2, 3
     os.environ[STEPS_ENV] = str(args.steps)
@@ -79,6 +91,7 @@ def main():
         run_benchmark(args, model, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    t_scaling(args.rounds)
 
 
 def run_benchmark(args, model, work: Path):
@@ -152,6 +165,63 @@ def run_benchmark(args, model, work: Path):
     print(f"speed-up of the fused ONNX model over unfused PyTorch float32 (batch {args.batch}, T={args.steps}, "
           f"{args.threads} thread(s)): float64 model.onnx {med['torch'] / med['onnx64']:.2f}x, "
           f"float32 variant {med['torch'] / med['onnx32']:.2f}x")
+
+
+
+DIGITS = ROOT / "examples" / "digits"
+
+
+def t_scaling(rounds: int, small: int = 8, large: int = 256):
+    """Part 4: model.onnx at T=``large`` vs T=``small``, loop form (written) and unrolled (before), side by side."""
+    import onnx
+    import onnxruntime as ort
+    from spikec.app.driver import CompileOptions, compile_model
+    from spikec.compiler.interpreter import run
+    from spikec.targets import get_target
+    from spikec.targets.onnx import check_model_against, export
+    from spikec.targets.onnx.loop import node_count
+
+    torch.set_num_threads(1)
+    c = compile_model(CompileOptions(f"{DIGITS / 'model.py'}:small", weights=str(DIGITS / "checkpoint.pt"),
+                                     inputs=str(DIGITS / "inputs.npz"), target="none"))
+    graph = c.graph
+    models = {(form, T): export(graph, T, form=form).SerializeToString()
+              for form in ("loop", "unrolled") for T in (small, large)}
+    nodes = {k: node_count(onnx.load_from_string(v)) for k, v in models.items()}
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+
+    def build(data):
+        t0 = time.process_time()
+        ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        return time.process_time() - t0
+    build(models[("loop", small)])   # warm-up: onnxruntime's one-time initialization is no model's cost
+    times = {k: [] for k in models}
+    for _ in range(max(3, rounds)):
+        for k, data in models.items():
+            times[k].append(build(data))
+    ms = {k: median_ms(v) for k, v in times.items()}
+    print(f"model.onnx at T={large} vs T={small} (digits example, conv-LIF-conv-LIF-linear; session build CPU, "
+          f"1 onnxruntime thread, median of {max(3, rounds)} alternating rounds):")
+    for form in ("unrolled", "loop"):
+        label = "unrolled (before)" if form == "unrolled" else "loop (written)   "
+        print(f"  {label}: nodes {nodes[(form, small)]:,} -> {nodes[(form, large)]:,}; session build "
+              f"{ms[(form, small)]:.1f} ms -> {ms[(form, large)]:.1f} ms")
+    x = (np.random.default_rng(0).random((large, 4, 1, 8, 8)) < 0.3).astype(np.float64)
+    ref = run(graph, x, record="all")
+    t0 = time.process_time()
+    res = get_target("onnx")(graph, x, ref, {})
+    t_loop = time.process_time() - t0
+    t0 = time.process_time()
+    old = check_model_against(export(graph, large, form="unrolled"), graph, x, ref)
+    t_old = time.process_time() - t0
+    print(f"  the ONNX target on T={large} inputs (batch 4): {t_loop:.1f} s CPU, form {res.report['form']}, spike_exact "
+          f"{res.report['spike_exact']} (with the step model's check); the unrolled export + check alone: "
+          f"{t_old:.1f} s CPU, spike_exact {old['spike_exact']}")
+    print(f"ONNX at T={large} vs T={small}: model.onnx (loop) nodes {nodes[('loop', large)] / nodes[('loop', small)]:.2f}x, "
+          f"session build {ms[('loop', large)] / ms[('loop', small)]:.2f}x CPU (unrolled: nodes "
+          f"{nodes[('unrolled', large)] / nodes[('unrolled', small)]:.1f}x, session build "
+          f"{ms[('unrolled', large)] / ms[('unrolled', small)]:.1f}x)")
 
 
 if __name__ == "__main__":
