@@ -3,7 +3,7 @@
 Pipeline (``compile_lava``), on the deployed float graph and the verification inputs:
 
 0. ``products.placed``: products of two activations placed (``products.py``): binary x binary as on-chip AND
-   neurons (SpikecAND), the rest on host partitions; window sums as all-equal Conv windows; checked by running
+   neurons (Lava's LIF, ``and_neurons.py``), the rest on host partitions; window sums as all-equal Conv windows; checked by running
    the rewritten float graph against the original (``report.products``).
 
 1. ``quantize``: the float graph -> an integer IR graph of ``lava_*`` ops (``ops.py``), scales from
@@ -27,7 +27,8 @@ Pipeline (``compile_lava``), on the deployed float graph and the verification in
    so bit-exactness cannot see them; a failure makes the target fail (``quantization_checks``).
 6. ``chip.add_to_report``: ``chip_ready`` and ``why`` per process (a standard Lava process whose Loihi 2 model
    is in Intel's closed lava-loihi, or a custom spikec process with CPU models only), counted in
-   ``chip_readiness``, with a line in the summary.
+   ``chip_readiness``, with ``blocking``: per CPU-only process why and what would make it chip-ready, one summary
+   line each (``chip blocker: ...``) before the count's line.
 
 Artifacts: ``lava/quantized/`` (the integer reference IR), ``lava/network.json``, ``lava/params.npz``,
 ``model.net``. ``spikec verify OUTDIR`` re-runs Lava from those files (``verify_lava``).
@@ -185,7 +186,7 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     if netx_info.get("exportable"):
         files["model.net"] = NetxFile(q.graph)
     netx_ok = not netx_info.get("exportable") or netx_info["verification"].get("bit_exact") is not False
-    chip.add_to_report(report, net)
+    chip.add_to_report(report, net, arrays)
     return TargetResult(report, exact and netx_ok and checks["ok"], files)
 
 
@@ -201,8 +202,8 @@ def _readable(result: TargetResult) -> TargetResult:
 def _chip_ready(result: TargetResult, graph) -> None:
     """``chip_ready`` per process and the summary line (``chip.py``) of an exact-source deployment."""
     from spikec.targets.lava import exact_source
-    net, _ = lower(exact_source.integer_graph(graph))   # the network compile_exact wrote (deterministic)
-    chip.add_to_report(result.report, net)
+    net, arrays = lower(exact_source.integer_graph(graph))   # the network compile_exact wrote (deterministic)
+    chip.add_to_report(result.report, net, arrays)
 
 
 def _summary(r: dict) -> str:

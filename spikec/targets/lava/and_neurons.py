@@ -3,7 +3,14 @@
 ``fixed_scale``).
 
 An AND neuron reads two binary spikes through weight-1 synapses and fires iff both arrived: ``s = [a >= 2]`` on
-the input sum ``a``, with no state. Its Lava process is ``procs/and_gate.py``'s SpikecAND.
+the input sum ``a``, with no state. Its Lava process is Lava's standard ``LIF`` (network type ``AND``, ``AND_LIF``):
+in Lava 0.10's fixed-point LIF (``PyLifModelBitAcc``) ``u_t = (u_{t-1} (4096 - du - 1) >> 12) + (a_t << 6)`` and
+``v_t = (v_{t-1} (4096 - dv) >> 12) + u_t``, spiking when ``v_t > vth << 6`` (then ``v = 0``). With ``du = dv =
+4095``, ``u_t = 64 a_t`` (nothing carried) and ``v_{t-1} <= 128 < 4096`` shifts to 0, so ``v_t = 64 a_t`` with
+``a_t`` in {0, 1, 2}; ``vth = 1`` puts the threshold between one and two inputs: ``s_t = [a_t > 1] = [a_t >= 2]``.
+Under a sub-step schedule (``period > 1``: an unrolled integer neuron elsewhere) Lava's LIF updates at every Lava
+step, between the period's inputs, so the custom SpikecAND (``procs/and_gate.py``, sums its port over the period)
+is used there instead.
 """
 import numpy as np
 
@@ -11,6 +18,7 @@ from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.ops.registry import define, need
 
 BOTH = 2   # an AND neuron's input sum when both operands spiked
+AND_LIF = {"du": 4095, "dv": 4095, "vth": 1}   # Lava LIF parameters of an AND neuron (module doc)
 
 
 def _infer_and(node, ins):
@@ -35,8 +43,8 @@ def and_params(get) -> dict:
 
 def and_node(pop, p, x, scale, vth, mant, exp) -> Node:
     """The ``lava_and`` node of AND population ``pop`` reading its integer input sum ``x``."""
-    pop.info.update(process="SpikecAND", lowering="two-input AND neurons: s = [a >= 2], weight-1 synapses, no state "
-                                                  "(procs/and_gate.py)")
+    pop.info.update(process="LIF", lowering="two-input AND neurons: s = [a >= 2], weight-1 synapses, no state: Lava's "
+                                            "LIF with du = dv = 4095, vth = 1 (SpikecAND under a sub-step schedule)")
     return Node(pop.name, "lava_and", (x,), TensorType(pop.out_shape, "binary"), {"output": "spikes"}, {},
                 scope=pop.name)
 

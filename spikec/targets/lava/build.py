@@ -113,6 +113,8 @@ def _build_population(p: dict, arrays: dict, batch: int, aux: list):
     if typ == "SpikecAND":
         from spikec.targets.lava.procs.and_gate import SpikecAND
         return SpikecAND(shape=shape, name=name, **sched)
+    if typ == "AND":   # two-input AND neurons as Lava's LIF (and_neurons.AND_LIF)
+        return LIF(shape=shape, du=p["du"], dv=p["dv"], vth=p["vth"], bias_mant=0, bias_exp=0, name=name)
     if typ == "OR":
         return LIF(shape=shape, du=4095, dv=4095, vth=0, bias_mant=0, bias_exp=0, name=name)
     if typ == "SpikecLIF":

@@ -16,6 +16,7 @@ test it here.
 STANDARD = {
     "LIF": "lava.proc.lif.process.LIF",
     "OR": "lava.proc.lif.process.LIF",
+    "AND": "lava.proc.lif.process.LIF",
     "Dense": "lava.proc.dense.process.Dense",
     "DelayDense": "lava.proc.dense.process.DelayDense",
     "Conv": "lava.proc.conv.process.Conv",
@@ -31,10 +32,26 @@ CUSTOM = {
     "Relay": "spikec's Relay: a delay line before a Conv or a direct connection (on Loihi 2 it would be an "
              "axonal delay of the synapses it feeds)",
     "SpikecAND": "spikec's two-input AND neurons (s = [a >= 2], no state: the product of two binary spike tensors, "
-                 "products.py)",
+                 "products.py), used only under a sub-step schedule (Lava's LIF would update between its inputs)",
     "Host": "spikec's HostRegion: float64 ops on a CPU beside the chip (a host partition by design)",
 }
-RULE = ("chip_ready: a standard Lava process class (LIF, Dense, DelayDense, Conv) whose Loihi 2 model is in "
+NO_COMPOSITION = ("not built: a Lava LIF keeping the membrane in u (du for beta, dv = 4095, never reset) with a -vth "
+                  "self-synapse (Dense, one step late as snnTorch's reset_delay) carries 1/4096 of v per step "
+                  "(docs/targets.md, Lava: chip readiness)")
+# what would make each custom process chip-ready (SpikecLIF's depend on why it is one: ``_lif_blockers``)
+REMEDY = {
+    "SpikecIntFire": "replace the integer-firing neuron by a binary LIF, or a Loihi 2 microcode neuron with graded "
+                     "spikes (lava-loihi, not in the open package)",
+    "SpikecSiLIF": "Loihi 2's resonate-and-fire microcode neuron (lava-loihi's RF process), not in the open package",
+    "SpikecCSiLIF": "Loihi 2's resonate-and-fire microcode neuron (lava-loihi's RF process), not in the open package",
+    "Readout": "a standard LIF that never fires, its v recorded by Lava's Monitor (not built yet), or read the output "
+               "layer's spikes instead of a real-valued read-out",
+    "Relay": "fold the delay into the synapses it feeds (DelayDense; Loihi 2 axon delays), i.e. no Conv after a delay",
+    "SpikecAND": "no sub-step schedule (no unrolled integer neuron in the network): then AND neurons are Lava's LIF",
+    "Host": "binary operands (spiking Q, K, V, attention), so that products run on chip as AND neurons; or run the "
+            "op on Loihi 2's embedded CPUs (not modelled here)",
+}
+RULE = ("chip_ready: a standard Lava process class (LIF, Dense, DelayDense, Conv; AND and OR layers are LIFs) whose Loihi 2 model is in "
         "Intel's closed lava-loihi; lava-nc 0.10 itself ships CPU models only. Custom spikec processes are "
         "CPU-only. Not a claim about the chip's arithmetic (untested here)")
 
@@ -46,11 +63,82 @@ def verdict(p: dict) -> dict:
         why = f"standard Lava process {STANDARD[typ]}, implemented on Loihi 2 by Intel's lava-loihi"
         if typ == "OR":
             why += " (an OR layer: du = dv = 4095, vth = 0)"
+        if typ == "AND":
+            why += " (two-input AND neurons: du = dv = 4095, vth = 1, weight-1 synapses: fires iff both inputs spiked)"
         if p.get("bias_on_after_step") and typ == "LIF":
             why += (f"; its bias is switched on after Lava step {p['bias_on_after_step']} (spikec's run writes "
                     "bias_mant then; on the chip, a Var write between two runs)")
         return {"chip_ready": True, "why": why}
     return {"chip_ready": False, "why": f"{CUSTOM.get(typ, f'custom process {typ}')}: {NO_MODEL}"}
+
+
+def _lif_blockers(p: dict, net: dict, arrays: dict) -> list[tuple[str, str]]:
+    """``[(why, what would make it chip-ready)]`` of a SpikecLIF process: what Lava's LIF lacks, from its record."""
+    get = lambda k: arrays.get(f"{p['name']}/{k}")
+    out = []
+    reset = p.get("reset")
+    if reset in ("subtract", "snntorch_subtract", "delayed_subtract"):
+        out.append(("a subtract (soft) reset, v -= vth at a spike" + (" one step late (snnTorch's reset_delay)"
+                                                                       if reset == "delayed_subtract" else ""),
+                    "train with a zero reset (snnTorch reset_mechanism='zero', SpikingJelly v_reset=0.0, spikec.nn.LIF "
+                    "reset='zero'); " + NO_COMPOSITION))
+    elif reset == "delayed_zero":
+        out.append(("a zero reset one step after the spike (snnTorch's reset_delay)", "reset_delay=False"))
+    elif reset == "none":
+        out.append(("no reset", "a zero reset"))
+    if p.get("fire") == "ge":
+        out.append(("it fires on v >= vth (SpikingJelly's >=); Lava's LIF on v > vth << 6",
+                    "a strict threshold (Lava's v > vth << 6, the tie v = vth << 6 counted as no spike), or a Loihi 2 "
+                    "microcode neuron"))
+    elif p.get("fire") == "never":
+        out.append(("a leaky integrator read-out whose state v is the output (Lava's LIF records no v)",
+                    REMEDY["Readout"]))
+    if get("v_reset") is not None:
+        out.append(("a hard reset to a nonzero value", "v_reset = 0 (Lava's LIF resets to 0)"))
+    if get("bias_u") is not None:
+        out.append(("a current bias (the synapse's bias added to u)", "bias=False on the synapse feeding it"))
+    if any(get(k) is not None and get(k).size > 1 and len(set(get(k).reshape(-1).tolist())) > 1
+           for k in ("du", "dv", "vth")):
+        out.append(("per-channel decays or thresholds (Lava's LIF takes one du, dv, vth)",
+                    "one beta and threshold per layer"))
+    if p.get("period", 1) > 1:
+        out.append((f"a sub-step schedule ({p['period']} Lava steps per physical step: an unrolled integer neuron)",
+                    "no unrolled integer neuron in the network"))
+    if any(r["proc"] == p["name"] and r["port"] != "s_out" for r in net.get("recorded", ())) \
+            or any(c["src"] == p["name"] and c["port"] != "s_out" for c in net.get("connections", ())):
+        out.append(("its state (v or the pre-reset membrane) is read every step", "read its spikes instead"))
+    return out or [("a LIF form Lava's LIF lacks", "a hard reset to 0, scalar parameters, strict firing")]
+
+
+def blockers(net: dict, arrays: dict | None = None) -> list[dict]:
+    """Per process that is not chip-ready: ``{name, type, why, remedy}`` (one entry per reason)."""
+    out = []
+    for p in net["processes"]:
+        if verdict(p)["chip_ready"]:
+            continue
+        if p["type"] == "SpikecLIF":
+            reasons = _lif_blockers(p, net, arrays or {})
+        else:
+            reasons = [(CUSTOM.get(p["type"], f"custom process {p['type']}"),
+                        REMEDY.get(p["type"], "a standard Lava process in its place"))]
+        out.append({"name": p["name"], "type": p["type"], "why": "; ".join(w for w, _ in reasons),
+                    "remedy": "; ".join(dict.fromkeys(r for _, r in reasons))})
+    return out
+
+
+def blocker_lines(r: dict, limit: int = 8) -> list[str]:
+    """One CLI line per blocking process (the first ``limit``; the rest counted by type)."""
+    items = r.get("blocking", [])
+    lines = [f"chip blocker: {b['name']} ({b['type']}): {b['why']}; chip-ready with: {b['remedy']}"
+             for b in items[:limit]]
+    if len(items) > limit:
+        rest: dict = {}
+        for b in items[limit:]:
+            rest[b["type"]] = rest.get(b["type"], 0) + 1
+        lines.append(f"chip blocker: and {len(items) - limit} more ("
+                     + ", ".join(f"{k} x{v}" for k, v in rest.items()) + "), listed in report.json "
+                     "(targets.lava.chip_readiness.blocking)")
+    return lines
 
 
 def annotate(processes: list[dict], net: dict) -> list[dict]:
@@ -59,12 +147,12 @@ def annotate(processes: list[dict], net: dict) -> list[dict]:
     return [{**e, **verdict(by_name.get(e["name"], e))} for e in processes]
 
 
-def readiness(net: dict) -> dict:
-    """Counts over the network's processes, the CPU-only ones by name, and the rule."""
+def readiness(net: dict, arrays: dict | None = None) -> dict:
+    """Counts over the network's processes, the CPU-only ones by name, what blocks each and the rule."""
     verdicts = [(p["name"], p["type"], verdict(p)["chip_ready"]) for p in net["processes"]]
     cpu = [{"name": n, "type": t} for n, t, ok in verdicts if not ok]
     return {"processes": len(verdicts), "chip_ready": len(verdicts) - len(cpu), "cpu_only": len(cpu),
-            "cpu_only_processes": cpu, "rule": RULE}
+            "cpu_only_processes": cpu, "blocking": blockers(net, arrays), "rule": RULE}
 
 
 def line(r: dict) -> str:
@@ -78,10 +166,12 @@ def line(r: dict) -> str:
     return text
 
 
-def add_to_report(report: dict, net: dict) -> None:
-    """``processes`` entries annotated, ``chip_readiness`` added and its line appended to ``summary``."""
+def add_to_report(report: dict, net: dict, arrays: dict | None = None) -> None:
+    """``processes`` entries annotated, ``chip_readiness`` added, its blocker lines and its line (last) appended to
+    ``summary``."""
     report["processes"] = annotate(report.get("processes") or
                                    [{"name": p["name"], "type": p["type"]} for p in net["processes"]], net)
-    report["chip_readiness"] = readiness(net)
+    report["chip_readiness"] = readiness(net, arrays)
     if "summary" in report:
-        report["summary"] += "\n             " + line(report["chip_readiness"])
+        for text in blocker_lines(report["chip_readiness"]) + [line(report["chip_readiness"])]:
+            report["summary"] += "\n             " + text

@@ -36,7 +36,8 @@ from spikec.targets.lava.layout import conv_weight_to_lava, flatten_perm, lava_s
 
 FORMAT, VERSION = "spikec-lava-network", 2
 MAX_AXON_DELAY = 62          # DelayDense on Loihi 2: delays 0..62
-POPULATION_TYPES = ("LIF", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout", "SpikecAND")
+POPULATION_TYPES = ("LIF", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout", "SpikecAND",
+                    "AND")
 STATE_VARS = {"LIF": ("v", "u"), "SpikecLIF": ("v", "u"), "SpikecIntFire": ("v", "u"), "SpikecSiLIF": ("v",),
               "SpikecCSiLIF": ("v", "w")}
 PARAMS = {"SpikecLIF": ("du", "dv", "vth", "v_reset", "bias_u"), "SpikecIntFire": ("du", "dv", "vth"),
@@ -274,6 +275,15 @@ def _lif_process(n: Node, base: dict, arrays: dict) -> dict:
     return d
 
 
+def _and_process(base: dict) -> dict:
+    """AND neurons: Lava's own LIF (type ``AND``, ``and_neurons.AND_LIF``) when every Lava step is a physical step;
+    under a sub-step schedule (P > 1) Lava's LIF would update between the period's inputs, so SpikecAND sums them."""
+    if base["period"] > 1:
+        return dict(base, type="SpikecAND")
+    from spikec.targets.lava.and_neurons import AND_LIF
+    return dict(base, type="AND", **AND_LIF)
+
+
 def _intfire_process(n: Node, base: dict, arrays: dict) -> dict:
     d = dict(base, type="SpikecIntFire", max_spikes=int(n.attrs["max_spikes"]), rounding=n.attrs["rounding"],
              unrolled=bool(n.attrs.get("unrolled")))
@@ -318,7 +328,7 @@ POPULATIONS: dict[str, PopulationLowering] = {
     "lava_csilif": PopulationLowering(_custom_process("SpikecCSiLIF")),
     "lava_or": PopulationLowering(lambda n, base, arrays: dict(base, type="OR"), stateless=True),
     "lava_readout": PopulationLowering(_readout_process, readout=True),
-    "lava_and": PopulationLowering(lambda n, base, arrays: dict(base, type="SpikecAND")),   # products.py
+    "lava_and": PopulationLowering(lambda n, base, arrays: _and_process(base)),   # products.py
 }
 POPULATION_OPS = tuple(POPULATIONS)
 

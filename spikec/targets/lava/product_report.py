@@ -68,7 +68,7 @@ def _chip(q, net: dict, trace, samples: int) -> dict:
             k = _synops(n, trace.values[n.inputs[0]])
             per_syn[n.name] = round(k / samples, 3)
             ops += k
-    ands = [p for p in pops if p["type"] == "SpikecAND"]
+    ands = [p for p in pops if p["type"] in ("AND", "SpikecAND")]
     size = lambda ps: int(sum(np.prod(p["ir_shape"]) for p in ps))
     return {"populations": len(pops), "neurons": size(pops), "and_populations": [p["name"] for p in ands],
             "and_neurons": size(ands), "and_spikes_per_inference": round(sum(per_pop[p["name"]] for p in ands), 3),

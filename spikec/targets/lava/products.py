@@ -5,7 +5,8 @@ rewrites the float graph so that every product has a place (``products`` in the 
 
 * ``mul(a, b)`` of two *binary* spike tensors, and ``matmul(A, B)`` of two binary tensors (each a spike
   population seen through ``reshape`` / ``transpose`` / ``flatten``), run **on chip**: one two-input AND
-  neuron per product ``a_i * b_j`` (op ``and_gate``, Lava process ``SpikecAND``, ``procs/and_gate.py``),
+  neuron per product ``a_i * b_j`` (op ``and_gate``; Lava's standard ``LIF`` with du = dv = 4095, vth = 1,
+  ``and_neurons.py``, or ``SpikecAND`` under a sub-step schedule),
   fed by two weight-1 Dense synapses that select its operands, firing iff both spiked in that step
   (``s = [a >= 2]``, no state). A matmul's sum over its inner dim N is a weight-1 Dense from the AND spikes
   (accumulate only) into a read-out: the integer count ``sum_n A_in B_nj``, which the host reads exactly.
@@ -32,7 +33,7 @@ import torch
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.ops import OPS, KernelContext
 from spikec.ops.registry import infer_type
-from spikec.targets.lava import placement
+from spikec.targets.lava import placement, tokens
 from spikec.targets.lava.and_neurons import BOTH, fixed_scale  # noqa: F401  (defines and_gate)
 
 CHAIN = ("reshape", "transpose", "flatten")   # structural ops an AND operand may be seen through
@@ -73,6 +74,8 @@ class _Rewriter:
 def prepare(graph: Graph) -> Prepared:
     """``graph`` with its products placed (AND populations, all-equal windows, host ops); see the module doc."""
     graph, norse = placement.split_norse_input(graph)   # Norse's recurrent LIF: its input weights a synapse
+    graph, tokenwise = tokens.lower(graph)   # token-wise linears and the neurons on them as vectors
+    norse += tokenwise
     graph, placements = placement.split(graph)   # concat / slice / sum / mean before a synapse: its wiring
     r = _Rewriter(graph)
     r.rewrites.extend(norse + placements)
@@ -196,7 +199,7 @@ def _and_product(r: _Rewriter, n: Node) -> None:
     inner = int(g.node(n.inputs[0]).type.shape[-1]) if n.op == "matmul" else 1
     r.products.append({
         "node": n.name, "op": n.op, "operands": [f"{i} ({g.node(i).type.kind})" for i in n.inputs],
-        "runs": "chip", "process": "SpikecAND", "and_neurons": int(ia.size), "and_population": and_name
+        "runs": "chip", "process": "LIF", "and_neurons": int(ia.size), "and_population": and_name
         if count is None else base, "sources": [sa, sb],
         "why": "both operands are binary spikes: a * b = a AND b, a two-input AND neuron per product fed by weight-1 "
                "synapses" + (f"; the sum over the inner dim ({inner}) is a weight-1 Dense into a read-out (the "
@@ -426,7 +429,10 @@ def placed(graph: Graph, inputs, reference) -> tuple:
 def report(prep: Prepared, q: Graph, net: dict, trace, lava: dict) -> dict:
     """The report's ``products`` section (``product_report.py``)."""
     from spikec.targets.lava.product_report import products_section
-    return products_section(prep, q, net, trace, lava)
+    kinds = {p["name"]: p["type"] for p in net["processes"]}
+    records = [dict(r, process="LIF" if kinds.get(r["and_population"]) == "AND" else kinds.get(r["and_population"]))
+               if r["runs"] == "chip" else r for r in prep.products]   # as lowered (SpikecAND when P > 1)
+    return products_section(Prepared(prep.graph, records, prep.rewrites), q, net, trace, lava)
 
 
 def line(section: dict) -> str:
@@ -436,8 +442,10 @@ def line(section: dict) -> str:
     failed = "" if proof.get("equivalent", True) else (
         f"REWRITE NOT PROVEN ({proof['spike_mismatches']} spike and {proof['real_mismatches']} value mismatches of "
         "the rewritten graph against the given one: bit_exact false); ")
+    custom = {p["process"] for p in section["placement"] if p["runs"] == "chip"} - {"LIF"}
     text = (f"products: {len(on_chip)} on chip as AND neurons ({', '.join(on_chip)}; {chip['and_neurons']:,} "
-            f"SpikecAND neurons)" if on_chip else "products: none binary x binary (none on chip)")
+            f"AND neurons, {'SpikecAND (a sub-step schedule)' if custom else 'standard Lava LIF'})" if on_chip
+            else "products: none binary x binary (none on chip)")
     text += f", {len(section['products_on_host'])} on host"
     if section.get("synapses_split"):
         text += (f"; {len(section['synapses_split'])} synapse(s) split per source over concat / slice / sum / mean "
