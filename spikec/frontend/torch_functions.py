@@ -197,8 +197,7 @@ def _unflatten(ctx, name, args, kwargs, scope=""):
 def _matmul(ctx, name, args, kwargs, scope=""):
     a, b = args
     if not (isinstance(a, str) and isinstance(b, str)):
-        raise UnsupportedOp("matmul with a constant operand is not supported", where=f"fx node {name!r}",
-                            remedy="use nn.Linear for static weights")
+        raise ToAten  # x @ W with a constant W: ATen's mm with the weight, lowered as a linear layer
     return ctx.emit(name, "matmul", [a, b], scope=scope)
 
 

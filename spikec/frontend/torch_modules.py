@@ -9,7 +9,7 @@ from torch import nn
 
 import spikec.nn as snn
 from spikec.compiler.errors import UnsupportedOp
-from spikec.frontend.registry import Merged, lead_count, refuse, register_converter
+from spikec.frontend.registry import FALLBACK, Merged, lead_count, refuse, register_converter
 
 
 def _pair(v):
@@ -106,6 +106,12 @@ def flatten_dims(ctx, name, x, start, end, scope):
         raise UnsupportedOp(f"flatten(start_dim={start}) would merge the time/batch dimensions",
                             where=f"{name!r}", remedy=f"flatten from dim {lead} on")
     return ctx.emit(name, "flatten", [x], {"start": start - lead, "end": end - lead}, scope=scope)
+
+
+def layer_norm(ctx, m: nn.LayerNorm, name, x):
+    """Captured to ATen (``native_layer_norm`` -> ``layernorm``, over any trailing per-step dims). Registered so that
+    this capture, not the TTFS coding's last-dim-only converter, takes every LayerNorm."""
+    return FALLBACK[0](ctx, m, name, x)
 
 
 def identity(ctx, m, name, x):
@@ -227,5 +233,5 @@ for _cls, _fn in [(nn.Conv2d, conv2d), (nn.Linear, linear), (nn.BatchNorm1d, bat
                   (snn.TimeDistributed, time_distributed), (snn.LIF, lif), (snn.IntFire, intfire),
                   (snn.SiLIF, silif), (snn.CSiLIF, csilif), (snn.TDM, tdm), (snn.BNTT, bntt), (snn.Delay, delay),
                   (snn.WindowSum, windowsum), (snn.RepConv, repconv), (snn.DSMPA, dsmpa),
-                  (nn.AdaptiveAvgPool2d, adaptive_avgpool2d)]:
+                  (nn.AdaptiveAvgPool2d, adaptive_avgpool2d), (nn.LayerNorm, layer_norm)]:
     register_converter(_cls, _fn)

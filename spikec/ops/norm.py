@@ -4,6 +4,8 @@ Array layouts:
   batchnorm gamma, beta, mean, var (C,); attr eps               -- inference BatchNorm, per channel
   bntt      gamma, beta, mean, var (T, C); attr eps            -- one BatchNorm per time step
   scale     no params; attrs a, b (scalars)                    -- y = a x + b
+  layernorm gamma, beta (N,); attr eps                         -- LayerNorm over the last dim, as torch's
+            ``F.layer_norm`` (the TTFS coding decomposes the same op into its sub-layers)
 """
 import torch
 import torch.nn.functional as F
@@ -67,3 +69,21 @@ define("batchnorm", 1, infer_bn, count=lambda n: sizes(n, "gamma", "beta"), kern
 define("bntt", 1, infer_bntt, count=lambda n: sizes(n, "gamma", "beta"), kernel=bntt, stateful=True, per_step=True,
        params=BNTT_PARAMS, doc="one inference BatchNorm per time step; attr eps")
 define("scale", 1, lambda node, ins: TensorType(ins[0].shape), kernel=scale, doc="y = a x + b; attrs a, b (scalars)")
+
+
+def infer_layernorm(node, ins):
+    (t,) = ins
+    n = t.shape[-1]
+    for k in ("gamma", "beta"):
+        need(node.params[k].shape == (n,), node, f"{k} has shape {node.params[k].shape}, expected ({n},)")
+    return TensorType(t.shape)
+
+
+def layernorm(ctx, node, p, x):
+    float_only(ctx, node)
+    return F.layer_norm(x, (x.shape[-1],), p["gamma"], p["beta"], node.attrs["eps"])
+
+
+define("layernorm", 1, infer_layernorm, count=lambda n: sizes(n, "gamma", "beta"), kernel=layernorm, dense=True,
+       params=(Param("gamma", "(N,)", "scale over the last dim"), Param("beta", "(N,)", "shift")),
+       doc="LayerNorm over the last dim; attr eps")

@@ -10,7 +10,7 @@ from torch._decomp import core_aten_decompositions
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from spikec.compiler.errors import SpikecError, UnsupportedOp
-from spikec.frontend.aten.lowerings import LOWERINGS
+from spikec.frontend.aten.lowerings import FOLDS, LOWERINGS
 from spikec.frontend.aten.values import (Call, Lowering, Unavailable, Value, call_of, describe_module, remedy_for,
                                          where)
 from spikec.frontend.registry import Merged, Unmerged
@@ -92,7 +92,8 @@ def _example(ctx, call, v, sizes, dtype, inputs, examples, leaf=False):
     if isinstance(v, str) and leaf:
         lead = leading(ctx, v)
         inputs.append(Value(str(v), lead))
-        examples.append(torch.zeros(*(sizes[d] for d in lead), *ctx.type(v).shape, dtype=dtype))
+        kind = torch.bool if str(v) in masks(ctx) else dtype
+        examples.append(torch.zeros(*(sizes[d] for d in lead), *ctx.type(v).shape, dtype=kind))
         return _Slot(len(examples) - 1)
     if isinstance(v, LeadDim):  # its example size could land in a per-step dim, which the graph would bake in
         raise UnsupportedOp(f"{call.what} takes the runtime size {v!r} (read from x.shape), which spikec cannot "
@@ -203,6 +204,9 @@ def _result(lw, out, merged_in):
         return None
     if not isinstance(out, Value):
         lw.refuse("returns a value that does not depend on the model's input", "compute constants outside forward")
+    if out.folded:
+        lw.refuse("returns a view whose first dim merges the leading [T, B] dims with per-step dims",
+                  "keep [T, B] leading (merge only T and B: x.flatten(0, 1)), or view it back in the same call")
     if out.lead == (TB_DIM,) and not lw.ctx.per_step:
         return Merged(out.name)
     if out.lead == (T_DIM, B_DIM) and (merged_in or lw.ctx.per_step):
@@ -266,5 +270,19 @@ def _lower_node(lw, node, args, kwargs):
     if fn is None:
         lw.refuse("no IR lowering for this ATen op", "express it with ops spikec lowers (the ATen lowering table "
                   "spikec.frontend.aten.LOWERINGS), " + remedy_for(lw.call))
-    return fn(lw, *args, **kwargs)
+    if fn not in FOLDS and any(isinstance(v, Value) and v.folded for v in values):
+        lw.refuse("works on a view whose first dim merges the leading [T, B] dims with per-step dims (such as "
+                  "x.reshape(-1, D)); spikec follows that view only into a product (linear, matmul) and back",
+                  "reshape back to [T, B, ...] first, or merge only T and B (x.flatten(0, 1))")
+    out = fn(lw, *args, **kwargs)
+    if node.meta.get("val") is not None and getattr(node.meta["val"], "dtype", None) == torch.bool:
+        for v in out if isinstance(out, tuple) else (out,):
+            if isinstance(v, Value):
+                masks(lw.ctx).add(v.name)  # torch holds it as bool: a later capture's example must be one too
+    return out
+
+
+def masks(ctx) -> set:
+    """The IR values of this trace that torch holds as bool tensors (comparisons, masks)."""
+    return ctx.__dict__.setdefault("_aten_masks", set())
 

@@ -35,10 +35,28 @@ def _scalar(lw, v):
     return float(v)
 
 
-def _same(lw, a: Value, b: Value):
-    if a.lead != b.lead or lw.shape(a) != lw.shape(b):
-        lw.refuse(f"combines shapes {(*a.lead, *lw.shape(a))} and {(*b.lead, *lw.shape(b))}; spikec's element-wise "
-                  "ops take one shape (no broadcasting)", "expand or reshape one operand with modules first")
+def _same(lw, *values: Value) -> list[Value]:
+    """The operands of an element-wise op on one shape: each broadcast (``expand``) to the output's per-step shape;
+    their lead dims must agree (torch would broadcast T or B against a per-step dim otherwise)."""
+    out = _out_shape(lw)
+    for v in values:
+        nd = len(v.lead) + len(lw.shape(v))
+        if v.lead != values[0].lead or v.folded != values[0].folded or nd != len(out):
+            shapes = " and ".join(str((*x.lead, *lw.shape(x))) for x in values)
+            lw.refuse(f"combines shapes {shapes}: spikec broadcasts per-step dims of size 1 only, between "
+                      "operands with the same leading dims and rank", "give the operands one rank (unsqueeze the "
+                      "smaller one's per-step dims) and the same leading [T, B] dims")
+    return [expand_to(lw, v, out[len(v.lead):]) for v in values]
+
+
+def expand_to(lw, v: Value, shape) -> Value:
+    """``v`` broadcast to per-step ``shape`` (a dim of size 1 repeats); ``v`` itself when it has that shape."""
+    shape = tuple(shape)
+    if shape == lw.shape(v):
+        return v
+    if v.folded:
+        lw.refuse("broadcasts a tensor whose first dim merges T, B and per-step dims", "broadcast before the view")
+    return Value(lw.emit("expand", [v], {"shape": shape}), v.lead)
 
 
 # -- views: reshape, permute, identities -----------------------------------------------------------------
@@ -47,6 +65,9 @@ def reshape_to(lw, x: Value, shape) -> Value:
     size, lead = lw.sizes, x.lead
     shape = tuple(shape)
     sz = tuple(size[d] for d in lead)
+    k = _fold_of(lw, x, shape)
+    if k:  # [T, B, N, D] viewed as [T*B*N, D] (F.linear and x @ W on 3+ dims): the product's operand
+        return Value(x.name, lead, k)
     if shape[:len(lead)] == sz:
         new_lead, per = lead, shape[len(lead):]
     elif lead == (T_DIM, B_DIM) and shape[:1] == (size[TB_DIM],):
@@ -64,6 +85,17 @@ def reshape_to(lw, x: Value, shape) -> Value:
     return Value(lw.emit("reshape", [x], {"shape": tuple(per)}), new_lead)
 
 
+def _fold_of(lw, x: Value, shape) -> int:
+    """``k`` > 0 when torch ``shape`` merges ``x``'s lead dims and its first ``k`` per-step dims into one, the rest
+    of ``x``'s per-step shape unchanged; 0 otherwise."""
+    per = lw.shape(x)
+    lead = math.prod(lw.sizes[d] for d in x.lead)
+    for k in range(1, len(per)):
+        if shape == (lead * math.prod(per[:k]), *per[k:]):
+            return k
+    return 0
+
+
 def _view(lw, x, *args, **kwargs):
     return reshape_to(lw, x, _out_shape(lw))
 
@@ -73,9 +105,11 @@ def _identity(lw, x, *args, **kwargs):
 
 
 def _expand(lw, x, sizes, *args, **kwargs):
-    if _out_shape(lw) != (*(lw.sizes[d] for d in x.lead), *lw.shape(x)):
-        lw.refuse("broadcasts an activation to a larger shape", "use operands of one shape")
-    return x
+    out, k = _out_shape(lw), len(x.lead)
+    if x.folded or len(out) != k + len(lw.shape(x)) or out[:k] != tuple(lw.sizes[d] for d in x.lead):
+        lw.refuse(f"broadcasts {(*x.lead, *lw.shape(x))} to {out}, adding dims or repeating along the leading "
+                  f"[{', '.join(map(str, x.lead))}] dims", "expand only per-step dims of size 1, keeping the rank")
+    return expand_to(lw, x, out[k:])
 
 
 def _permute(lw, x, dims):
@@ -158,40 +192,90 @@ def _reduction(op):
         over_time = "return the [T, B, ...] sequence and reduce it over time outside the model (spikec's graphs map " \
             "[T, B, ...] to [T, B, ...]), or "
         dims = tuple(sorted({lw.dim(x, d, over_time) for d in dims}))
+        if not keepdim and len(dims) == len(lw.shape(x)):
+            lw.refuse("reduces every per-step dim, leaving a 0-d step", "keep a dim (keepdim=True, or "
+                      "x.flatten(2).sum(-1, keepdim=True))")
         return Value(lw.emit(op, [x], {"dims": dims, "keepdim": bool(keepdim)}), x.lead)
     return lower
 
 
 # -- element-wise ---------------------------------------------------------------------------------------------
+def _emit_like(lw, op, inputs, attrs=None, params=None) -> Value:
+    """An element-wise op's result: the lead dims (and any fold) of its first operand."""
+    return Value(lw.emit(op, inputs, attrs, params), inputs[0].lead, inputs[0].folded)
+
+
+def _with_const(lw, x: Value, c, op) -> Value:
+    """``x <op> c`` for a constant tensor ``c`` broadcast against ``x`` (its per-step dims only): ``const_binary``;
+    a 0-d ``c`` is a number (the caller's scalar form)."""
+    c = torch.as_tensor(c, dtype=torch.float64)
+    while c.dim() > 0 and c.dim() > len(lw.shape(x)) - x.folded and c.shape[0] == 1:
+        c = c[0]  # a leading 1 faces T or B: it broadcasts, so it goes
+    if c.dim() > len(lw.shape(x)) - x.folded:
+        lw.refuse(f"combines an activation with a constant of shape {tuple(c.shape)} that varies along the leading "
+                  f"[{', '.join(map(str, x.lead))}] dims", "give the constant per-step dims only (size 1, or absent, "
+                  "in front)")
+    out = _out_shape(lw)
+    if not x.folded:
+        x = expand_to(lw, x, out[len(x.lead):])
+    elif out != (math.prod(lw.sizes[d] for d in x.lead) * math.prod(lw.shape(x)[:x.folded]), *lw.shape(x)[x.folded:]):
+        lw.refuse("broadcasts a tensor whose first dim merges T, B and per-step dims", "broadcast before the view")
+    return _emit_like(lw, "const_binary", [x], {"op": op}, {"value": c})
+
+
+def _is_const_tensor(c) -> bool:
+    return isinstance(c, torch.Tensor) and c.dim() > 0
+
+
 def _add(lw, a, b, *, alpha=1):
     if isinstance(a, Value) and isinstance(b, Value):
-        _same(lw, a, b)
+        a, b = _same(lw, a, b)
         if alpha != 1:
-            b = Value(lw.emit("scale", [b], {"a": float(alpha), "b": 0.0}), b.lead)
-        return Value(lw.emit("add", [a, b]), a.lead)
+            b = _emit_like(lw, "scale", [b], {"a": float(alpha), "b": 0.0})
+        return _emit_like(lw, "add", [a, b])
     x, c = (a, b) if isinstance(a, Value) else (b, a)
-    return Value(lw.emit("scale", [x], {"a": 1.0, "b": _scalar(lw, c) * alpha}), x.lead)
+    if _is_const_tensor(c):
+        return _with_const(lw, x, c * alpha, "add")
+    return _emit_like(lw, "scale", [x], {"a": 1.0, "b": _scalar(lw, c) * alpha})
 
 
 def _sub(lw, a, b, *, alpha=1):
     if isinstance(b, Value):  # a - b = a + (-alpha) b: negation is exact, so this is torch's a - b
-        neg = Value(lw.emit("scale", [b], {"a": -float(alpha), "b": 0.0}), b.lead)
+        if _is_const_tensor(a) and alpha == 1:
+            return _with_const(lw, b, a, "rsub")
+        neg = _emit_like(lw, "scale", [b], {"a": -float(alpha), "b": 0.0})
         return _add(lw, a, neg)
+    if _is_const_tensor(b):
+        return _with_const(lw, a, b * alpha, "sub")
     return _add(lw, a, -_scalar(lw, b) * alpha)
+
+
+def _rsub(lw, x, c, alpha=1):
+    """``c - alpha x`` (``torch.rsub``, what ``1 - x`` may trace to)."""
+    return _sub(lw, c, x, alpha=alpha)
 
 
 def _mul(lw, a, b):
     if isinstance(a, Value) and isinstance(b, Value):
-        _same(lw, a, b)
-        return Value(lw.emit("mul", [a, b]), a.lead)
+        a, b = _same(lw, a, b)
+        return _emit_like(lw, "mul", [a, b])
     x, c = (a, b) if isinstance(a, Value) else (b, a)
-    return Value(lw.emit("scale", [x], {"a": _scalar(lw, c), "b": 0.0}), x.lead)
+    if _is_const_tensor(c):
+        return _with_const(lw, x, c, "mul")
+    return _emit_like(lw, "scale", [x], {"a": _scalar(lw, c), "b": 0.0})
 
 
 def _div(lw, a, b, *, rounding_mode=None):
-    if not isinstance(a, Value) or isinstance(b, Value) or rounding_mode is not None:
-        lw.refuse("divides by an activation (or rounds the quotient)", "divide activations by a Python number")
-    return Value(lw.emit("div", [a], {"divisor": _scalar(lw, b)}), a.lead)
+    if rounding_mode is not None:
+        lw.refuse(f"rounds the quotient (rounding_mode={rounding_mode!r})", "divide without rounding")
+    if isinstance(a, Value) and isinstance(b, Value):
+        a, b = _same(lw, a, b)
+        return _emit_like(lw, "divide", [a, b])
+    if isinstance(b, Value):
+        return _with_const(lw, b, a, "rdiv")
+    if _is_const_tensor(b):
+        return _with_const(lw, a, b, "div")
+    return _emit_like(lw, "div", [a], {"divisor": _scalar(lw, b)})
 
 
 def _max_dim(lw, x, dim, keepdim=False):
@@ -200,16 +284,19 @@ def _max_dim(lw, x, dim, keepdim=False):
 
 def _clamp(lw, x, lo=None, hi=None):
     lo, hi = (None if v is None else _scalar(lw, v) for v in (lo, hi))
-    return Value(lw.emit("clamp", [x], {"lo": lo, "hi": hi}), x.lead)
+    return _emit_like(lw, "clamp", [x], {"lo": lo, "hi": hi})
 
 
 def _neg(lw, x):
-    return Value(lw.emit("scale", [x], {"a": -1.0, "b": 0.0}), x.lead)
+    return _emit_like(lw, "scale", [x], {"a": -1.0, "b": 0.0})
 
 
 def _to_copy(lw, x, *, dtype=None, **kwargs):
     """``x.to(...)`` / ``x.float()``: the identity when the dtype stays (a device move, a cast to its own dtype)."""
-    if dtype is not None and dtype != lw.aten_node.args[0].meta["val"].dtype:
+    source = lw.aten_node.args[0].meta["val"].dtype
+    if source == torch.bool and dtype is not None and (dtype.is_floating_point or dtype == torch.bool):
+        return x  # a mask as numbers: the IR holds it as 0/1 already
+    if dtype is not None and dtype != source:
         lw.refuse(f"casts to {dtype}, which changes the values the float64 proof compares",
                   "drop the cast (spikec proves in float64), or cast the model's parameters instead")
     return x
@@ -217,19 +304,21 @@ def _to_copy(lw, x, *, dtype=None, **kwargs):
 
 def _unary(op):
     def lower(lw, x, *args, **kwargs):
-        return Value(lw.emit(op, [x]), x.lead)
+        return _emit_like(lw, op, [x])
     return lower
 
 
 def _softmax(lw, x, dim, half_to_float=False):
-    return Value(lw.emit("softmax", [x], {"dim": lw.dim(x, dim)}), x.lead)
+    return _emit_like(lw, "softmax", [x], {"dim": lw.dim(x, dim)})
 
 
 # -- products, convolutions, pooling, normalization ------------------------------------------------------------
 def _bmm(lw, a, b):
     if not (isinstance(a, Value) and isinstance(b, Value)):
         return _linear(lw, None, a, b)
-    return Value(lw.emit("matmul", [a, b]), a.lead)
+    if (a.lead, a.folded) != (b.lead, b.folded):
+        lw.refuse("multiplies tensors whose leading dims are laid out differently", "multiply tensors of one layout")
+    return _emit_like(lw, "matmul", [a, b])
 
 
 def _linear(lw, bias, x, w_t, *, beta=1, alpha=1):
@@ -238,7 +327,9 @@ def _linear(lw, bias, x, w_t, *, beta=1, alpha=1):
         lw.refuse("multiplies a constant by an activation (or scales the sum)", "use nn.Linear")
     w = _const(lw, w_t, "weight").t()
     b = None if bias is None else _const(lw, bias, "bias")
-    return Value(lw.emit("linear", [x], {}, {"weight": w, "bias": b}), x.lead)
+    if b is not None and b.dim() != 1:
+        lw.refuse(f"adds a bias of shape {tuple(b.shape)} to the product", "use a bias of one value per output")
+    return _emit_like(lw, "linear", [x], {}, {"weight": w, "bias": b})
 
 
 def _per_step_input(lw, x, what):
@@ -252,13 +343,33 @@ def _convolution(lw, x, weight, bias, stride, padding, dilation, transposed, out
     _per_step_input(lw, x, "a convolution")
     w = _const(lw, weight, "weight")
     if transposed:
-        lw.refuse("is a transposed convolution, which the IR has no op for", "use a convolution and upsampling")
+        return _conv_transpose(lw, x, w, bias, stride, padding, dilation, output_padding, groups)
     if w.dim() == 3:
         return conv1d(lw, x, w, bias, stride[0], padding[0], dilation[0], groups)
     if w.dim() != 4:
         lw.refuse(f"is a {w.dim() - 2}-d convolution", "use Conv1d or Conv2d")
     attrs = {"stride": tuple(stride), "padding": tuple(padding), "dilation": tuple(dilation), "groups": groups}
     return Value(lw.emit("conv2d", [x], attrs, {"weight": w, "bias": bias}), x.lead)
+
+
+def _conv_transpose(lw, x, w, bias, stride, padding, dilation, output_padding, groups) -> Value:
+    """ConvTranspose2d as ``conv_transpose2d``; ConvTranspose1d as the 2-d one on ``(C, 1, L)`` with a ``(1, k)``
+    kernel (as ``conv1d``)."""
+    if w.dim() not in (3, 4):
+        lw.refuse(f"is a {w.dim() - 2}-d transposed convolution", "use ConvTranspose1d or ConvTranspose2d")
+    one = w.dim() == 3
+    pair = (lambda v, pad: (pad, v[0])) if one else (lambda v, pad: tuple(v))
+    attrs = {"stride": pair(stride, 1), "padding": pair(padding, 0), "dilation": pair(dilation, 1),
+             "output_padding": pair(output_padding, 0), "groups": groups}
+    y = x
+    if one:
+        c, length = lw.shape(x)
+        y, w = Value(lw.emit("reshape", [x], {"shape": (c, 1, length)}), x.lead), w.unsqueeze(2)
+    y = Value(lw.emit("conv_transpose2d", [y], attrs, {"weight": w, "bias": bias}), x.lead)
+    if one:
+        out_c, _, out_l = lw.shape(y)
+        y = Value(lw.emit("reshape", [y], {"shape": (out_c, out_l)}), x.lead)
+    return y
 
 
 def conv1d(lw, x, w, bias, stride, padding, dilation, groups) -> Value:
@@ -346,6 +457,8 @@ LOWERINGS = {
     aten.add.Scalar: _add,
     aten.sub.Tensor: _sub,
     aten.sub.Scalar: _sub,
+    aten.rsub.Scalar: _rsub,
+    aten.rsub.Tensor: _rsub,
     aten.mul.Tensor: _mul,
     aten.mul.Scalar: _mul,
     aten.div.Tensor: _div,
@@ -366,3 +479,12 @@ LOWERINGS = {
     aten._native_batch_norm_legit_no_training.default: _batch_norm_eval,
     aten.native_batch_norm.default: _native_batch_norm,
 }
+
+# the tensor ops' rows (GELU, comparisons, where, indexing, LayerNorm): one table, merged here
+from spikec.frontend.aten.lowerings_tensor import TABLE  # noqa: E402
+LOWERINGS.update(TABLE)
+# a captured graph's node with one of these taking a value that folds T, B and per-step dims ([T*B*N, D]) is lowered;
+# any other is refused (it would read the merged dim as one)
+FOLDS = frozenset({_view, _identity, _linear, _bmm, _add, _sub, _rsub, _mul, _div, _neg, _clamp, _to_copy,
+                   *(LOWERINGS[op] for op in (aten.relu.default, aten.sigmoid.default, aten.tanh.default,
+                                              aten.gelu.default))})

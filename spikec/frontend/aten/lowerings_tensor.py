@@ -1,0 +1,154 @@
+"""ATen lowerings of the tensor ops (``spikec/ops/tensor.py``) and LayerNorm: GELU, comparisons and ``where``,
+indexing by constant indices, ``native_layer_norm``. ``lowerings.py`` merges ``TABLE`` into its ``LOWERINGS``
+(import that module, not this one, first)."""
+import math
+
+import torch
+
+from spikec.frontend.aten.lowerings import _emit_like, _out_shape, _same, aten, expand_to
+from spikec.frontend.aten.values import Unavailable, Value
+
+
+def _gelu(lw, x, *, approximate="none"):
+    return _emit_like(lw, "gelu", [x], {"approximate": approximate})
+
+
+# -- comparisons and where -------------------------------------------------------------------------------------
+_FLIP = {"gt": "lt", "ge": "le", "lt": "gt", "le": "ge", "eq": "eq", "ne": "ne"}
+
+
+def _number(lw, c) -> float:
+    if isinstance(c, torch.Tensor):
+        if c.dim() != 0:
+            lw.refuse(f"compares an activation with a constant tensor of shape {tuple(c.shape)}",
+                      "compare with a Python number, or with another activation")
+        c = c.item()
+    return float(c)
+
+
+def _comparison(op):
+    """``a <op> b`` as 0/1: against a number, ``compare`` itself; between two activations, ``compare(a - b, 0)``
+    (exact: for finite floats ``a - b`` is 0 only when ``a == b``, and has the sign of ``a - b``)."""
+    def lower(lw, a, b):
+        if isinstance(a, Value) and isinstance(b, Value):
+            a, b = _same(lw, a, b)
+            neg = _emit_like(lw, "scale", [b], {"a": -1.0, "b": 0.0})
+            a, b, cmp = _emit_like(lw, "add", [a, neg]), 0.0, op
+        elif isinstance(a, Value):
+            b, cmp = _number(lw, b), op
+        else:
+            a, b, cmp = b, _number(lw, a), _FLIP[op]
+        return _emit_like(lw, "compare", [a], {"op": cmp, "value": b})
+    return lower
+
+
+def _constant_like(lw, template: Value, c) -> Value:
+    """A constant (a number or a tensor broadcast to the output) as an IR value shaped like ``template``:
+    ``template * 0 + c`` (exact for finite values: ``x * 0`` is a zero, and a zero plus ``c`` is ``c``)."""
+    zero = _emit_like(lw, "scale", [template], {"a": 0.0, "b": 0.0})
+    if isinstance(c, torch.Tensor) and c.dim() > 0:
+        shape = _out_shape(lw)[len(template.lead):]
+        c = torch.as_tensor(c, dtype=torch.float64)
+        while c.dim() > len(shape) and c.shape[0] == 1:
+            c = c[0]
+        if c.dim() > len(shape):
+            lw.refuse(f"selects from a constant of shape {tuple(c.shape)} that varies along the leading dims",
+                      "give the constant per-step dims only")
+        return _emit_like(lw, "const_binary", [zero], {"op": "add"}, {"value": c})
+    c = float(c.item() if isinstance(c, torch.Tensor) else c)
+    return _emit_like(lw, "scale", [zero], {"a": 1.0, "b": c})
+
+
+def _where(lw, cond, a, b):
+    """``torch.where(cond, a, b)`` / ``masked_fill``: constants become values shaped like an activation operand,
+    a constant mask a 0/1 ``compare``; all three then broadcast to the output shape."""
+    values = [v for v in (cond, a, b) if isinstance(v, Value)]
+    template = expand_to(lw, values[0], _out_shape(lw)[len(values[0].lead):]) if not values[0].folded else values[0]
+    if not isinstance(cond, Value):
+        mask = _constant_like(lw, template, cond.to(torch.float64))
+        cond = _emit_like(lw, "compare", [mask], {"op": "ne", "value": 0.0})
+    elif lw.ctx.type(cond.name).kind != "binary":
+        lw.refuse("selects with a mask that is not 0/1", "pass a comparison (x > 0) as the condition")
+    a, b = (v if isinstance(v, Value) else _constant_like(lw, template, v) for v in (a, b))
+    cond, a, b = _same(lw, cond, a, b)
+    return _emit_like(lw, "where", [cond, a, b])
+
+
+# -- indexing by constants -------------------------------------------------------------------------------------
+def _index_select(lw, x, dim, index):
+    if isinstance(index, Value):
+        lw.refuse("indexes with indices computed from the model's input", "index with constant indices")
+    index = index.reshape(-1).tolist() if index.dim() <= 1 else None
+    if index is None:
+        lw.refuse("indexes with a multi-dimensional index tensor", "index one dim with a 1-d list of indices")
+    d = lw.dim(x, dim)
+    n = lw.shape(x)[d]
+    if not all(-n <= i < n for i in index):
+        lw.refuse(f"indexes dim {dim} (size {n}) out of range with {index}", "index inside the dim")
+    if x.folded:
+        lw.refuse("indexes a tensor whose first dim merges T, B and per-step dims", "index before the view")
+    return _emit_like(lw, "index_select", [x], {"dim": d, "indices": tuple(i % n for i in index)})
+
+
+def _index(lw, x, indices):
+    """``x[..., idx]`` with one constant 1-d index tensor (or a 0/1 mask, as its nonzero positions) on one dim."""
+    used = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if len(used) != 1:
+        lw.refuse(f"indexes {len(used)} dims at once with index tensors", "index one dim at a time")
+    d, index = used[0]
+    if isinstance(index, torch.Tensor) and index.dtype == torch.bool:
+        if index.dim() != 1:
+            lw.refuse("indexes with a multi-dimensional mask", "index one dim with a 1-d mask")
+        index = index.nonzero().reshape(-1)
+    return _index_select(lw, x, d, index)
+
+
+# -- normalization -------------------------------------------------------------------------------------------
+def _native_layer_norm(lw, x, normalized_shape, weight, bias, eps):
+    """LayerNorm over the last ``k`` per-step dims: over one dim ``layernorm``; over more, those dims flattened
+    into one first and viewed back (torch's kernel normalizes them as one contiguous row: the same arithmetic)."""
+    k, per = len(normalized_shape), lw.shape(x)
+    if k == 0 or k > len(per) - x.folded or tuple(per[len(per) - k:]) != tuple(normalized_shape):
+        lw.refuse(f"normalizes over {tuple(normalized_shape)} of a step of shape {per}", "normalize over "
+                  "trailing per-step dims only (T and B are never normalized)")
+    n = math.prod(normalized_shape)
+    gamma = torch.ones(n) if weight is None else _constant(lw, weight, "scale").reshape(-1)
+    beta = torch.zeros(n) if bias is None else _constant(lw, bias, "shift").reshape(-1)
+    y = x
+    if k > 1:
+        y = _emit_like(lw, "reshape", [x], {"shape": (*per[:len(per) - k], n)})
+    y = _emit_like(lw, "layernorm", [y], {"eps": float(eps)}, {"gamma": gamma, "beta": beta})
+    if k > 1:
+        y = _emit_like(lw, "reshape", [y], {"shape": per})
+    return y, Unavailable("layer norm's mean"), Unavailable("layer norm's inverse deviation")
+
+
+def _constant(lw, v, what):
+    if isinstance(v, Value):
+        lw.refuse(f"takes the model's activations as its {what}", f"give it a static {what} (a module parameter)")
+    return v
+
+
+def _logical_not(lw, x):
+    return _emit_like(lw, "compare", [x], {"op": "eq", "value": 0.0})
+
+
+def _logical_and(lw, a, b):
+    if not (isinstance(a, Value) and isinstance(b, Value)):
+        lw.refuse("combines a mask with a constant", "combine two masks computed from the input")
+    return _emit_like(lw, "mul", _same(lw, a, b))
+
+
+TABLE = {
+    aten.logical_not.default: _logical_not,
+    aten.bitwise_not.default: _logical_not,
+    aten.logical_and.default: _logical_and,
+    aten.bitwise_and.Tensor: _logical_and,
+    aten.gelu.default: _gelu,
+    **{getattr(aten, op).Scalar: _comparison(op) for op in _FLIP},
+    **{getattr(aten, op).Tensor: _comparison(op) for op in _FLIP},
+    aten.where.self: _where,
+    aten.index_select.default: _index_select,
+    aten.index.Tensor: _index,
+    aten.native_layer_norm.default: _native_layer_norm,
+}
