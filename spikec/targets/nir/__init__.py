@@ -24,11 +24,13 @@ import nir
 import numpy as np
 
 from spikec.compiler.checker import Comparison
+from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.ir import Graph
 from spikec.targets import TargetResult, register_target
 from spikec.targets.nir import consumers as consumers_mod
 from spikec.targets.nir import hdf5
 from spikec.targets.nir import interpreter
+from spikec.targets.nir import reach, variants  # noqa: F401  (reach registers its lowerings)
 from spikec.targets.nir.export import CONSUMER, DISCRETIZATION, DT, FIRING, SCHEME, export_graph
 
 FILE = "model.nir"
@@ -115,6 +117,8 @@ def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: floa
         elif name == "spikingjelly":
             report[name]["call"] = ("spikingjelly.activation_based.nir_exchange.from_nir.import_from_nir("
                                     f"nir.read(path), dt={dt:g})")
+        elif name == "rockpool":
+            report[name]["call"] = consumers_mod.rockpool_consumer.CALL
         elif name == "sinabs":
             report[name]["call"] = "sinabs.from_nir(nir.read(path), batch_size=1), one call per step"
         else:
@@ -182,7 +186,11 @@ def _ok(report: dict) -> bool:
 def nir_target(graph: Graph, inputs, reference, options) -> TargetResult:
     options = options or {}
     dt = options.get("nir_export_dt")
-    ex = export_graph(graph, None if dt is None else float(dt), options.get("nir_consumer") or CONSUMER)
+    dt, consumer = None if dt is None else float(dt), options.get("nir_consumer") or CONSUMER
+    try:
+        ex = export_graph(graph, dt, consumer)
+    except UnsupportedOp as e:   # the refusal, with the nearest exportable variant measured on these inputs
+        raise variants.with_nearest(e, graph, inputs, reference, lambda g: export_graph(g, dt, consumer)) from None
     with tempfile.TemporaryDirectory(prefix="spikec-nir-") as tmp:
         path = Path(tmp) / FILE
         nir.write(path, ex.graph)

@@ -42,9 +42,6 @@ def consumer_findings(graph, dt: float) -> list[dict]:
                                "spike for spike)"))
         for why in found[name]:
             out.append(finding("graph", f"consumer_{name}", WARNING, f"{name}: {why}"))
-    if consumers.rockpool_available() is None:
-        out += [finding("graph", "consumer_rockpool", WARNING, f"rockpool: {why}")
-                for why in consumers.rockpool_limits(graph)]
     return out
 
 

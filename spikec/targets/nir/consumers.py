@@ -17,9 +17,11 @@ import nir
 import numpy as np
 import torch
 
-from spikec.targets.nir import hdf5
+from spikec.targets.nir import hdf5, rockpool_consumer
 
-CONSUMERS = ("snntorch", "norse", "sinabs", "spikingjelly")
+CONSUMERS = ("snntorch", "norse", "sinabs", "spikingjelly", "rockpool")
+# run on the whole batch at once: SpikingJelly's importer adds 1 to a Flatten's dims (it counts the batch dim)
+BATCHED = ("spikingjelly",)
 # spikingjelly/activation_based/nir_exchange/from_nir.py (2.0.0) ``_NodeMapper.map_dict``
 SJ_NODES = ("Input", "Output", "Affine", "Linear", "Conv1d", "Conv2d", "AvgPool2d", "Flatten", "IF", "LIF", "CubaLIF")
 SNNTORCH_NODES = ("Input", "Output", "Affine", "Linear", "Conv2d", "Flatten", "AvgPool2d", "LIF", "CubaLIF")
@@ -42,7 +44,8 @@ def _uniform(a) -> bool:
 
 def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
     """Per consumer, every construct in ``graph`` that it cannot run exactly (empty: it can)."""
-    out = {"snntorch": [], "norse": [], "sinabs": _sinabs_limits(graph), "spikingjelly": _sj_limits(graph, dt)}
+    out = {"snntorch": [], "norse": [], "sinabs": _sinabs_limits(graph), "spikingjelly": _sj_limits(graph, dt),
+           "rockpool": rockpool_consumer.limits(graph)}
     snn, nor = out["snntorch"], out["norse"]
     if abs(dt - 1e-4) > 1e-4 * 1e-12:
         snn.append(f"dt = {dt:g}: snnTorch's importer hard-codes dt = 1e-4")
@@ -91,6 +94,42 @@ def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
             for lst in (snn, nor):
                 lst.append(f"node {name!r}: a nested graph (recurrence) is not checked here")
     _cycle_limits(graph, snn, nor)
+    for name in ("norse", "sinabs"):
+        out[name] += executor_limits(graph)
+    return out
+
+
+EXECUTOR = ("nirtorch 2.6's GraphExecutor (nirtorch.load) runs the nodes in depth-first preorder from the Input, "
+            "edges in file order, not in a topological order")
+
+
+def executor_limits(graph: nir.NIRGraph) -> list[str]:
+    """What ``nirtorch.load`` (Norse, Sinabs, Rockpool) does to a graph whose depth-first preorder is not a
+    topological order: a node reads each input not yet computed in this step from the previous step (a join of two
+    paths), and the graph returns the output of the last node visited, the Output's only when it is last."""
+    from spikec.targets.nir.interpreter import inline, schedule
+    if any(isinstance(n, nir.NIRGraph) for n in graph.nodes.values()):
+        return []
+    _, back = schedule(*inline(graph))
+    start = [n for n, v in graph.nodes.items() if isinstance(v, nir.Input)][:1]
+    order, seen = [], set()
+
+    def visit(n):
+        seen.add(n)
+        order.append(n)
+        for s, d in graph.edges:
+            if s == n and d not in seen:
+                visit(d)
+    for n in start:
+        visit(n)
+    pos = {n: i for i, n in enumerate(order)}
+    out = [f"node {d!r} is run before its input {s!r} (a join of two paths): {EXECUTOR}, so it reads {s!r} of the "
+           "previous step" for s, d in graph.edges
+           if (s, d) not in back and s in pos and d in pos and pos[s] > pos[d]]
+    last = [n for n in order if isinstance(graph.nodes[n], nir.Output)]
+    if last and order[-1] != last[0]:
+        out.append(f"the Output is not the last node visited ({order[-1]!r} is): {EXECUTOR}, and it returns the "
+                   "last node's output")
     return out
 
 
@@ -161,28 +200,6 @@ def _sinabs_limits(graph: nir.NIRGraph) -> list[str]:
                                                            "-v_threshold (min_v_mem)"))
         if k == "LIF":
             out.append(f"{where}: " + SINABS_NEURON.format(cls="LIF", kind="LIF", clip=""))
-    return out
-
-
-# rockpool/nn/modules/torch/nir.py (3.1.0) ``_convert_nir_to_rockpool``: what it builds, or why it raises
-ROCKPOOL_NODES = ("Input", "Output", "Affine", "Linear", "LI", "LIF", "CubaLIF")
-
-
-def rockpool_limits(graph: nir.NIRGraph) -> list[str]:
-    """What Rockpool 3.1.0's ``from_nir`` does with each node (it is not run here: only named, in ``nir-check``)."""
-    out = []
-    for name, node in graph.nodes.items():
-        k, where = _kind(node), f"node {name!r} ({_kind(node)})"
-        if isinstance(node, nir.NIRGraph):
-            out.append(f"{where}: Rockpool reads a nested graph only as a 4-node recurrent CubaLIF (LIFTorch)")
-        elif k not in ROCKPOOL_NODES:
-            out.append(f"{where}: rockpool's from_nir has no mapping for it (raises NotImplementedError)")
-        elif k == "LIF":
-            out.append(f"{where}: rockpool's from_nir reads node.tau_mem, which NIR's LIF does not have "
-                       "(AttributeError: the import fails)")
-        elif k in ("LI", "CubaLIF"):
-            out.append(f"{where}: Rockpool builds its {'ExpSynTorch' if k == 'LI' else 'LIFTorch'} with "
-                       "dt = min(tau/(1 + r)), not the file's dt" + (", and an integer tau" if k == "LI" else ""))
     return out
 
 
@@ -290,6 +307,9 @@ def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape) 
     from spikec.targets.nir.interpreter import one_thread
     graph = hdf5.read(path)
     wanted = _hook_names(graph)
+    if consumer == "rockpool":   # Rockpool's modules evolve the whole sequence: one call on [B, T, N]
+        with _quiet(), one_thread():
+            return rockpool_consumer.run(graph, inputs, out_shape)
     with _quiet(), one_thread():
         module = _import(consumer, path, dt)
         seen: dict[str, list] = {}
@@ -303,9 +323,10 @@ def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape) 
         T, B = inputs.shape[:2]
         outs = np.zeros((T, B, *out_shape))
         spikes: dict[str, list] = {}
+        batched = consumer in BATCHED
         try:
             with torch.no_grad():
-                for b in range(B):
+                for b in ([slice(None)] if batched else range(B)):
                     _reset(module)
                     state = None
                     for k in seen:
@@ -313,15 +334,17 @@ def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape) 
                     for t in range(T):
                         x = torch.as_tensor(inputs[t, b], dtype=torch.float32)
                         y, state = module(x, state)  # both return (output, state)
-                        if y.numel() != int(np.prod(out_shape)):
+                        if y.numel() != int(np.prod(out_shape)) * (B if batched else 1):
                             raise ValueError(f"its module returned a {tuple(y.shape)} tensor, not the graph "
                                              f"output's {tuple(out_shape)}")
-                        outs[t, b] = y.detach().double().numpy().reshape(out_shape)
+                        outs[t, b] = y.detach().double().numpy().reshape((B, *out_shape) if batched else out_shape)
                     for k, v in seen.items():
                         spikes.setdefault(k, []).append(torch.stack(v).numpy())
         finally:
             for h in hooks:
                 h.remove()
+    if batched:
+        return outs, {k: v[0] for k, v in spikes.items()}
     return outs, {k: np.stack(v, axis=1) for k, v in spikes.items()}
 
 
@@ -349,18 +372,11 @@ def _sinabs_module(graph):
     return Stepped(from_nir(graph, batch_size=1))
 
 
-def rockpool_available() -> str | None:
-    """None when Rockpool's ``from_nir`` imports (its torch NIR module needs no samna); else why not."""
-    try:
-        with _quiet():
-            import rockpool.nn.modules.torch.nir  # noqa: F401
-    except Exception as e:
-        return f"rockpool cannot be imported: {type(e).__name__}: {e}"
-    return None
-
-
 def available(consumer: str) -> str | None:
     """None when the consumer imports; else why not."""
+    if consumer == "rockpool":
+        with _quiet():
+            return rockpool_consumer.available()
     try:
         with _quiet():
             if consumer == "snntorch":

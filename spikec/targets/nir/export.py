@@ -79,9 +79,6 @@ REASONS = {
                        "sums its inputs first (another rounding)",
     "alpha_snntorch": "snnTorch's Alpha has two synaptic currents (syn_exc, syn_inh) with their own decays and "
                       "mem = tau * (syn_exc + syn_inh); NIR has no neuron with two currents (CubaLIF has one)",
-    "li_norse": "Norse's LI adds the input to its current as a jump before the membrane step, which NIR's CubaLI "
-                "(the current integrated by an Euler step) does not; Norse's LIBox form (its rest state v_leak, its "
-                "float32 dt * tau_mem_inv) is not lowered to NIR here",
 }
 # ops that lower some variants (their lowering refuses the others with this reason)
 VARIANT_REASONS = {
@@ -98,12 +95,14 @@ VARIANT_REASONS = {
               "v + (dt/tau) (I - v), which is SpikingJelly's charge V + (X - V) / tau bit for bit only when "
               "multiplying by 1/tau is dividing by tau (tau a power of two, or ParametricLIFNode's decay k); "
               "written for snnTorch (scheme 'snntorch', beta v + I) it rounds differently",
-    "synaptic_snntorch": "snnTorch's Synaptic/RSynaptic with a subtract or no reset, a delayed reset, a negative "
-                         "threshold, or read as mem, is not lowered to NIR: NIR's CubaLIF resets to v_reset on the "
-                         "step it fires, while snnTorch resets the membrane from the previous step's spike "
-                         "(subtracting the float32 threshold, or zeroing), and CubaLIF outputs no membrane; a conv "
-                         "or one-to-one recurrence, or one snnTorch adds after alpha * syn + x (NIR sums a node's "
-                         "inputs first: another rounding), has no exact NIR cycle here",
+    "synaptic_snntorch": "snnTorch's Synaptic/RSynaptic with no reset, a zero reset with reset_delay=True, a subtract "
+                         "reset with reset_delay=False or a recurrence, a negative threshold, or read as mem, is not "
+                         "lowered to NIR: NIR's CubaLIF resets to v_reset on the step it fires and outputs no "
+                         "membrane (the default subtract reset, reset_delay=True, is an LI + CubaLIF reset cycle); a "
+                         "conv or one-to-one recurrence, or one snnTorch adds after alpha * syn + x (NIR sums a "
+                         "node's inputs first: another rounding), has no exact NIR cycle here",
+    "li_norse": "Norse's LIBoxCell, an LICell read as i, or one resting at v_leak != 0, is not lowered to NIR: NIR's "
+                "CubaLI starts at 0 and outputs v (an LICell read as v, v_leak = 0, is exported as CubaLI)",
 }
 REMEDY = "keep this model on another target (--target none/onnx), or replace the node with an exportable op"
 # what a user can do instead, per op refused by name (else REMEDY): each alternative named here is one that
@@ -128,8 +127,8 @@ REMEDIES = {
               "decay_input=True and v_reset=0.0 (tau a power of two), written with --nir-consumer any or norse",
     "lif_norse": "compile with --target onnx, which lowers lif_norse exactly (spikes, v and i); for NIR, return "
                  "only the spikes of a LIFCell / LIFBoxCell with v_leak = 0 and reset_method reset_value",
-    "li_norse": "compile with --target onnx, which lowers li_norse exactly (v and i); spikec converts no Norse "
-                "neuron to a NIR-exportable op",
+    "li_norse": "compile with --target onnx, which lowers li_norse exactly (v and i); for NIR, return only v of "
+                "an LICell resting at v_leak = 0",
 }
 # the lowering table: op -> fn(exporter, node) writing the node's NIR form (``@lowering(op)``); an op with no
 # entry is refused with its reason in ``REASONS`` (or as having no NIR mapping)
@@ -248,10 +247,10 @@ class _Exporter:
         b = np.broadcast_to(np.asarray(b, dtype=np.float64), (c,)).copy()
         if len(shape) == 3:
             return self.conv(node, base, inputs, shape, np.diag(a).reshape(c, c, 1, 1), b, 1, 0, 1, 1)
-        if len(shape) == 1:
-            return self.add(base, nir.Affine(weight=np.diag(a), bias=b), inputs)
-        _refuse(node, f"a per-channel affine on a rank-{len(shape)} tensor {shape} has no NIR node "
-                "(Conv2d needs (C, H, W), Affine needs (N,))")
+        if len(shape) in (1, 2):   # (N,): a diagonal Affine; (C, L): a depthwise kernel-1 Conv1d
+            return self.add(base, nir.Affine(weight=np.diag(a), bias=b) if len(shape) == 1 else
+                            structure.channel_conv1d(a, b, shape), inputs)
+        _refuse(node, f"a per-channel affine on a rank-{len(shape)} tensor {shape} has no NIR node")
 
     # -- the graph -------------------------------------------------------------------------------
     def run(self) -> Exported:

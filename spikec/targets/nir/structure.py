@@ -76,3 +76,10 @@ def conv1d(ex, node) -> None:
     ex.sources[node.name] = [name]   # no carrier: the IR value is (C', 1, L'), the NIR node's (C', L')
     _state(ex)["outputs"].add(node.name)
     ex.notes.append(f"{node.name}: a (1, k) conv on a (C, L) step viewed as (C, 1, L): NIR Conv1d")
+
+
+def channel_conv1d(a: np.ndarray, b: np.ndarray, shape) -> nir.Conv1d:
+    """``a x + b`` per channel of a ``(C, L)`` step: a kernel-1 Conv1d, written dense (diagonal) as ``conv1d``."""
+    c = shape[0]
+    return nir.Conv1d(input_shape=int(shape[1]), weight=np.diag(a).reshape(c, c, 1), stride=1, padding=0,
+                      dilation=1, groups=1, bias=b)

@@ -148,7 +148,7 @@ def test_every_consumer_fails_on_the_composition_and_says_so(models, tmp_path):
     from spikec.targets.nir.export import export_graph
     c = compile_for(models, "dense_negative")
     cons = c.report["target"]["consumers"]
-    assert set(cons) == set(consumers.CONSUMERS) == {"snntorch", "norse", "sinabs", "spikingjelly"}
+    assert set(cons) == set(consumers.CONSUMERS) == {"snntorch", "norse", "sinabs", "spikingjelly", "rockpool"}
     for name, verdict in cons.items():
         if consumers.available(name) is None:
             assert verdict["ran"] is False and ("'lif' (Threshold)" in verdict["reason"] or
