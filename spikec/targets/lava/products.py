@@ -33,7 +33,7 @@ import torch
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.ops import OPS, KernelContext
 from spikec.ops.registry import infer_type
-from spikec.targets.lava import placement, tokens
+from spikec.targets.lava import placement, sinabs_counts, tokens
 from spikec.targets.lava.and_neurons import BOTH, fixed_scale  # noqa: F401  (defines and_gate)
 
 CHAIN = ("reshape", "transpose", "flatten")   # structural ops an AND operand may be seen through
@@ -73,9 +73,10 @@ class _Rewriter:
 
 def prepare(graph: Graph) -> Prepared:
     """``graph`` with its products placed (AND populations, all-equal windows, host ops); see the module doc."""
+    graph, counts = sinabs_counts.lower(graph)   # Sinabs's MaxSpike(n) neurons as intfire
     graph, norse = placement.split_norse_input(graph)   # Norse's recurrent LIF: its input weights a synapse
     graph, tokenwise = tokens.lower(graph)   # token-wise linears and the neurons on them as vectors
-    norse += tokenwise
+    norse = counts + norse + tokenwise
     graph, placements = placement.split(graph)   # concat / slice / sum / mean before a synapse: its wiring
     r = _Rewriter(graph)
     r.rewrites.extend(norse + placements)
@@ -418,6 +419,7 @@ def placed(graph: Graph, inputs, reference) -> tuple:
     (``reference``, the original graph's run, unchanged when nothing was rewritten); the rewrite's ``check``
     against ``reference`` in ``Prepared.rewrites``."""
     from spikec.compiler.interpreter import run
+    sinabs_counts.refuse_unbounded(graph, inputs, reference)   # MultiSpike: the count it reaches, named
     prep = prepare(graph)
     if not prep.products and not prep.rewrites:
         return graph, reference, None
