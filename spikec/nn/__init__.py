@@ -10,6 +10,7 @@ from spikec.nn.structural import RepConv, WindowSum, TimeDistributed
 from spikec.nn.attention import DSMPA
 from spikec.nn.sdna import SDNALinear, SDNAPairwise
 from spikec.nn import loihi  # Loihi-exact training modules: spikec.nn.loihi.Dense, Conv2d, LIF
+from spikec.nn import xylo  # noqa: F401  (Xylo-exact training modules: spikec.nn.xylo.Hidden, Output)
 
 __all__ = ["LIF", "IntFire", "SiLIF", "CSiLIF", "TDM", "BNTT", "Delay",
            "RepConv", "WindowSum", "TimeDistributed", "DSMPA",

@@ -27,27 +27,36 @@ from spikec.compiler.errors import BadInput
 from spikec.compiler.interpreter import Trace
 from spikec.compiler.ir import Graph
 from spikec.targets import TargetResult, register_target
-from spikec.targets.xylo import simulate
+from spikec.targets.xylo import decays, energy, exact, simulate
 from spikec.targets.xylo._shim import shimmed
 from spikec.targets.xylo.limits import CHIPS, DEFAULT_CHIP, Chip
 from spikec.targets.xylo.mapper import FORM, map_graph
-from spikec.targets.xylo.quantize import SPEC_KEYS, to_integers
+from spikec.targets.xylo.quantize import SPEC_KEYS, Quantized, to_integers
 
 SPEC_FILE, IO_FILE = "xylo/spec.npz", "xylo/io.npz"
 
 
 def chip_of(options: dict) -> Chip:
+    """The chip of ``options['xylo_chip']`` (Xylo Audio 2 by default), or a BadInput listing the chips."""
     name = (options or {}).get("xylo_chip", DEFAULT_CHIP)
-    if name not in CHIPS:
-        raise BadInput(f"Xylo chip {name!r} is not known", remedy=f"choose one of: {', '.join(CHIPS)}")
+    if not isinstance(name, str) or name not in CHIPS:
+        known = ", ".join(f"{k} ({c.name})" for k, c in CHIPS.items())
+        raise BadInput(f"Xylo chip {name!r} is not known: spikec maps onto {known}", where="option xylo_chip",
+                       remedy=f"choose one of: {', '.join(CHIPS)} (default {DEFAULT_CHIP})")
     return CHIPS[name]
 
 
 def build(graph: Graph, inputs, chip: Chip):
-    """(mapped, quantized, rasters) of ``graph``: what the target writes and runs."""
+    """(mapped, quantized, rasters) of ``graph``: what the target writes and runs. A network of
+    ``spikec.nn.xylo`` modules is not mapped nor quantized (``mapped`` None): its integers are the spec."""
+    if exact.applies(graph):
+        spec = exact.spec_of(graph, chip)
+        q = Quantized(spec, {"none": "every population is a spikec.nn.xylo module: its integers as they are"})
+        return None, q, simulate.raster(inputs, spec["weights_in"].shape[0], f"input {graph.inputs[0].name!r}",
+                                       chip["max_input_events_per_step"])
     mapped = map_graph(graph, chip)
     q = to_integers(mapped, chip)
-    return mapped, q, simulate.raster(inputs, mapped.n_in, f"input {mapped.input!r}")
+    return mapped, q, simulate.raster(inputs, mapped.n_in, f"input {mapped.input!r}", chip["max_input_events_per_step"])
 
 
 def resources(spec: dict, chip: Chip) -> dict:
@@ -58,6 +67,9 @@ def resources(spec: dict, chip: Chip) -> dict:
             "max_hidden_fan_in": int((w_in.sum(0) + w_rec.sum(0)).max(initial=0)),
             "max_hidden_fan_out": int((w_rec.sum(1) + w_out.sum(1)).max(initial=0)),
             "synaptic_states_used_per_hidden_neuron": 1,
+            "synapses_total": int(w_in.sum() + w_rec.sum() + w_out.sum()),
+            "weights": {"nonzero": int(w_in.sum() + w_rec.sum() + w_out.sum()),
+                        "stored": int(w_in.size + w_rec.size + w_out.size), "bits_each": chip["weight_bits"]},
             "not_checked": "the chip's memory layout and fan-out rules live in samna's validator "
                            "(not installed here); spikec checks the neuron counts above"}
 
@@ -71,14 +83,41 @@ def _io_writer(rasters: np.ndarray, runs: list[dict], chip: str):
 
 
 def summary(r: dict) -> str:
-    f, res = r["float_vs_fixed"], r["resources"]
+    res = r["resources"]
+    if r["exact_source"]:
+        second = (f"bit_exact_vs_source {str(r['bit_exact_vs_source']).lower()}: XyloSim against the source's own "
+                  f"forward (spikec.nn.xylo, no quantization), {r['values_compared_vs_source']} values")
+    else:
+        f = r["float_vs_fixed"]
+        second = (f"float vs fixed (approximate): output spikes {100 * f['output_spike_agreement']:.1f}%, "
+                  f"hidden {100 * f['hidden_spike_agreement']:.1f}% agree")
+    e = r["energy"]
+    joules = f", energy ~{e['estimate_uJ']:.2f} uJ/inference (estimate)" if "estimate_uJ" in e else ""
     return (f"xylo: bit_exact {str(r['bit_exact']).lower()}: XyloSim (xylosim.v2) vs spikec's integer reference, "
             f"{r['values_compared']} values over {r['samples']} samples x {r['steps']} steps\n"
-            f"             float vs fixed (approximate): output spikes {100 * f['output_spike_agreement']:.1f}%, "
-            f"hidden {100 * f['hidden_spike_agreement']:.1f}% agree\n"
+            f"             {second}\n"
             f"             {r['chip']}: {res['inputs']['used']}/{res['inputs']['of']} inputs, "
             f"{res['hidden_neurons']['used']}/{res['hidden_neurons']['of']} hidden, "
-            f"{res['output_neurons']['used']}/{res['output_neurons']['of']} output neurons")
+            f"{res['output_neurons']['used']}/{res['output_neurons']['of']} output neurons, "
+            f"{res['synapses_total']} synapses{joules}")
+
+
+def _versus_source(graph, inputs, reference, mapped, q, sim_runs) -> dict:
+    """The exact path: XyloSim against the source's own states; else the float-vs-fixed agreement (approximate),
+    the decays' share of it and why the source is not the chip."""
+    if mapped is None:
+        hid, out = exact.layer_names(graph)
+        x = inputs if not isinstance(inputs, dict) else next(iter(inputs.values()))
+        return {**exact.vs_source(sim_runs, exact.source_runs(graph, x)), "exact_source": True,
+                "layers": {"hidden": hid, "output": out, "linears": []}}
+    reasons = simulate.approximations(mapped, q.report)
+    return {"exact_source": False, "bit_exact_vs_source": False,
+            "vs_source": "approximate (quantized: see float_vs_fixed): not every population is a spikec.nn.xylo "
+                         "module; " + reasons[0],
+            "float_vs_fixed": simulate.agreement(sim_runs, reference.values[mapped.hidden.node],
+                                                 reference.values[mapped.output.node], reasons),
+            "decay_rounding": decays.effect(graph, inputs, reference, mapped, q.report),
+            "layers": {"hidden": mapped.hidden.node, "output": mapped.output.node, "linears": list(mapped.linears)}}
 
 
 def xylo_target(graph: Graph, inputs, reference: Trace, options: dict) -> TargetResult:
@@ -88,31 +127,29 @@ def xylo_target(graph: Graph, inputs, reference: Trace, options: dict) -> Target
     mapped, q, rasters = build(graph, inputs, chip)
     sim_runs = simulate.xylosim_runs(q.spec, rasters, chip.sim_module)
     check = simulate.compare_runs(sim_runs, simulate.reference_runs(q.spec, rasters))
-    fvf = simulate.agreement(sim_runs, reference.values[mapped.hidden.node], reference.values[mapped.output.node],
-                             simulate.approximations(mapped, q.report))
+    versus = _versus_source(graph, inputs, reference, mapped, q, sim_runs)
     from importlib.metadata import version
     report = {
-        "name": "xylo", "chip": chip.name, "form": FORM, "files": [SPEC_FILE, IO_FILE],
+        "name": "xylo", "chip": chip.name, "form": exact.FORM if mapped is None else FORM, "files": [SPEC_FILE, IO_FILE],
         "rebuild": f'XyloSim.from_specification(**np.load("xylo/spec.npz"))  # XyloSim of {chip.sim_module}',
         "chip_option": "options['xylo_chip']: " + ", ".join(CHIPS) + f" (default {DEFAULT_CHIP})",
         "simulator": f"rockpool {version('rockpool')} {chip.sim_module}.XyloSim on xylosim "
                      f"{version('xylosim')} (xylosim.v2, C++)",
         "samna": "not installed: rockpool.devices.xylo entered without its samna-only modules (_shim.py)"
                  if shimmed() else "installed: Rockpool imported as it is",
-        "bit_exact": check["bit_exact"], "equivalent": check["bit_exact"],
+        "bit_exact": check["bit_exact"],
         "compared": "XyloSim vs spikec's integer reference (reference.py): hidden spike counts, Isyn, Vmem, "
                     "output spikes, Isyn_out, Vmem_out, every step of every sample",
         **{k: check[k] for k in ("samples", "values_compared", "first_mismatches")},
-        "steps": int(rasters.shape[1]), "layers": {"hidden": mapped.hidden.node, "output": mapped.output.node,
-                                                   "linears": list(mapped.linears)},
-        "quantization": q.report, "float_vs_fixed": fvf, "resources": resources(q.spec, chip),
-        "limits": chip.table(),
-        "energy": "not reported: spikec has read no SynSense energy figure it could cite",
-        "seconds": round(time.perf_counter() - start, 3),
+        "steps": int(rasters.shape[1]), **versus, "quantization": q.report, "resources": resources(q.spec, chip),
+        "limits": chip.table(), "energy": energy.estimate(chip_key, sim_runs, rasters.shape[1], float(q.spec["dt"])),
     }
+    ok = bool(check["bit_exact"]) and (mapped is not None or bool(report["bit_exact_vs_source"]))
+    report["equivalent"] = ok
     report["summary"] = summary(report)
+    report["seconds"] = round(time.perf_counter() - start, 3)
     files = {SPEC_FILE: lambda path: np.savez(path, **q.spec), IO_FILE: _io_writer(rasters, sim_runs, chip_key)}
-    return TargetResult(report, bool(check["bit_exact"]), files)
+    return TargetResult(report, ok, files)
 
 
 def verify_outdir(outdir, graph: Graph, inputs, reference: Trace) -> dict:
@@ -146,8 +183,14 @@ def verify_outdir(outdir, graph: Graph, inputs, reference: Trace) -> dict:
                                       simulate.reference_runs(spec, rasters))
         result["bit_exact_on_these_inputs"] = other["bit_exact"]
         result["first_mismatches"] += other["first_mismatches"]
+    if exact.applies(graph):   # spikec.nn.xylo modules: the chip against the source's own forward, as compiled
+        x = inputs if not isinstance(inputs, dict) else next(iter(inputs.values()))
+        vs = exact.vs_source(simulate.xylosim_runs(spec, rasters, chip.sim_module), exact.source_runs(graph, x))
+        result["bit_exact_vs_source"] = vs["bit_exact_vs_source"]
+        result["first_mismatches"] += vs["first_mismatches_vs_source"]
     result["equivalent"] = bool(spec_same and reproduces and check["bit_exact"]
-                                and result.get("bit_exact_on_these_inputs", True))
+                                and result.get("bit_exact_on_these_inputs", True)
+                                and result.get("bit_exact_vs_source", True))
     return result
 
 

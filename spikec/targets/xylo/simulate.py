@@ -39,8 +39,9 @@ def approximations(mapped, qreport: dict) -> list[str]:
     return [APPROXIMATIONS[k] for k, v in holds.items() if v]
 
 
-def raster(inputs, n_in: int, where: str) -> np.ndarray:
-    """The verification inputs [T, B, C] as Xylo's event counts [B, T + LAG, C] (LAG empty steps appended)."""
+def raster(inputs, n_in: int, where: str, max_events: int = 15) -> np.ndarray:
+    """The verification inputs [T, B, C] as Xylo's event counts [B, T + LAG, C] (LAG empty steps appended); at
+    most ``max_events`` a channel a step (the chip takes more as that many: refused, not clipped)."""
     x = np.asarray(inputs if not isinstance(inputs, dict) else next(iter(inputs.values())), np.float64)
     if x.ndim != 3 or x.shape[2] != n_in:
         raise BadInput(f"the inputs are {list(x.shape)}; the xylo target runs [T, B, {n_in}]", where=where,
@@ -49,6 +50,10 @@ def raster(inputs, n_in: int, where: str) -> np.ndarray:
     if np.any(counts != x) or np.any(x < 0):
         raise BadInput("Xylo's input channels take event counts (non-negative integers); the inputs are not",
                        where=where, remedy="feed spike events (0/1 or small counts)")
+    if counts.size and counts.max() > max_events:
+        raise BadInput(f"an input channel carries {int(counts.max())} events in one step; Xylo takes at most "
+                       f"{max_events} (limits.py max_input_events_per_step)", where=where,
+                       remedy=f"feed at most {max_events} events per channel per step")
     pad = np.zeros((LAG, *x.shape[1:]))
     return np.concatenate([counts, pad]).astype(np.int64).transpose(1, 0, 2)
 
