@@ -91,7 +91,7 @@ class Plan:
                 "populations": [{"name": p.name, "process": p.process, "shape": list(p.shape), "neurons": p.neurons,
                                  "cores": [self.core[i] for i, c in enumerate(self.pieces) if c.population == p.name]}
                                 for p in self.populations],
-                "cores": cores, **self.summary()}
+                "assignment": cores, **self.summary()}
 
 
 def _counts(pops: list[Population], spike_counts: dict) -> dict:

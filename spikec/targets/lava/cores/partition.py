@@ -11,8 +11,7 @@ import math
 
 from spikec.compiler.errors import BadInput
 
-METIS_SEED = 0
-METIS_UFACTOR = 1          # 0.1 % imbalance allowed: chips are nearly equally full before the capacity repair
+RUNS = tuple((recursive, seed) for recursive in (False, True) for seed in range(2))   # per fill and imbalance
 
 
 def greedy(n: int, limits) -> list[int]:
@@ -41,17 +40,26 @@ def piece_graph(n: int, traffic: dict):
     return g
 
 
-def _metis(g, chips: int) -> list[int]:
-    pymetis = _pymetis()
+def _csr(g) -> tuple[list, list, list]:
     xadj, adjncy, eweights = [0], [], []
     for v in range(g.number_of_nodes()):
         for u in sorted(g.adj[v]):
             adjncy.append(u)
             eweights.append(max(1, round(g.adj[v][u]["weight"])))   # METIS takes positive integers
         xadj.append(len(adjncy))
-    opts = pymetis.Options(seed=METIS_SEED, ufactor=METIS_UFACTOR)
-    _, parts = pymetis.part_graph(chips, xadj=xadj, adjncy=adjncy, eweights=eweights, options=opts)
+    return xadj, adjncy, eweights
+
+
+def _metis(csr, chips: int, targets: list[float], ufactor: int, seed: int, recursive: bool) -> list[int]:
+    pymetis = _pymetis()
+    xadj, adjncy, eweights = csr
+    _, parts = pymetis.part_graph(chips, pymetis.CSRAdjacency(xadj, adjncy), eweights=eweights, tpwgts=targets,
+                                  options=pymetis.Options(seed=seed, ufactor=ufactor), recursive=recursive)
     return [int(p) for p in parts]
+
+
+def _cut(g, chip: list[int]) -> float:
+    return sum(d["weight"] for a, b, d in g.edges(data=True) if chip[a] != chip[b])
 
 
 def _repair(g, chip: list[int], chips: int, capacity: int) -> list[int]:
@@ -80,24 +88,42 @@ def _repair(g, chip: list[int], chips: int, capacity: int) -> list[int]:
     return chip
 
 
+def _targets(n: int, chips: int, capacity: int) -> dict:
+    """The chip fill METIS aims at: even, or full chips and the rest on the last (as the greedy fill is)."""
+    rest = n - capacity * (chips - 1)
+    return {"even": [1 / chips] * chips, "full chips": [capacity / n] * (chips - 1) + [rest / n]}
+
+
 def planned(n: int, traffic: dict, limits) -> tuple[list[int], dict]:
-    """Chip of each piece and what the partitioner did."""
+    """Chip of each piece and what the partitioner did. Of a fixed set of METIS runs (k-way and recursive
+    bisection; chips filled evenly or full with the rest on the last; imbalance 3 % or up to the chips' spare
+    room; seeds 0 and 1) the one with the fewest inter-chip spikes after the capacity repair is kept: the
+    plan is deterministic."""
     chips = max(1, math.ceil(n / limits.cores_per_chip))
     info = {"partitioner": "none: the cores fit one chip", "chips": chips}
     if chips == 1:
         return [0] * n, info
     g = piece_graph(n, traffic)
-    raw = _metis(g, chips)
-    chip = _repair(g, raw, chips, limits.cores_per_chip)
-    moved = sum(1 for a, b in zip(raw, chip) if a != b)
-    # METIS may leave a part empty or renumber: chips numbered by their first piece, in network order
-    order = {}
+    csr = _csr(g)
+    spare = max(1, math.floor(1000 * (limits.cores_per_chip * chips / n - 1)))
+    best, runs = None, 0
+    for fill, targets in _targets(n, chips, limits.cores_per_chip).items():
+        for ufactor in sorted({30, spare}):
+            for recursive, seed in RUNS:
+                raw = _metis(csr, chips, targets, ufactor, seed, recursive)
+                chip = _repair(g, raw, chips, limits.cores_per_chip)
+                cut, runs = _cut(g, chip), runs + 1
+                if best is None or cut < best[0]:
+                    best = (cut, chip, sum(1 for a, b in zip(raw, chip) if a != b),
+                            {"recursive": recursive, "seed": seed, "ufactor": ufactor, "fill": fill})
+    _, chip, moved, run = best
+    order = {}   # chips numbered by their first piece, in network order (METIS numbers parts arbitrarily)
     for k in chip:
         order.setdefault(k, len(order))
     chip = [order[k] for k in chip]
-    info = {"partitioner": f"METIS k-way (pymetis {_version()}), edge cut = inter-chip spikes per inference",
-            "seed": METIS_SEED, "ufactor": METIS_UFACTOR, "chips": len(order),
-            "pieces_moved_by_capacity_repair": moved}
+    info = {"partitioner": f"METIS {'recursive bisection' if run['recursive'] else 'k-way'} (pymetis "
+                           f"{_version()}), edge cut = inter-chip spikes per inference",
+            "run": run, "runs_tried": runs, "chips": len(order), "pieces_moved_by_capacity_repair": moved}
     return chip, info
 
 
