@@ -44,7 +44,7 @@ from spikec.compiler.errors import BadInput
 from spikec.compiler.interpreter import run
 from spikec.compiler.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
-from spikec.targets.lava import chip, products
+from spikec.targets.lava import chip, chip_variant, products
 from spikec.targets.lava import ops as _ops  # noqa: F401  (defines the lava_* ops)
 from spikec.targets.lava.compare import compare
 from spikec.targets.lava.limits import int_inputs
@@ -110,6 +110,7 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
         _chip_ready(result, graph)
         return _readable(result)
     start = time.perf_counter()
+    graph, reference, variant = _variant(graph, inputs, reference, options)   # lava_reset='zero': approximate
     graph, reference, placed = products.placed(graph, inputs, reference)
     q, net, arrays, netx_note = choose_deployment(graph, inputs, options)
     x = _int_inputs(q.graph, inputs)
@@ -186,8 +187,25 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     if netx_info.get("exportable"):
         files["model.net"] = NetxFile(q.graph)
     netx_ok = not netx_info.get("exportable") or netx_info["verification"].get("bit_exact") is not False
+    if variant is not None:
+        report["approximate_variant"] = variant
+        report["summary"] += "\n             " + chip_variant.line(variant)
     chip.add_to_report(report, net, arrays)
-    return TargetResult(report, exact and netx_ok and checks["ok"], files)
+    return TargetResult(report, exact and netx_ok and checks["ok"] and variant is None, files)
+
+
+def _variant(graph, inputs, reference, options) -> tuple:
+    """``(graph, reference, None)``, or with ``lava_reset='zero'`` the zero-reset variant, its float run and its
+    measured disagreement (``chip_variant.py``); any other value of the option is refused."""
+    choice = options.get(chip_variant.OPTION)
+    if choice in (None, "subtract"):
+        return graph, reference, None
+    if choice != "zero":
+        raise BadInput(f"{chip_variant.OPTION}={choice!r} is not a Lava reset option",
+                       remedy=f"{chip_variant.OPTION}='zero' (the approximate chip-ready variant) or leave it unset")
+    variant, changed = chip_variant.zero_reset(graph)
+    measured = chip_variant.measure(graph, variant, changed, inputs, reference)
+    return variant, measured.pop("trace"), measured
 
 
 def _readable(result: TargetResult) -> TargetResult:

@@ -81,7 +81,8 @@ def _lif_blockers(p: dict, net: dict, arrays: dict) -> list[tuple[str, str]]:
         out.append(("a subtract (soft) reset, v -= vth at a spike" + (" one step late (snnTorch's reset_delay)"
                                                                        if reset == "delayed_subtract" else ""),
                     "train with a zero reset (snnTorch reset_mechanism='zero', SpikingJelly v_reset=0.0, spikec.nn.LIF "
-                    "reset='zero'); " + NO_COMPOSITION))
+                    "reset='zero'), or deploy the approximate zero-reset variant (target option lava_reset='zero', its spike "
+                    "disagreement measured); " + NO_COMPOSITION))
     elif reset == "delayed_zero":
         out.append(("a zero reset one step after the spike (snnTorch's reset_delay)", "reset_delay=False"))
     elif reset == "none":

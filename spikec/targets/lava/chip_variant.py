@@ -1,0 +1,75 @@
+"""The nearest chip-ready variant of a network whose neurons reset by subtraction: the same network with a zero
+reset (``lava_reset="zero"``), **approximate**, its disagreement with the given network measured.
+
+The frameworks' subtract (soft) reset keeps the residual ``v - theta`` after a spike; Lava's LIF zeroes ``v``.
+No composition of Lava's standard processes computes the subtract reset bit for bit in the arithmetic spikec's
+integer reference uses: a ``-theta`` self-synapse (Dense from ``s_out`` to ``a_in``) lands in the next Lava step,
+after the LIF has zeroed ``v``; keeping the membrane in the current ``u`` instead (which Lava never resets:
+``du`` for beta, ``dv = 4095``, the spike compared on ``v = (v_prev >> 12) + u``) carries ``trunc(v_prev / 4096)``
+into every step, caps ``vth`` at 63 weight units for the carry to vanish on the positive side, cannot hold
+``beta = 1`` (``u`` keeps at most 4095/4096) and adds Lava's bias to ``v``, not to ``u`` (docs/targets.md).
+
+So the chip-ready option is a different neuron: ``zero_reset`` turns every spikec ``lif`` and snnTorch Leaky
+(``lif_snntorch``) with a subtract reset into the same neuron with a zero reset (Lava's LIF when the rest is Lava's:
+scalar decays and thresholds, strict firing), and ``measure`` runs both float graphs on the verification inputs:
+spike agreement per changed neuron and on every output (spikes, or the argmax class of a real-valued output). The
+deployment is then bit-exact with *its own* integer reference, not with the given network: the Lava target reports
+``approximate_variant`` and does not call it equivalent.
+"""
+import numpy as np
+
+from spikec.compiler.ir import Graph
+
+OPTION = "lava_reset"
+RESETS = {"lif": ("reset", "subtract", "zero"), "lif_snntorch": ("reset", "subtract", "zero")}
+
+
+def zero_reset(graph: Graph) -> tuple[Graph, list[str]]:
+    """``(graph with subtract resets as zero resets, the neurons changed)``."""
+    nodes, changed = [], []
+    for n in graph.nodes:
+        rule = RESETS.get(n.op)
+        if rule is not None and n.attrs.get(rule[0]) == rule[1]:
+            params = dict(n.params)
+            if n.op == "lif":
+                params["v_reset"] = np.zeros_like(np.asarray(params.get("v_reset", 0.0), dtype=np.float64))
+            n = n.with_(attrs=dict(n.attrs, **{rule[0]: rule[2]}), params=params)
+            changed.append(n.name)
+        nodes.append(n)
+    return Graph(tuple(nodes), graph.outputs, graph.meta), changed
+
+
+def _agreement(a, b, spikes: bool) -> dict:
+    a, b = np.asarray(a), np.asarray(b)
+    if spikes:
+        return {"spike_agreement": float((a == b).mean()) if a.size else 1.0,
+                "spikes_given": int(np.abs(a).sum()), "spikes_variant": int(np.abs(b).sum())}
+    ca, cb = a.sum(0).reshape(a.shape[1], -1).argmax(-1), b.sum(0).reshape(b.shape[1], -1).argmax(-1)
+    return {"class_agreement": float((ca == cb).mean()),
+            "max_abs_difference": float(np.abs(a - b).max(initial=0))}
+
+
+def measure(graph: Graph, variant: Graph, changed: list[str], inputs, reference) -> dict:
+    """The variant against the given graph on ``inputs`` (``reference`` the given graph's run)."""
+    from spikec.compiler.interpreter import run
+    trace = run(variant, inputs)
+    given = reference.values if all(c in reference.values for c in changed) else run(graph, inputs).values
+    per_neuron = {c: _agreement(given[c], trace.values[c], True) for c in changed}
+    outputs = {o: _agreement(reference.values[o], trace.values[o], graph.node(o).type.is_spike)
+               for o in graph.outputs}
+    return {"option": f"{OPTION}='zero'", "approximate": True, "neurons_changed": changed,
+            "per_neuron": per_neuron, "outputs": outputs, "inputs": "the verification inputs",
+            "why": "the frameworks' subtract reset has no exact composition of standard Lava processes (module doc of "
+                   "chip_variant.py); this variant resets to zero instead, so that the neurons are Lava's LIF",
+            "trace": trace}
+
+
+def line(v: dict) -> str:
+    """One summary line: the variant and what it costs on the verification inputs."""
+    parts = [f"{c} {100 * a['spike_agreement']:.1f}%" for c, a in v["per_neuron"].items()]
+    for o, a in v["outputs"].items():
+        parts.append(f"output {o} " + (f"spikes {100 * a['spike_agreement']:.1f}%" if "spike_agreement" in a
+                                       else f"classes {100 * a['class_agreement']:.1f}%"))
+    return (f"APPROXIMATE chip-ready variant ({v['option']}): {len(v['neurons_changed'])} subtract reset(s) made zero "
+            f"resets; agreement with the given network on the verification inputs: {', '.join(parts)}; "
+            "bit-exact only with the variant's own integer reference")

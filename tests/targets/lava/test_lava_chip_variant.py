@@ -1,0 +1,66 @@
+"""The approximate chip-ready variant (``spikec/targets/lava/chip_variant.py``, target option ``lava_reset='zero'``):
+subtract resets become zero resets so that the neurons are Lava's standard LIF; the disagreement with the given
+network is measured on the verification inputs, the deployment is bit-exact with the variant's own integer reference
+in Lava's fixed-point simulation, and the target does not call it equivalent."""
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spikec.compiler.errors import BadInput
+from spikec.compiler.interpreter import run
+from spikec.targets import get_target
+from spikec.targets.lava import chip_variant, lava_available
+
+REASON = lava_available()
+needs_lava = pytest.mark.skipif(REASON is not None, reason=f"Lava does not import here: {REASON}")
+HERE = Path(__file__).resolve().parent
+
+
+def _graph(factory="leaky_default", stepping="step"):
+    pytest.importorskip("snntorch")
+    from spikec.app.driver import CompileOptions, compile_model
+    x = (np.random.default_rng(0).random((8, 3, 12)) < 0.5).astype(np.float64)
+    with tempfile.TemporaryDirectory() as d:
+        np.savez(Path(d) / "x.npz", input=x)
+        c = compile_model(CompileOptions(f"{HERE / 'framework_models.py'}:{factory}", inputs=str(Path(d) / "x.npz"),
+                                         stepping=stepping, target="none"))
+    return c.graph, x
+
+
+def test_zero_reset_changes_only_subtract_resets_and_measures_against_the_given_graph():
+    g, x = _graph()
+    variant, changed = chip_variant.zero_reset(g)
+    subtract = [n.name for n in g.nodes if n.op in ("lif", "lif_snntorch") and n.attrs.get("reset") == "subtract"]
+    assert changed == subtract and changed
+    assert all(variant.node(c).attrs["reset"] == "zero" for c in changed)
+    ref = run(g, x)
+    m = chip_variant.measure(g, variant, changed, x, ref)
+    mine = run(variant, x)
+    for c in changed:   # the reported agreement is the two float runs' own
+        assert m["per_neuron"][c]["spike_agreement"] == pytest.approx(float((ref.values[c] == mine.values[c]).mean()))
+    assert m["approximate"] is True and "APPROXIMATE" in chip_variant.line(m)
+
+
+@needs_lava
+def test_the_variant_is_chip_ready_bit_exact_with_itself_and_not_called_equivalent():
+    g, x = _graph()
+    exact = get_target("lava")(g, x, run(g, x), {})
+    res = get_target("lava")(g, x, run(g, x), {"lava_reset": "zero"})
+    t = res.report
+    assert res.ok is False and exact.ok is True   # approximate: never equivalent to the given network
+    assert t["bit_exact"] is True, t["first_mismatches"]   # ... but Lava reproduces the variant bit for bit
+    before, after = exact.report["chip_readiness"], t["chip_readiness"]
+    assert after["chip_ready"] > before["chip_ready"]
+    kinds = {p["name"]: p["type"] for p in t["processes"]}
+    assert all(kinds[c] == "LIF" for c in t["approximate_variant"]["neurons_changed"])
+    agree = [a["spike_agreement"] for a in t["approximate_variant"]["per_neuron"].values()]
+    assert all(0 < a <= 1 for a in agree) and min(agree) < 1   # a measured, nonzero disagreement on these inputs
+    assert "APPROXIMATE chip-ready variant" in t["summary"]
+
+
+def test_an_unknown_reset_option_is_refused():
+    g, x = _graph()
+    with pytest.raises(BadInput, match="lava_reset"):
+        get_target("lava")(g, x, run(g, x), {"lava_reset": "soft"})
