@@ -181,3 +181,26 @@ def test_one_table_of_limits_with_sources():
     assert (resources.NEURONS_PER_CORE, resources.SYNAPSES_PER_CORE, resources.CORES_PER_CHIP) == \
         (chip_limits.LOIHI2.neurons_per_core, chip_limits.LOIHI2.synapses_per_core, 128)
     assert chip_limits.LOIHI2.neurons_per_core * 128 == 2 ** 20
+
+
+def test_the_written_document_checks_and_a_tampered_one_does_not(deployed):
+    from spikec.targets.lava.cores import check_document, for_deployment
+    net, arrays, values = deployed
+    entry, doc = for_deployment(net, arrays, values, SMALL)
+    doc = json.loads(json.dumps(doc))
+    assert entry["planned"] and entry["cores"] == len(doc["assignment"]) and check_document(doc, net) == []
+    twice = json.loads(json.dumps(doc))
+    twice["assignment"][1] = dict(twice["assignment"][0], core=twice["assignment"][1]["core"])
+    assert any("on several" in m for m in check_document(twice, net))
+    crowded = json.loads(json.dumps(doc))
+    for c in crowded["assignment"]:
+        c["chip"] = 0
+    assert any("cores over" in m for m in check_document(crowded, net))
+    assert check_document({"limits": {}}, net)[0].startswith("placement.json is not")
+
+
+def test_a_deployment_that_cannot_be_placed_is_reported_not_raised(deployed):
+    from spikec.targets.lava.cores import for_deployment
+    net, arrays, values = deployed
+    entry, doc = for_deployment(net, arrays, values, Limits(neurons_per_core=4, synapses_per_core=3))
+    assert entry["planned"] is False and doc is None and "synapses" in entry["why"] and entry["remedy"]

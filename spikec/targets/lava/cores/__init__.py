@@ -24,7 +24,8 @@ from spikec.targets.lava.cores.split import Piece, split
 from spikec.targets.lava.cores.traffic import axons_in, traffic
 
 FORMAT, VERSION = "spikec-lava-placement", 1
-__all__ = ["Plan", "plan_placement", "Limits", "LOIHI2", "Population", "Piece", "populations"]
+__all__ = ["LOIHI2", "Limits", "Piece", "Plan", "Population", "check_document", "for_deployment", "plan_placement",
+           "populations"]
 
 
 @dataclass(frozen=True)
@@ -130,3 +131,45 @@ def plan_placement(graph_or_populations, spike_counts: dict, limits: Limits = LO
                                         -(-sum(p.synapses for p in pieces if p.population == pop.name)
                                           // limits.synapses_per_core)) for pop in pops)
     return Plan(limits, tuple(pops), tuple(pieces), tuple(chip), tuple(core), measure(chip, core, flows), g, info)
+
+
+def for_deployment(net: dict, arrays: dict, values: dict, limits: Limits = LOIHI2) -> tuple[dict, dict | None]:
+    """``(report entry, placement.json document)`` of a compiled Lava deployment, from the integer reference's
+    run ``values``; a deployment that cannot be placed gets ``{"planned": False, "why", "remedy"}`` and no
+    document (the placement is a plan beside the bit-exact verdict, never part of it)."""
+    try:
+        plan = plan_placement((net, arrays), values, limits)
+    except BadInput as e:
+        return {"planned": False, "why": str(e), "remedy": e.remedy}, None
+    return {"planned": True, **plan.summary()}, plan.to_json()
+
+
+def check_document(doc: dict, net: dict) -> list[str]:
+    """What is wrong with a ``placement.json`` for ``net``: a neuron placed twice or never, a core over its
+    limits (the document's own), a chip over its cores; empty when the plan holds."""
+    try:
+        lim = doc["limits"]
+        sizes = {p["name"]: _network.grid(p["ir_shape"]) for p in net["processes"]
+                 if p["type"] in _network.POPULATION_TYPES}
+        seen = {k: np.zeros(v, dtype=np.int64) for k, v in sizes.items()}
+        bad, per_chip = [], {}
+        for c in doc["assignment"]:
+            (c0, c1), (p0, p1), name = c["channels"], c["positions"], c["population"]
+            if name not in seen or not (0 <= c0 < c1 <= sizes[name][0] and 0 <= p0 < p1 <= sizes[name][1]):
+                bad.append(f"core {c['core']}: block {c['channels']} x {c['positions']} is not in {name!r}")
+                continue
+            seen[name][c0:c1, p0:p1] += 1
+            per_chip[c["chip"]] = per_chip.get(c["chip"], 0) + 1
+            for key in ("neurons", "synapses", "axons_in"):
+                cap = lim.get(f"{key}_per_core")
+                if cap is not None and c.get(key) is not None and c[key] > cap:
+                    bad.append(f"core {c['core']}: {c[key]} {key} over {cap}")
+            if c["neurons"] != (c1 - c0) * (p1 - p0):
+                bad.append(f"core {c['core']}: {c['neurons']} neurons is not its block's size")
+        bad += [f"population {k!r}: {int((s == 0).sum())} neuron(s) on no core, {int((s > 1).sum())} on several"
+                for k, s in seen.items() if (s != 1).any()]
+        bad += [f"chip {k}: {n} cores over {lim['cores_per_chip']}" for k, n in sorted(per_chip.items())
+                if n > lim["cores_per_chip"]]
+        return bad
+    except (KeyError, TypeError, ValueError) as e:
+        return [f"placement.json is not a placement document ({type(e).__name__}: {e})"]
