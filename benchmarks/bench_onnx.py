@@ -208,6 +208,16 @@ def t_scaling(rounds: int, small: int = 8, large: int = 256):
         print(f"  {label}: nodes {nodes[(form, small)]:,} -> {nodes[(form, large)]:,}; session build "
               f"{ms[(form, small)]:.1f} ms -> {ms[(form, large)]:.1f} ms")
     x = (np.random.default_rng(0).random((large, 4, 1, 8, 8)) < 0.3).astype(np.float64)
+    sessions = {form: ort.InferenceSession(models[(form, large)], so, providers=["CPUExecutionProvider"])
+                for form in ("loop", "unrolled")}
+    runs = {form: [] for form in sessions}
+    for _ in range(max(3, rounds)):
+        for form, sess in sessions.items():
+            t0 = time.process_time()
+            sess.run(None, {"input": x})
+            runs[form].append(time.process_time() - t0)
+    print(f"  one forward at T={large}, batch 4: loop {median_ms(runs['loop']):.1f} ms, unrolled "
+          f"{median_ms(runs['unrolled']):.1f} ms CPU")
     ref = run(graph, x, record="all")
     t0 = time.process_time()
     res = get_target("onnx")(graph, x, ref, {})

@@ -168,12 +168,13 @@ def loop_with_probes(model: onnx.ModelProto, graph: Graph, names) -> onnx.ModelP
     elem = probe.graph.input[0].type.tensor_type.elem_type
     steps = probe.graph.input[0].type.tensor_type.shape.dim[0].dim_value // graph.inputs[0].type.substeps
     fresh = _fresher(_names(body) | _names(probe.graph) | {n.name for n in graph.nodes})
+    present = {o.name for o in probe.graph.output}
+    wanted = [n for n in dict.fromkeys(names) if n not in present]
+    if not wanted:
+        return probe
     axes = fresh(prefix + "probe/axes")
     body.initializer.append(numpy_helper.from_array(np.asarray([0], dtype=np.int64), axes))
-    present = {o.name for o in probe.graph.output}
-    for name in names:
-        if name in present:
-            continue
+    for name in wanted:
         t = graph.node(name).type
         out = fresh(f"{prefix}{name}/probe")
         body.node.append(helper.make_node("Squeeze", [prefix + name, axes], [out], name=fresh(f"{out}:Squeeze")))
