@@ -193,7 +193,7 @@ def nir_target(graph: Graph, inputs, reference, options) -> TargetResult:
         raise variants.with_nearest(e, graph, inputs, reference, lambda g: export_graph(g, dt, consumer)) from None
     with tempfile.TemporaryDirectory(prefix="spikec-nir-") as tmp:
         path = Path(tmp) / FILE
-        nir.write(path, ex.graph)
+        hdf5.write(path, ex.graph, str(options.get("nir_version") or hdf5.WRITE_VERSIONS[0]))
         data = path.read_bytes()
         report = check_file(path, graph, inputs, reference, ex.form.dt, ex.form.scheme)
     report["ok"] = _ok(report)

@@ -62,3 +62,24 @@ def read(path, type_check: bool = True) -> nir.NIRGraph:
     """``nir.read`` of a file ``check_file`` accepts."""
     check_file(path)
     return nir.read(path, type_check=type_check)
+
+
+# the nir versions whose files spikec writes (the target option ``nir_version``): nir 1.0.8 changed no stored field
+# (it made input_type/output_type init-only and metadata keyword-only in the classes), and writes every array
+# gzip-compressed and the version as a UTF-8 string; nir 1.0.7 wrote them uncompressed, the version as an object
+WRITE_VERSIONS = ("1.0.8", "1.0.7")
+
+
+def write(path, graph: nir.NIRGraph, version: str = WRITE_VERSIONS[0]) -> None:
+    """``graph`` to ``path`` as nir ``version`` writes it (BadInput for a version not in ``WRITE_VERSIONS``)."""
+    if version not in WRITE_VERSIONS:
+        raise BadInput(f"NIR version {version!r} cannot be written", where="NIR export",
+                       remedy=f"use one of {', '.join(WRITE_VERSIONS)}")
+    if version == "1.0.8":
+        nir.write(path, graph)
+        return
+    import h5py
+    nir.write(path, graph, compression=None)
+    with h5py.File(path, "r+") as f:   # as nir 1.0.7's write: create_dataset("version", data=nir.version)
+        del f["version"]
+        f.create_dataset("version", data=version)

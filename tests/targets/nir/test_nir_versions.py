@@ -65,3 +65,38 @@ def test_rockpool_limits_are_what_its_from_nir_does(tmp_path):
     with consumers._quiet():
         built = from_nir(g2)
     assert "LIFTorch" in [type(m).__name__ for m in built.children()]
+
+
+def test_the_target_writes_either_version_as_that_nir_writes_it(tmp_path):
+    """The target option ``nir_version``: a 1.0.7 file is laid out as nir 1.0.7's own write lays out the golden file
+    (uncompressed arrays, the version an object string), a 1.0.8 one as nir 1.0.8's; both read back exact."""
+    import h5py
+    import pytest
+    from spikec.compiler.errors import BadInput
+    from spikec.compiler.interpreter import run
+    from spikec.targets.nir.frontend import load_nir
+    from spikec.targets.nir import hdf5, nir_target
+    graph = load_nir(OLD, input_kind="real")
+    x = np.random.default_rng(0).random((30, 2, 3))
+    ref = run(graph, x)
+
+    def layout(path):
+        with h5py.File(path, "r") as f:
+            seen = []
+            f.visititems(lambda n, o: seen.append(o.compression) if isinstance(o, h5py.Dataset) and o.dtype.kind in "fiu" and o.ndim else None)
+            return set(seen), f["version"].dtype, f["version"][()]
+    golden = layout(OLD)
+    for version in hdf5.WRITE_VERSIONS:
+        result = nir_target(graph, x, ref, {"nir_version": version})
+        assert result.ok and result.report["exact"], result.report
+        path = tmp_path / f"{version}.nir"
+        result.files["model.nir"](path)
+        assert check.file_version(path) == version
+        compression, dtype, _ = layout(path)
+        assert compression == ({None} if version == "1.0.7" else {"gzip"})
+        if version == "1.0.7":
+            assert (compression, dtype) == golden[:2]
+        found = [f for f in check.check_file(path)["findings"] if f["kind"] == "nir_version"]
+        assert f"written by nir {version}" in found[0]["message"]
+    with pytest.raises(BadInput, match="cannot be written"):
+        nir_target(graph, x, ref, {"nir_version": "1.0.6"})
