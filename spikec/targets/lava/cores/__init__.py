@@ -24,8 +24,8 @@ from spikec.targets.lava.cores.split import Piece, split
 from spikec.targets.lava.cores.traffic import axons_in, traffic
 
 FORMAT, VERSION = "spikec-lava-placement", 1
-__all__ = ["LOIHI2", "Limits", "Piece", "Plan", "Population", "check_document", "for_deployment", "plan_placement",
-           "populations"]
+__all__ = ["LOIHI2", "Limits", "Piece", "Plan", "Population", "check_document", "for_deployment", "line",
+           "plan_placement", "populations"]
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,7 @@ class Plan:
                 "file": "lava/placement.json"}
 
     def line(self) -> str:
-        t, g = self.traffic, self.greedy
-        return (f"placement: {self.cores} neurocores on {self.chips} chip(s); inter-chip spikes/inference "
-                f"{t['inter_chip']:,.0f} (greedy per-layer {g['traffic']['inter_chip']:,.0f}), inter-core "
-                f"{t['inter_core_same_chip']:,.0f}")
+        return line({"planned": True, **self.summary()})
 
     def to_json(self) -> dict:
         """``placement.json`` (schema: docs/outdir.md)."""
@@ -173,3 +170,12 @@ def check_document(doc: dict, net: dict) -> list[str]:
         return bad
     except (KeyError, TypeError, ValueError) as e:
         return [f"placement.json is not a placement document ({type(e).__name__}: {e})"]
+
+
+def line(entry: dict) -> str:
+    """The CLI summary line of a report's ``placement`` entry."""
+    if not entry.get("planned"):
+        return f"placement: none ({entry.get('why', 'not planned')})"
+    t, g = entry["traffic"], entry["greedy"]["traffic"]
+    return (f"placement: {entry['cores']} neurocores on {entry['chips']} chip(s) (lava/placement.json); inter-chip "
+            f"spikes/inference {t['inter_chip']:,.0f} vs {g['inter_chip']:,.0f} for the greedy per-layer split")
