@@ -25,7 +25,8 @@ def _pymetis():
     except ImportError as e:
         raise BadInput(f"core placement needs the METIS partitioner (pymetis): {e}",
                        where="spikec.targets.lava.cores",
-                       remedy="pip install pymetis==2025.2.2 (a dependency of spikec: reinstall with `make venv`)") from e
+                       remedy="pip install pymetis==2025.2.2 (a dependency of spikec: reinstall with "
+                              "`make venv`)") from e
     return pymetis
 
 
@@ -96,9 +97,9 @@ def _targets(n: int, chips: int, capacity: int) -> dict:
 
 def planned(n: int, traffic: dict, limits) -> tuple[list[int], dict]:
     """Chip of each piece and what the partitioner did. Of a fixed set of METIS runs (k-way and recursive
-    bisection; chips filled evenly or full with the rest on the last; imbalance 3 % or up to the chips' spare
-    room; seeds 0 and 1) the one with the fewest inter-chip spikes after the capacity repair is kept: the
-    plan is deterministic."""
+    bisection; chips filled evenly or full with the rest on the last; imbalance 0.1 %, 3 % or up to the
+    chips' spare room; seeds 0 and 1) the one with the fewest inter-chip spikes after the capacity repair is
+    kept: the plan is deterministic."""
     chips = max(1, math.ceil(n / limits.cores_per_chip))
     info = {"partitioner": "none: the cores fit one chip", "chips": chips}
     if chips == 1:
@@ -108,7 +109,7 @@ def planned(n: int, traffic: dict, limits) -> tuple[list[int], dict]:
     spare = max(1, math.floor(1000 * (limits.cores_per_chip * chips / n - 1)))
     best, runs = None, 0
     for fill, targets in _targets(n, chips, limits.cores_per_chip).items():
-        for ufactor in sorted({30, spare}):
+        for ufactor in sorted({1, 30, spare}):
             for recursive, seed in RUNS:
                 raw = _metis(csr, chips, targets, ufactor, seed, recursive)
                 chip = _repair(g, raw, chips, limits.cores_per_chip)
