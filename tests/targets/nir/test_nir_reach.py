@@ -253,3 +253,19 @@ def test_refused_with_the_nearest_variant_measured(models, factory, why, variant
     c = compile_for(models, factory, report_refusals=True)
     t = c.report["target"]
     assert t["refused"] and variant in t["reason"] and not c.report["equivalent"]
+
+
+def test_the_terminal_says_why_and_what_to_change(models, tmp_path):
+    """``spikec compile --target nir`` on a refused network: the summary's target line names the reason and the
+    measured variant, stderr the full reason and the remedy, and the exit code is 1 (not equivalent)."""
+    from click.testing import CliRunner
+
+    from spikec.app.cli import main
+    r = CliRunner().invoke(main, [
+        "compile", f"{models / 'models.py'}:maxpool", "--inputs", str(models / "c2d.npz"), "--stepping", "step",
+        "--target", "nir", "-o", str(tmp_path / "out")])
+    assert r.exit_code == 1, r.output
+    target = [line for line in r.stdout.splitlines() if line.strip().startswith("target")]
+    assert target and "nir: refused" in target[0] and "max-pool over real values" in target[0]
+    assert "nearest exportable variant" in target[0] and "% of output 'lif''s spikes differ" in target[0]
+    assert "note: target nir refused" in r.stderr and "remedy: keep this model on another target" in r.stderr
