@@ -1,6 +1,7 @@
 """The streaming ONNX model: **one time step**, every state an explicit input and output.
 
-Written next to the unrolled ``model.onnx`` as ``OUTDIR/model_step.onnx`` with the initial states in
+Written next to ``model.onnx`` (whose loop form is this graph inside a Scan, ``loop.py``) as
+``OUTDIR/model_step.onnx`` with the initial states in
 ``OUTDIR/model_step_init.npz``, so a runtime can feed an event source of any length one step at a time.
 
 Contract (float64 unless ``onnx_dtype`` says otherwise, opset 21, ``B`` symbolic):
@@ -31,7 +32,7 @@ The graph is built by the same emitters as the unrolled model, on T = 1 (``StepB
 ``[1, B, *shape]`` tensor named after its node; the step's inputs, outputs and states are (un)squeezed at the
 boundary), so each step repeats the interpreter's arithmetic exactly as ``model.onnx`` does.
 
-Refused by name (the unrolled ``model.onnx`` is still written): ops on virtual sub-steps (``intfire_unrolled``,
+Refused by name (``model.onnx`` is then written unrolled): ops on virtual sub-steps (``intfire_unrolled``,
 ``substep_sum``, and any value on sub-steps), and any other stateful op with no step form here.
 """
 import json
