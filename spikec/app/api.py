@@ -20,6 +20,7 @@ import torch
 from spikec.app import loader
 from spikec.app import outdir as owned
 from spikec.app.driver import CompileOptions, Compiled, compile_model, load_source, write_outdir
+from spikec.app.option_checks import absolute, absolute_model  # noqa: F401  (the CLI's and the API's)
 from spikec.app.provenance import instance_spec, is_instance, model_file
 from spikec.compiler.errors import BadInput, InternalError, Interrupted, SpikecError
 from spikec.compiler.interpreter import run as run_graph
@@ -139,20 +140,6 @@ def _as_array(x) -> np.ndarray:
                           "(key 'input')")
 
 
-def absolute(path):
-    """``path`` made absolute now: the factory's import may ``os.chdir``, and a relative -o, --inputs, --weights or
-    --html must mean what it meant when the command was typed (where the ownership checks looked)."""
-    return path if path is None or not str(path).strip() else os.path.abspath(path)  # '' is refused, by name
-
-
-def absolute_model(spec: str) -> str:
-    """A ``file.py:factory`` or ``.nir`` MODEL with its file made absolute (its copy is read after the factory ran)."""
-    where, colon, attr = spec.rpartition(":")
-    if spec.endswith(".nir") and "\0" not in spec:
-        return os.path.abspath(spec)
-    return f"{os.path.abspath(where)}:{attr}" if colon and where.endswith(".py") and "\0" not in where else spec
-
-
 def check_name_lengths(outdir) -> None:
     """A path component longer than the file system's NAME_MAX is refused before the compile, not after it; the
     last one also needs room for the temporary sibling (``.NAME.not-equivalent.tmp-PID-START-*``) written first."""
@@ -215,6 +202,9 @@ def _check_api_options(options: dict) -> dict:
     for name in ("weights",):
         if options[name] is not None:
             _check_path(name, options[name])
+    if options["xylo_chip"] is not None and not isinstance(options["xylo_chip"], str):
+        raise BadInput(f"xylo_chip={options['xylo_chip']!r} is not a chip name",
+                       remedy="give a name such as 'xylo-audio-3' (spikec.targets.xylo.limits.CHIPS), or None")
     return options
 
 
@@ -265,7 +255,7 @@ def compile(model: torch.nn.Module | str | Path, inputs: np.ndarray | torch.Tens
             targets: str | Sequence[str] = DEFAULT_TARGETS, coding: str = "native", seed: int = 0, probes: bool = True,
             trust_pickle: bool = False, nir_dt: float = 1e-4, nir_scheme: str = "snntorch",
             nir_consumer: str = "any", allow_unstable: bool = False, ttfs_dt: float | None = None,
-            max_input_bytes: int | None = None) -> Compilation:
+            max_input_bytes: int | None = None, xylo_chip: str | None = None) -> Compilation:
     """Compile ``model`` and prove it, as ``spikec compile`` does; returns a ``Compilation`` (nothing is written
     until ``save``).
 
@@ -277,13 +267,16 @@ def compile(model: torch.nn.Module | str | Path, inputs: np.ndarray | torch.Tens
     targets: names (``("lava", "nir", "onnx")``, ``"lava,nir"``), ``"all"`` or ``"none"``. A named target that
         cannot map the graph is recorded as refused and makes the compile not equivalent; under ``"all"`` a
         refusal is recorded only.
+    xylo_chip: with the xylo target, the chip mapped onto (``"xylo-audio-2"``, the default, ``"xylo-audio-3"`` or
+        ``"xylo-imu"``: ``spikec.targets.xylo.limits.CHIPS``), passed as its target option ``xylo_chip``.
     The rest as the CLI's options of the same names (``--dt`` is ``nir_dt``). Raises a ``SpikecError`` subclass
     (``BadInput``, ``ModelLoadError``, ``UnsupportedOp``, ...) naming what is wrong and the remedy.
     """
     checked = _check_api_options(dict(steps=steps, batch=batch, max_input_bytes=max_input_bytes, probes=probes,
                                       trust_pickle=trust_pickle, allow_unstable=allow_unstable, stepping=stepping,
                                       nir_scheme=nir_scheme, nir_consumer=nir_consumer, coding=coding,
-                                      passes=passes, input_shape=input_shape, weights=weights))
+                                      passes=passes, input_shape=input_shape, weights=weights,
+                                      xylo_chip=xylo_chip))
     passes = checked["passes"]
     _check_instance(model)
     model = absolute_model(str(model)) if isinstance(model, (str, Path)) else model  # before the factory runs:
@@ -295,7 +288,7 @@ def compile(model: torch.nn.Module | str | Path, inputs: np.ndarray | torch.Tens
         passes=passes,
         target=_target_spec(targets), coding=coding, seed=seed, probes=probes, trust_pickle=trust_pickle,
         nir_dt=nir_dt, nir_scheme=nir_scheme, nir_consumer=nir_consumer, allow_unstable=allow_unstable,
-        ttfs_dt=ttfs_dt, max_input_bytes=max_input_bytes, report_refusals=True)
+        ttfs_dt=ttfs_dt, max_input_bytes=max_input_bytes, xylo_chip=xylo_chip, report_refusals=True)
     return compile_with(opts, array, instance)
 
 

@@ -197,14 +197,15 @@ def _with(options):
 def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_scheme, allow_unstable,
                 max_input_bytes, stepping, as_json, html_path):
     """Trace MODEL (path/file.py:factory or pkg.module:factory) and print its IR."""
+    from spikec.app.option_checks import absolute, absolute_model, check_early
+    model, weights, html_path = absolute_model(model), absolute(weights), absolute(html_path)
+    check_early(model, weights)  # before torch is imported
     from spikec.app.driver import CompileOptions, load_source, make_inputs
     from spikec.frontend import trace
     from spikec.ops import deployed_params
     from spikec.compiler.serialize import graph_to_json
     from spikec.app.conventions import choose
     from spikec.app import loader
-    from spikec.app.api import absolute, absolute_model
-    model, weights, html_path = absolute_model(model), absolute(weights), absolute(html_path)
     opts = CompileOptions(model, weights=weights, input_shape=input_shape, steps=steps, batch=1,
                           trust_pickle=trust_pickle, nir_dt=nir_dt, nir_scheme=nir_scheme,
                           allow_unstable=allow_unstable, max_input_bytes=max_input_bytes, stepping=stepping)
@@ -251,29 +252,33 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
               help="append seeded probe samples (saturation, checkerboards, each border) to the inputs.")
 @click.option("--nir-consumer", type=click.Choice(["any", "snntorch", "norse"]), default="any", show_default=True,
               help="NIR export: the importer whose form model.nir is written in.")
+@click.option("--xylo-chip", help="with --target xylo: the chip mapped onto, xylo-audio-2 (the default), "
+              "xylo-audio-3 or xylo-imu (the xylo target checks the name).")
 @click.option("--strict", is_flag=True, help="exit 1 on any warning (a silent or saturated layer, a constant "
               "output, a decay outside (0, 1]): a proof that shows nothing fails.")
 @debug_option
 @_guard
 def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_scheme, allow_unstable,
                 max_input_bytes, stepping, outdir, batch, inputs, passes, target, seed, coding, ttfs_dt, probes,
-                nir_consumer, strict):
+                nir_consumer, xylo_chip, strict):
     """Compile MODEL into OUTDIR: IR, report.json, io.npz, source copy, target artifacts."""
+    from spikec.app.option_checks import absolute, absolute_model, check_early
+    model, outdir, weights, inputs = absolute_model(model), absolute(outdir), absolute(weights), absolute(inputs)
+    check_early(model, weights, inputs, passes, target)  # before torch is imported: a typo costs no import
     from spikec.app import outdir as owned
-    from spikec.app.api import compile_options, compile_with
+    from spikec.app.api import check_name_lengths, compile_options, compile_with
     from spikec.app.driver import write_outdir
     from spikec.app.multitarget import plan
     from spikec.app.provenance import model_file
     from spikec.app.summary import summary_text
     from spikec.app.vacuity import format_warning
-    from spikec.app.api import absolute, absolute_model, check_name_lengths
-    model, outdir, weights, inputs = absolute_model(model), absolute(outdir), absolute(weights), absolute(inputs)
     check_name_lengths(outdir)
     opts, _, _ = compile_options(model, weights=weights, input_shape=input_shape, steps=steps, batch=batch,
                                  inputs=inputs, passes=passes, target=target, seed=seed, trust_pickle=trust_pickle,
                                  nir_dt=nir_dt, nir_scheme=nir_scheme, coding=coding, ttfs_dt=ttfs_dt,
                                  allow_unstable=allow_unstable, max_input_bytes=max_input_bytes, probes=probes,
-                                 stepping=stepping, nir_consumer=nir_consumer, report_refusals=True)
+                                 stepping=stepping, nir_consumer=nir_consumer, xylo_chip=xylo_chip,
+                                 report_refusals=True)
     owned.check_outdir(outdir, [model_file(model), weights, inputs])  # before minutes of work, not after
     plan(target)  # an unknown target too
     c = compile_with(opts)

@@ -67,6 +67,7 @@ class CompileOptions:
     probes: bool = False            # append the seeded probe samples (spikec.app.probes); the CLI does by default
     stepping: str = "auto"          # model convention: multistep | step | loop | auto (spikec.app.conventions)
     report_refusals: bool = False   # a named target that cannot map the graph: recorded (not equivalent), not raised
+    xylo_chip: str | None = None    # the xylo target's chip (its option xylo_chip); None: the target's default
 
 
 @dataclass
@@ -228,8 +229,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     ``inputs``: a replay (verify) on exactly these recorded inputs: no probes, no provenance, no files.
     ``array``: the user's inputs in memory (the Python API), used like an ``--inputs`` file.
     """
-    _sweep_dead_runs()
-    targets = plan(opts.target)
+    targets = _plan(opts)
     coding, no_lowering = _coding(opts, targets)
     passes, explicit = select(opts.passes)
     start, stages = time.perf_counter(), Stages()
@@ -271,8 +271,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         cost = cost_report(deployed, trace_final)
     # a graph that failed its own proof is not emitted: a target's verdict on it would mean nothing
     with stages(f"targets {','.join(targets.names)}".rstrip()):
-        emitted = run_targets(targets, deployed, x, trace_final, {"seed": opts.seed, "nir_consumer": opts.nir_consumer,
-                                                                **_coding_target_options(coding, opts, model)},
+        emitted = run_targets(targets, deployed, x, trace_final, _target_options(coding, opts, model),
                               not opts.report_refusals,
                               no_lowering) if targets.names and front.equivalent and final_ok \
             else not_emitted(targets, front.equivalent)
@@ -312,7 +311,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         "target": emitted.reports.get(targets.single),  # one named target: its report, as before several
         "targets": emitted.reports,
         "checks": ["ir_verifies", "io_outputs", "source_vs_deployed", "passes_replayed"],
-        "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.__dict__.items()},
+        "options": _options_record(opts),
         "seconds": round(time.perf_counter() - start, 3),
         "stages": stages.to_json(),
     }
@@ -321,6 +320,40 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         io["deployed_output"] = run(deployed, x, record="outputs").values[deployed.outputs[0]]
     files = {**source_files(opts, user_model, report["provenance"]), **emitted.files} if inputs is None else {}
     return Compiled(report, deployed, io, files, before=graph)
+
+
+def _options_record(opts: CompileOptions) -> dict:
+    """The options as ``report["options"]`` records them (``xylo_chip`` only when given: a report without it reads
+    as before, and verify replays the default)."""
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.__dict__.items()
+            if not (k == "xylo_chip" and v is None)}
+
+
+def _plan(opts: CompileOptions):
+    """The dead runs swept, the targets planned (each named one loaded) and the Xylo chip checked: before any work."""
+    _sweep_dead_runs()
+    targets = plan(opts.target)
+    if opts.xylo_chip is not None:
+        _check_xylo_chip(opts, targets)
+    return targets
+
+
+def _check_xylo_chip(opts: CompileOptions, targets) -> None:
+    """A chip without the xylo target, or one it does not know (its own refusal)."""
+    if "xylo" not in targets.names:
+        raise BadInput(f"a Xylo chip ({opts.xylo_chip!r}) is given, but not the xylo target (targets: "
+                       f"{', '.join(targets.names) or 'none'})",
+                       remedy="add xylo to the targets (--target xylo, targets=('xylo',)), or drop --xylo-chip "
+                              "(xylo_chip=)")
+    from spikec.targets.xylo import chip_of
+    chip_of({"xylo_chip": opts.xylo_chip})
+
+
+def _target_options(coding, opts: CompileOptions, model) -> dict:
+    """The options every target receives (``spikec.targets``): the seed, the NIR consumer, the Xylo chip when
+    given, and what a coded graph's lowering reads."""
+    return {"seed": opts.seed, "nir_consumer": opts.nir_consumer, **_coding_target_options(coding, opts, model),
+            **({} if opts.xylo_chip is None else {"xylo_chip": opts.xylo_chip})}
 
 
 def _trace_within_memory(model, x, given: dict) -> Graph:

@@ -1,6 +1,7 @@
-"""Per-stage wall time and peak memory of a compile (``report.json`` ``stages``).
+"""Per-stage wall time, CPU time and peak memory of a compile (``report.json`` ``stages``).
 
-Each stage is timed with ``time.perf_counter``. Its peak memory is the process's resident-set high-water mark
+Each stage is timed with ``time.perf_counter`` (``seconds``) and ``time.process_time`` (``cpu_seconds``: this
+process's CPU, all threads; the figure to compare on a shared machine, where wall time includes waiting). Its peak memory is the process's resident-set high-water mark
 during the stage: on Linux the mark is reset to the current resident set when the stage starts
 (``echo 5 > /proc/self/clear_refs``) and ``VmHWM`` is read when it ends; where that is not possible the
 figure is the process's peak so far (``ru_maxrss``), an upper bound, and the stage says so (``"peak": "process"``).
@@ -32,7 +33,7 @@ def _reset_peak() -> bool:
 
 
 class Stages:
-    """Records ``{"stage", "seconds", "peak_memory_mb"}`` for each ``with stages("name"):`` block, in order."""
+    """Records ``{"stage", "seconds", "cpu_seconds", "peak_memory_mb"}`` for each ``with stages("name"):`` block, in order."""
 
     def __init__(self):
         self.records: list[dict] = []
@@ -44,13 +45,13 @@ class Stages:
             raise RuntimeError(f"stage {name!r} started inside another stage")
         self._open = True
         reset = _reset_peak()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
-            seconds = time.perf_counter() - start
+            seconds, cpu = time.perf_counter() - start, time.process_time() - start_cpu
             peak = _status_mb("VmHWM") if reset else None
-            record = {"stage": name, "seconds": round(seconds, 3)}
+            record = {"stage": name, "seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3)}
             if peak is None:
                 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
                 record["peak"] = "process"

@@ -4,7 +4,13 @@ A module converter is ``fn(ctx, module, name, *inputs) -> output node name`` (or
 module returning a tuple); a function converter is ``fn(ctx, name, args, kwargs, scope="") -> node name``.
 Both emit nodes with ``ctx.emit``. This module imports no converter module: each converter module imports
 it and registers its converters; ``spikec.frontend.tracing`` imports the built-in converter modules.
+
+A third-party framework is imported only for a model that uses it: its converter module registers with
+``on_framework(package)`` a function that imports the framework and registers its converters, and the function
+runs the first time a converter is looked up while ``package`` is in ``sys.modules`` (a module of that
+framework exists only if something imported it) -- at once if it already is.
 """
+import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -43,6 +49,28 @@ def lead_count(ctx, x) -> int:
     return 1 if ctx.per_step or isinstance(x, Merged) else 2
 
 
+# framework package -> the registrations waiting for it (see the module docstring); emptied as they run
+PENDING: dict[str, list[Callable]] = {}
+
+
+def on_framework(package: str):
+    """Decorator: ``fn()`` imports the framework ``package`` and registers its converters; it runs once, when a
+    converter is first looked up with ``package`` imported (now, if it is): a model that uses no module of the
+    framework never pays for its import."""
+    def deco(fn: Callable) -> Callable:
+        PENDING.setdefault(package, []).append(fn)
+        load_frameworks()
+        return fn
+    return deco
+
+
+def load_frameworks() -> None:
+    """Run the registrations of every framework the process has imported (the user's code did, or a caller)."""
+    for package in [p for p in PENDING if p in sys.modules]:
+        for fn in PENDING.pop(package, ()):  # popped first: a registration that imports another runs once
+            fn()
+
+
 def register_converter(module_type: type, fn: Callable) -> None:
     """Teach the frontend a module type (and its subclasses); the module becomes an fx leaf."""
     CONVERTERS[module_type] = fn
@@ -54,6 +82,8 @@ def register_function(target, fn: Callable) -> None:
 
 
 def find_converter(module: nn.Module) -> Callable | None:
+    if PENDING:
+        load_frameworks()
     for cls in type(module).__mro__:
         if cls in CONVERTERS:
             return CONVERTERS[cls]
