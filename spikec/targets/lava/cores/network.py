@@ -106,8 +106,17 @@ def populations(net: dict, arrays: dict) -> list[Population]:
     for p in net["processes"]:
         if p["type"] in SYNAPSES and p.get("target") in names:
             into.setdefault(p["target"], []).append(_stream(p, arrays, _source(p["input"], relays, names)))
-    return [Population(p["name"], p["type"], tuple(p["ir_shape"]), tuple(into.get(p["name"], ())))
+    pops = [Population(p["name"], p["type"], tuple(p["ir_shape"]), tuple(into.get(p["name"], ())))
             for p in net["processes"] if p["type"] in POPULATION_TYPES]
+    size = {p.name: p.neurons for p in pops}
+    for pop in pops:
+        for s in pop.streams:
+            if s.source is not None and int(np.prod(s.source_shape)) != size[s.source]:
+                raise BadInput(f"synapse {s.name!r} reads {int(np.prod(s.source_shape))} values from population "
+                               f"{s.source!r} of {size[s.source]} neurons", where=f"population {pop.name!r}",
+                               remedy="this network's wiring is outside what the placement models; the "
+                                      "deployment itself is unaffected")
+    return pops
 
 
 def spike_counts(values: dict, pops: list[Population]) -> dict:

@@ -69,7 +69,7 @@ def traffic(pops: list[Population], pieces: list, counts: dict) -> dict:
                 continue   # values from off the chip: no core sends them
             src = by_pop[s.source]
             blocks = [(pieces[i].channels, pieces[i].positions) for i in src]
-            spikes = counts[s.source]
+            spikes = counts[s.source].reshape(grid(s.source_shape))   # the same neurons, in IR row-major order
             for b in by_pop[pop.name]:
                 m = reach(pop, s, pieces[b].channels, pieces[b].positions)
                 cum = np.zeros((m.shape[0] + 1, m.shape[1] + 1))
