@@ -16,6 +16,8 @@ from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.targets.lava import ops as lops
 from spikec.targets.lava.fixed_point import (PAYLOAD_BITS, channel_axis, dense_weights, full_range, payload_bits,
                                              round_weights, scalar_or_channels)
+from spikec.targets.lava.fixed_point import weight_range
+from spikec.targets.lava.framework_neurons import SJ_NOTE
 from spikec.targets.lava.limits import check_scale, to_int
 from spikec.targets.lava.mapping import HostNode, Population, Stream
 from spikec.targets.lava.neurons import check_neuron, membrane_gain, neuron_node, neuron_params
@@ -148,7 +150,17 @@ def _population_scale(pop: Population, p: dict | None, weights: list) -> tuple[n
     elif p is not None:
         theta = p["threshold"]
         check_neuron(pop, p)
-        if (theta > 0).all():
+        if (theta > 0).all() and _strict_ge(pop, p):
+            # fires on U >= theta, a hard reset: Lava's v > vth << 6 with 64 s_c theta_c = (vth << 6) + 1, so that
+            # the integer tie v = 64 s theta fires as >= does (a scale at most VTH / theta: weights stay in range)
+            vq = pop.vth if _fits((64 * pop.vth + 1) / (64 * theta), weights) else pop.vth - 1
+            scale = (64 * vq + 1) / (64 * theta)
+            vth = np.full(c, vq, dtype=np.int64)
+            p["fire"] = "gt"
+            p["notes"] = [n for n in p.get("notes", []) if n != SJ_NOTE] + [GE_NOTE]
+            info["scaling"] = (f"threshold-normalized for >= as Lava's >: s_c = (64 VTH' + 1) / (64 theta_c), "
+                               f"VTH' = {vq}")
+        elif (theta > 0).all():
             scale = pop.vth / theta
             vth = np.full(c, pop.vth, dtype=np.int64)
             info["scaling"] = f"threshold-normalized: s_c = VTH / theta_c, VTH = {pop.vth}"
@@ -163,6 +175,30 @@ def _population_scale(pop: Population, p: dict | None, weights: list) -> tuple[n
         scale = np.full(c, min((full_range(w) for w in ws), default=1.0) * pop.gain)
         info["scaling"] = "one scale for the read-out layer: y_int ~ s * y_float"
     return scale, vth
+
+
+GE_NOTE = ("fires on H >= theta: Lava's v > vth << 6 with 64 s theta = (vth << 6) + 1 (the integer tie fires, as >= "
+           "does)")
+
+
+def _fits(scale: np.ndarray, weights: list) -> bool:
+    """Every stream's weights at ``scale`` round within their 8-bit range (no clipping)."""
+    for _, w, _ in weights:
+        if w is not None:
+            lo, hi, _ = weight_range(w)
+            q = np.round(w * scale.reshape(channel_axis(w)))
+            if q.size and (q.min() < lo or q.max() > hi):
+                return False
+    return True
+
+
+def _strict_ge(pop: Population, p: dict) -> bool:
+    """A neuron firing on ``>=`` with a hard reset to 0 (SpikingJelly's IF / LIF): in integers ``v >= T`` is
+    ``v > T - 1``, so with ``T = (vth << 6) + 1`` it is Lava's own comparison, fed by synapses only."""
+    # only behind synapses: a host value sent straight in (attention's integer multiples) reaches theta exactly, a
+    # tie that the exact scale VTH / theta keeps and (64 VTH + 1) / (64 theta) would round away
+    return p.get("fire") == "ge" and p.get("reset") == "zero" and pop.kind == "lif" and pop.vth >= 2 \
+        and not np.any(p.get("v_reset", 0.0)) and all(s.op is not None for s in pop.streams)
 
 
 def _assemble_streams(pop: Population, p: dict | None, weights: list, scale: np.ndarray, asm: _Assembly) -> str:

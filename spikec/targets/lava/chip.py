@@ -88,9 +88,11 @@ def _lif_blockers(p: dict, net: dict, arrays: dict) -> list[tuple[str, str]]:
     elif reset == "none":
         out.append(("no reset", "a zero reset"))
     if p.get("fire") == "ge":
-        out.append(("it fires on v >= vth (SpikingJelly's >=); Lava's LIF on v > vth << 6",
-                    "a strict threshold (Lava's v > vth << 6, the tie v = vth << 6 counted as no spike), or a Loihi 2 "
-                    "microcode neuron"))
+        out.append(("it fires on v >= vth << 6 (SpikingJelly's >=); Lava's LIF on v > vth << 6 (spikec lowers a >= "
+                    "neuron with a hard reset, only synaptic inputs and VTH >= 2 to Lava's LIF with the threshold one "
+                    "LSB lower: not this one)",
+                    "a hard reset (v_reset=0.0) and a synapse (Linear / Conv) between a host value and the neuron, or a "
+                    "Loihi 2 microcode neuron"))
     elif p.get("fire") == "never":
         out.append(("a leaky integrator read-out whose state v is the output (Lava's LIF records no v)",
                     REMEDY["Readout"]))

@@ -21,6 +21,22 @@ import numpy as np
 from spikec.compiler.ir import Graph
 
 OPTION = "lava_reset"
+
+
+def memoryless_resets(graph: Graph) -> tuple[Graph, list]:
+    """Exact, not a variant: a spikec ``lif`` with ``beta = 0`` in every channel keeps nothing of ``H`` (``U_t = 0 H +
+    alpha X + b``), so its subtract reset is its zero reset (the same spikes and the same pre-reset membrane ``U``):
+    written as the zero reset, the population is Lava's LIF. ``(graph, one rewrite record per neuron)``."""
+    nodes, records = [], []
+    for n in graph.nodes:
+        # a membrane twin (output "membrane") reads the pre-reset U, which the reset does not reach either
+        if n.op == "lif" and n.attrs.get("reset") == "subtract" and not np.any(np.asarray(n.params["beta"])):
+            n = n.with_(attrs=dict(n.attrs, reset="zero"),
+                        params=dict(n.params, v_reset=np.zeros_like(np.asarray(n.params["v_reset"], dtype=np.float64))))
+            records.append({"nodes": [n.name], "as": f"lif {n.name!r} has beta = 0: its subtract reset is a zero reset "
+                                                     "(nothing of the reset membrane is kept), Lava's LIF"})
+        nodes.append(n)
+    return (Graph(tuple(nodes), graph.outputs, graph.meta), records) if records else (graph, [])
 RESETS = {"lif": ("reset", "subtract", "zero"), "lif_snntorch": ("reset", "subtract", "zero")}
 
 

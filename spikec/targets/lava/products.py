@@ -33,7 +33,7 @@ import torch
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.ops import OPS, KernelContext
 from spikec.ops.registry import infer_type
-from spikec.targets.lava import placement, sinabs_counts, tokens
+from spikec.targets.lava import chip_variant, placement, sinabs_counts, tokens
 from spikec.targets.lava.and_neurons import BOTH, fixed_scale  # noqa: F401  (defines and_gate)
 
 CHAIN = ("reshape", "transpose", "flatten")   # structural ops an AND operand may be seen through
@@ -74,6 +74,8 @@ class _Rewriter:
 def prepare(graph: Graph) -> Prepared:
     """``graph`` with its products placed (AND populations, all-equal windows, host ops); see the module doc."""
     graph, counts = sinabs_counts.lower(graph)   # Sinabs's MaxSpike(n) neurons as intfire
+    graph, memoryless = chip_variant.memoryless_resets(graph)   # beta = 0: the subtract reset is the zero reset
+    counts += memoryless
     graph, norse = placement.split_norse_input(graph)   # Norse's recurrent LIF: its input weights a synapse
     graph, tokenwise = tokens.lower(graph)   # token-wise linears and the neurons on them as vectors
     norse = counts + norse + tokenwise
