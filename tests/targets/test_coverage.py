@@ -52,8 +52,37 @@ def test_every_target_lowers_the_core_spiking_ops(table):
 
 
 def test_columns_are_the_targets_and_the_nir_consumers(table):
-    assert coverage.COLUMNS == ("lava", "nir-snntorch", "nir-norse", "nir-sinabs", "nir-spikingjelly", "nir", "onnx")
+    from spikec.targets.nir.consumers import CONSUMERS
+    assert coverage.COLUMNS == ("lava", *(f"nir-{c}" for c in CONSUMERS), "nir", "onnx", "xylo")
+    assert {"nir-snntorch", "nir-norse", "nir-sinabs", "nir-spikingjelly"} <= set(coverage.COLUMNS)
     assert all(tuple(row) == coverage.COLUMNS for row in table.values())
+
+
+def test_a_consumer_added_to_the_nir_target_gets_its_column_by_itself(monkeypatch):
+    """The nir-<consumer> columns are the NIR target's CONSUMERS; a new one's cell is that consumer's run of the
+    file, read from the NIR report as the others' are (here one the NIR target does not run: refused, named)."""
+    import types
+    from spikec.targets.nir import consumers
+    # the coverage module's view of CONSUMERS only: the NIR target itself does not run "newsim"
+    monkeypatch.setattr(coverage, "nir_consumers", types.SimpleNamespace(CONSUMERS=(*consumers.CONSUMERS, "newsim")))
+    assert "nir-newsim" in coverage.columns() and coverage.form_of("newsim") == "any"
+    assert coverage.form_of("norse") == "norse" and coverage.form_of("spikingjelly") == "snntorch"
+    c = coverage.cell("linear", "nir-newsim")
+    assert c.status == "refused" and c.detail == "not run by newsim: newsim was not run", c
+
+
+def test_the_xylo_column(table):
+    """spikec.nn.xylo populations map exactly; snnTorch's subtract-reset neurons map approximately (the chip is
+    bit-exact against spikec's reference, not the float source); a zero reset is refused by name."""
+    assert table["xylo_lif"]["xylo"].status == "lowers"
+    assert all(table["xylo_lif"][t].status == "refused" for t in ("lava", "nir", "onnx"))
+    for row in ("lif_snntorch (subtract, reset_delay=True)", "synaptic_snntorch (subtract, reset_delay=True)",
+                "rleaky_snntorch (one_to_one, subtract, reset_delay=True)"):
+        c = table[row]["xylo"]
+        assert c.status == "approximate" and "bit-exact vs spikec's reference" in c.detail, (row, c)
+    assert "reset 'zero'" in table["lif_snntorch (zero, reset_delay=False)"]["xylo"].detail
+    assert "| approx: maps, XyloSim bit-exact" in coverage.markdown({"r": table["lif_snntorch (subtract, "
+                                                                              "reset_delay=True)"]})
 
 
 def test_a_neuron_op_has_one_row_per_reset_variant(table):

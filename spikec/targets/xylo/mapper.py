@@ -22,6 +22,11 @@ from spikec.targets.xylo.limits import Chip
 HIDDEN_OPS = ("lif_snntorch", "rleaky_snntorch", "synaptic_snntorch")
 OUTPUT_OPS = ("lif_snntorch", "synaptic_snntorch")
 FORM = "input -> linear -> hidden neuron (recurrent allowed) -> linear -> output neuron -> output"
+# the ops the xylo target maps (spikec/targets/coverage.py reads it beside the other targets' tables)
+LOWERINGS = {"linear": "the input, recurrent (RLeaky/RSynaptic linear) and output weights",
+             **{op: "a hidden population" + (" or the output population" if op in OUTPUT_OPS else "")
+                for op in HIDDEN_OPS},
+             "xylo_lif": "a spikec.nn.xylo population, deployed as it is (exact.py)"}
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,14 @@ def _limits(m: Mapped, chip: Chip) -> None:
                                  "positive threshold", "use a positive threshold")
 
 
+def _layout_only(node: Node, graph: Graph) -> bool:
+    """A flatten or reshape of the 1-D input onto its own shape (``nn.Flatten()`` first in a Sequential)."""
+    if node.op not in ("flatten", "reshape") or len(node.inputs) != 1:
+        return False
+    src = graph.node(node.inputs[0])
+    return src.op == "input" and len(src.type.shape) == 1 and tuple(node.type.shape) == tuple(src.type.shape)
+
+
 def map_graph(graph: Graph, chip: Chip) -> Mapped:
     """The graph's layers on Xylo, or ``UnsupportedOp`` naming the first node that does not fit."""
     if len(graph.outputs) != 1:
@@ -149,6 +162,8 @@ def map_graph(graph: Graph, chip: Chip) -> Mapped:
     l2 = _single_input(out, graph, ("linear",), "output neuron")
     hid = _single_input(l2, graph, HIDDEN_OPS, "output layer's linear")
     l1 = _single_input(hid, graph, ("linear",), "hidden neuron")
+    if len(l1.inputs) == 1 and _layout_only(graph.node(l1.inputs[0]), graph):
+        l1 = l1.with_(inputs=graph.node(l1.inputs[0]).inputs)   # nn.Flatten on [T, B, C]: nothing moves
     if len(l1.inputs) != 1 or graph.node(l1.inputs[0]).op != "input":
         src = graph.node(l1.inputs[0]) if l1.inputs else l1
         raise refuse(src, f"the hidden layer's linear is fed by op {src.op!r}, not the graph input: Xylo has one "

@@ -96,3 +96,15 @@ def test_a_decay_not_of_the_form_1_minus_2_to_the_minus_k_is_measured():
                               snn.Leaky(beta=0.875, init_hidden=True))
     graph = _graph(exact_net, x)
     assert xylo_target(graph, x, run(graph, x), {}).report["decay_rounding"]["exact"] is True
+
+
+def test_a_leading_flatten_of_the_channels_is_looked_through():
+    """``nn.Flatten()`` first in a Sequential on [T, B, C] moves nothing: the network maps (it was refused)."""
+    torch.manual_seed(11)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(10, 16), snn.Leaky(beta=0.96875, init_hidden=True),
+                        nn.Linear(16, 3), snn.Leaky(beta=0.96875, init_hidden=True))
+    x = spikes(t=10, c=10, p=0.4)
+    graph = _graph(net, x)
+    assert any(n.op == "flatten" for n in graph.nodes)
+    r = xylo_target(graph, x, run(graph, x), {})
+    assert r.ok and r.report["bit_exact"] and r.report["resources"]["inputs"]["used"] == 10
