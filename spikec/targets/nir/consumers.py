@@ -171,7 +171,9 @@ def _sj_limits(graph: nir.NIRGraph, dt: float) -> list[str]:
             continue
         if k == "IF" and not close(node.r, 1 / dt):
             out.append(f"{where}: r != 1/dt (SpikingJelly raises)")
-        if k == "LIF":
+        if k == "LIF" and not np.all(np.asarray(node.tau) / dt > 1):
+            out.append(f"{where}: tau <= dt (SpikingJelly raises: tau / dt must be greater than 1)")
+        elif k == "LIF" and not is_clock(graph, name, dt):
             out.append(f"{where}: SpikingJelly's LIFNode charges V + (X - (V - v_reset))/tau: another rounding")
         if k == "CubaLIF":
             if not close(node.r, np.asarray(node.tau_mem) / dt) or not close(node.w_in, np.asarray(node.tau_syn) / dt):
@@ -180,6 +182,18 @@ def _sj_limits(graph: nir.NIRGraph, dt: float) -> list[str]:
             if not np.allclose(node.v_leak, 0):
                 out.append(f"{where}: v_leak != 0 (SpikingJelly raises)")
     return out
+
+
+def is_clock(graph: nir.NIRGraph, name: str, dt: float) -> bool:
+    """A LIF that fires on every step (``reach._clock``): fed only by an all-zero Affine whose bias, charged from 0,
+    is twice its threshold or more, resetting to 0. Its state is 0 at every step's start, so every reader's charge
+    from 0 gives the same spike."""
+    node, feeds = graph.nodes[name], [s for s, d in graph.edges if d == name]
+    if _kind(node) != "LIF" or len(feeds) != 1 or _kind(graph.nodes[feeds[0]]) != "Affine":
+        return False
+    a, gain = graph.nodes[feeds[0]], np.asarray(node.r) * dt / np.asarray(node.tau)
+    return bool(not np.any(a.weight) and not np.any(node.v_leak) and not np.any(node.v_reset)
+                and np.all(gain * a.bias >= 2 * np.asarray(node.v_threshold)) and np.all(node.v_threshold > 0))
 
 
 def _sinabs_limits(graph: nir.NIRGraph) -> list[str]:

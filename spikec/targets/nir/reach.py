@@ -5,16 +5,22 @@ interpreter (the target proves it on the user's inputs), run in every consumer t
 * ``concat`` along a vector's dim (or the channel dim of a ``(C, L)`` / ``(C, H, W)`` step): NIR has no concat node,
   but a node sums its inputs. Each part goes through a 0/1 selection ``Linear`` (a 1x1 ``Conv1d`` / ``Conv2d``
   for channels) that places it at its offset; the readers sum the parts. Exact: ``x * 1`` and ``+ 0`` round nothing.
+* a leaky integrator ``y_t = x_t + d y_{t-1}`` that the consumers read (``leaky_cycle``): NIR's ``LI`` they do not,
+  but an identity ``Affine`` summing ``x`` and a diagonal ``d`` of its own output is one, a cycle read one step
+  late. Before the first step a cycle carries its source's value at rest, so ``x`` must rest at 0: a spike or graph
+  input does, and a linear of one does once its bias comes from a clock (a LIF firing on every step) through a
+  weight column (``_resting_input``); otherwise the ``LI`` form is written.
 * snnTorch's ``Synaptic`` with its default subtract reset, ``reset_delay=True``, ``θ >= 0``, read as spikes:
-  ``syn = alpha syn + x`` is an ``LI`` whose output is its state (gain 1), feeding the Leaky's CubaLIF reset cycle
+  ``syn = alpha syn + x`` is that integrator (or an ``LI`` of gain 1), feeding the Leaky's CubaLIF reset cycle
   (``composed.snntorch_leaky``: the CubaLIF's current is ``mem = beta mem + syn - θ r``). One rounding differs as
   in the Leaky (``beta mem + (syn - θ)``); the checker compares every spike.
 * Norse's ``LIFRecurrentCell`` read as spikes (``v_leak = 0``): ``Linear(input_weights)`` into the LIFCell's
   ``CubaLIF`` (``composed.norse_lif``) with ``Linear(recurrent_weights)`` from its spikes back into it, a cycle read
   one step late (Norse adds ``linear(z_prev, W_rec)`` to the current jump). NIR sums the two linears first where
   Norse adds them to the current one by one: another rounding, measured.
-* Norse's ``LICell`` (a current, ``v_leak = 0``) read as ``v``: the LIFCell's ``CubaLIF`` that never fires, NIR's
-  ``CubaLI`` (``forms.cuba`` with ``fire=False``).
+* Norse's ``LICell`` (a current, ``v_leak = 0``) read as ``v``: two such integrators (``i_t = x_t + (1 - a_syn)
+  i_{t-1}``, ``v_t = a_mem i_t + (1 - a_mem) v_{t-1}``: Norse's step, rounded otherwise by an ulp), else NIR's
+  ``CubaLI`` (the LIFCell's ``CubaLIF`` that never fires, ``forms.cuba`` with ``fire=False``).
 """
 import nir
 import numpy as np
@@ -22,10 +28,12 @@ import numpy as np
 from spikec.targets.nir import composed, forms
 from spikec.targets.nir.export import LOWERINGS, REMEDIES, VARIANT_REASONS, _refuse
 
-SYN_NOTE = ("snnTorch Synaptic (subtract reset, reset_delay=True) as LI (syn, gain 1) into the Leaky's CubaLIF "
-            "(its current the Synaptic's mem, tau_mem = dt) + a -threshold feedback through an identity")
+SYN_NOTE = ("snnTorch Synaptic (subtract reset, reset_delay=True) as its syn (an Affine cycle, or NIR LI) into the "
+            "Leaky's CubaLIF (its current the Synaptic's mem, tau_mem = dt) + a -threshold feedback through an identity")
 REC_NOTE = ("Norse LIFRecurrentCell as Linear(input_weights) into the LIFCell's CubaLIF + Linear(recurrent_weights) "
             "from its spikes back into it (read one step late)")
+LI_CYCLE_NOTE = ("Norse LICell as two leaky integrators of Affine nodes and cycles: i_t = x_t + (1 - a_syn) i_{t-1}, "
+                 "v_t = a_mem i_t + (1 - a_mem) v_{t-1} (read one step late)")
 LI_NOTE = "Norse LICell as CubaLI: its current jumps by the input then decays (gain 1), its membrane v + a_mem (i - v)"
 
 
@@ -43,6 +51,71 @@ def _selection(ex, node, src: str, offset: int, total: int) -> str:
                           groups=1, bias=np.zeros(total))
         return ex.add(base, conv, (src,))
     return ex.conv(node, base, (src,), shape, place[:, :, None, None], np.zeros(total), 1, 0, 1, 1)
+
+
+# -- a leaky integrator of stateless nodes: what every consumer reads --------------------------------------------------
+def _diag(ex, node, base: str, src: str, a) -> str:
+    """``a * src`` per neuron (a diagonal Affine of the NIR node ``src``)."""
+    tmp = f"{node.name}.{base}.src"
+    ex.sources[tmp] = [src]
+    name = ex.channel_affine(node, f"{node.name}.{base}", (tmp,), a, 0.0, node.type.shape)
+    del ex.sources[tmp]
+    return name
+
+
+def _clock(ex, node, feed: str, size: int) -> str:
+    """A NIR LIF that fires on every step from the first (``0 * feed + 4``, ``beta = 0.5``, reset to 0, threshold
+    0.5: every step starts at 0, so every reader's charge is the input, exactly; SpikingJelly wants ``tau > dt``):
+    multiplied by a weight column it is a constant input whose value at rest, before the first step, is 0."""
+    if getattr(ex, "clock", None):
+        return ex.clock
+    one = np.ones(1)
+    start = ex.add("clock.in", nir.Affine(weight=np.zeros((1, size)), bias=4 * one))
+    ex.edges.append((feed, start))
+    lif, ok = forms.lif(ex.form, 0.5 * one, one, np.zeros(1), 0.5 * one, np.zeros(1))
+    ex.exact_params &= ok
+    ex.clock = ex.add("clock", lif)
+    ex.edges.append((start, ex.clock))
+    return ex.clock
+
+
+def _resting_input(ex, node) -> list[str] | None:
+    """The NIR sources of ``node``'s input with a value 0 at rest (what a cycle reads before the first step), or None.
+    A spike or graph input rests at 0; a linear of one adds its bias at rest, so its bias is moved onto a clock
+    neuron (``_clock``) when the neuron is the linear's only reader."""
+    src = ex.graph.node(node.inputs[0])
+    rests = lambda n: n.op == "input" or n.type.is_spike
+    if rests(src):
+        return list(ex.sources[src.name])
+    bias = np.asarray(src.params.get("bias", 0.0), dtype=np.float64)
+    if src.op != "linear" or not rests(ex.graph.node(src.inputs[0])) or len(ex.sources[src.name]) != 1:
+        return None
+    (fc,) = ex.sources[src.name]
+    if not bias.any():
+        return [fc]
+    if ex.users.get(src.name) != [node.name]:
+        return None
+    ex.nodes[fc].bias = np.zeros_like(ex.nodes[fc].bias)   # the same sum, its bias from the clock instead
+    # fed by the linear itself, before the linear feeds the cycle: nirtorch's preorder then runs the clock first
+    clock = _clock(ex, node, fc, src.type.shape[0])
+    column = ex.add(f"{src.name}.bias", nir.Linear(weight=bias.reshape(-1, 1)))
+    ex.edges.append((clock, column))
+    ex.carriers.pop(src.name, None)   # its value is now the sum of the two
+    ex.sources[src.name] = [fc, column]
+    ex.notes.append(f"{src.name}: its bias from a clock neuron (it feeds a leaky integrator cycle, which must rest at 0)")
+    return [fc, column]
+
+
+def leaky_cycle(ex, node, base: str, sources: list[str], decay, gain=None) -> str:
+    """``y_t = (gain *) x_t + decay * y_{t-1}`` of stateless nodes: an identity summing ``sources`` (each scaled by
+    ``gain``) and a diagonal ``decay`` of its own output, a cycle read one step late (0 before the first step: the
+    sources rest at 0). snnTorch, Norse and SpikingJelly read Affine cycles; NIR's LI they do not."""
+    name = ex.add(f"{node.name}.{base}", nir.Affine(weight=np.eye(node.type.shape[0]), bias=np.zeros(node.type.shape[0])))
+    for src in sources:
+        ex.edges.append((_diag(ex, node, f"{base}_in", src, gain) if gain is not None else src, name))
+    fb = _diag(ex, node, f"{base}_decay", name, decay)
+    ex.edges.append((fb, name))
+    return name
 
 
 def concat(ex, node) -> None:
@@ -72,12 +145,16 @@ def synaptic(ex, node) -> None:
     if (theta < 0).any() or not (((beta >= 0) & (beta < 1)).all() and ((alpha >= 0) & (alpha <= 1)).all()):
         _refuse(node, "a negative threshold, or a decay outside [0, 1) (beta) / [0, 1] (alpha): "
                 + VARIANT_REASONS["synaptic_snntorch"], REMEDIES["synaptic_snntorch"])
-    syn, ok = composed._integrator(ex.form, alpha)
-    if syn is None:
-        _refuse(node, "alpha = 1 on some channels and < 1 on others: neither NIR LI nor I covers both",
-                REMEDIES["synaptic_snntorch"])
-    ex.exact_params &= ok and ex.form.scheme == "snntorch"
-    li = ex.add(f"{node.name}.syn", syn, node.inputs)
+    sources = _resting_input(ex, node) if len(node.type.shape) == 1 else None
+    if sources is not None:   # syn_t = x_t + alpha syn_{t-1}: Affine nodes and a cycle, read by the consumers
+        li = leaky_cycle(ex, node, "syn", sources, alpha)
+    else:
+        syn, ok = composed._integrator(ex.form, alpha)
+        if syn is None:
+            _refuse(node, "alpha = 1 on some channels and < 1 on others: neither NIR LI nor I covers both",
+                    REMEDIES["synaptic_snntorch"])
+        ex.exact_params &= ok and ex.form.scheme == "snntorch"
+        li = ex.add(f"{node.name}.syn", syn, node.inputs)
     zeros, ones = np.zeros_like(beta), np.ones_like(beta)
     mem = {"beta": zeros, "alpha": ones, "bias": zeros, "theta": np.nextafter(theta, np.inf), "v_reset": zeros}
     cuba, ok = forms.cuba(ex.form, {"beta": beta, "alpha": ones}, mem, True)
@@ -126,6 +203,11 @@ def li_norse(ex, node) -> None:
             not ((p["dt_tau_mem_inv"] > 0) & (p["dt_tau_mem_inv"] <= 1)).all():
         _refuse(node, VARIANT_REASONS["li_norse"], REMEDIES["li_norse"])
     a_mem, ones, zeros = p["dt_tau_mem_inv"], np.ones_like(p["v_leak"]), np.zeros_like(p["v_leak"])
+    sources = _resting_input(ex, node) if len(node.type.shape) == 1 else None
+    if sources is not None:   # i_t = x_t + (1 - a_syn) i_{t-1}; v_t = a_mem i_t + (1 - a_mem) v_{t-1}: Affine cycles
+        i = leaky_cycle(ex, node, "i", sources, 1 - p["dt_tau_syn_inv"])
+        ex.single(node, leaky_cycle(ex, node, "v", [i], 1 - a_mem, a_mem))
+        return ex.notes.append(f"{node.name}: {LI_CYCLE_NOTE}")
     mem = {"beta": 1 - a_mem, "alpha": a_mem, "bias": zeros, "theta": zeros, "v_reset": zeros}
     state, ok = forms.cuba(ex.form, {"beta": 1 - p["dt_tau_syn_inv"], "alpha": ones}, mem, False)
     ex.exact_params &= ok
