@@ -36,6 +36,8 @@ def _binary(op, scalar_attrs):
         if len(tensors) == 2:  # a broadcast: ATen's form says which operand and refuses it by name
             raise ToAten
         const = b if isinstance(a, str) else a
+        if isinstance(const, torch.Tensor) and tensors:
+            raise ToAten  # a constant tensor (a learned offset, a positional embedding): lowered from ATen
         if not isinstance(const, (int, float)) or isinstance(const, bool):
             raise UnsupportedOp(f"{op} with operand {const!r} is not supported", where=f"fx node {name!r}",
                                 remedy="operands must be tensors of the same shape or Python numbers")
@@ -114,9 +116,18 @@ def _getattr(ctx, name, args, kwargs, scope=""):
                                 remedy="use the neuron's output, or a state the converter provides (e.g. Norse's "
                                        "record_states=True for multi-step modules)")
         return value
+    if args[1] in _CONSTANT_ATTRS and isinstance(args[0], str):
+        return _CONSTANT_ATTRS[args[1]](ctx, args[0])
     if args[1] != "shape":
-        raise UnsupportedOp(f"attribute {args[1]!r} of a tensor is not supported", where=f"fx node {name!r}")
+        raise UnsupportedOp(f"attribute {args[1]!r} of a tensor is not supported", where=f"fx node {name!r}",
+                            remedy=f"read only {', '.join(['shape', *_CONSTANT_ATTRS])} of an activation")
     return _shape_of(ctx, name, args[:1], {}, scope)
+
+
+# what forward() may read of an activation besides its shape: spikec proves in float64 on the CPU (the checker runs
+# the model as .double()), so a constant made with x.dtype / x.device is the one the proof's forward makes
+_CONSTANT_ATTRS = {"dtype": lambda ctx, x: torch.float64, "device": lambda ctx, x: torch.device("cpu"),
+                   "ndim": lambda ctx, x: len(leading(ctx, x)) + len(ctx.type(x).shape)}
 
 
 def _dims_arg(args, kwargs, key):
@@ -216,14 +227,14 @@ def _int_arith(fn):
         if any(isinstance(a, LeadDim) for a in args):
             raise UnsupportedOp(f"{fn.__name__} of the T or B dimension {args}", where=f"fx node {name!r}",
                                 remedy="keep [T, B] leading and compute only with per-step sizes")
-        if any(not isinstance(a, int) or isinstance(a, bool) for a in args):
+        if any(not isinstance(a, (int, float)) or isinstance(a, bool) for a in args):
             raise ToAten  # tensor arithmetic (x - y, x // 2): lowered from its ATen form
-        return fn(*args)
+        return fn(*args)  # size arithmetic: d // heads, d ** -0.5
     return convert
 
 
-register_function(operator.floordiv, _int_arith(operator.floordiv))
-register_function(operator.sub, _int_arith(operator.sub))
+for _t in (operator.floordiv, operator.sub, operator.pow, operator.truediv):
+    register_function(_t, _int_arith(_t))
 register_function(getattr, _getattr)
 register_function("size", _shape_of)
 for _t in (torch.reshape, "reshape", "view"):

@@ -179,13 +179,12 @@ def dsmpa(ctx, m: snn.DSMPA, name, u, s_prev, x):
 
 
 def adaptive_avgpool2d(ctx, m: nn.AdaptiveAvgPool2d, name, x):
-    """Exact as a plain average pool when the output size divides the input size."""
+    """A plain average pool when the output size divides the input size; otherwise torch's windows."""
     _per_step_only(ctx, m, name)
     (_, h, w), (oh, ow) = ctx.type(x).shape, _pair(m.output_size)
     oh, ow = oh or h, ow or w
-    if h % oh or w % ow:
-        refuse(name, m, f"output size {(oh, ow)} does not divide input size {(h, w)}",
-               "choose an output size that divides the input")
+    if h % oh or w % ow:  # torch's uneven windows
+        return ctx.emit(name, "adaptive_avgpool2d", [x], {"size": (oh, ow)}, scope=name)
     attrs = {"kernel": (h // oh, w // ow), "stride": (h // oh, w // ow), "padding": (0, 0), "ceil_mode": False,
              "count_include_pad": True}
     return ctx.emit(name, "avgpool2d", [x], attrs, scope=name)

@@ -9,6 +9,11 @@ constant indices, and the transposed convolution. All attrs count per-step dims 
   divide          y = a / b (two operands of one shape; torch's division, real output)
   const_binary    y = x <op> c with a constant tensor c (param value, broadcast against the per-step shape);
                   attr op: add (x + c), sub (x - c), rsub (c - x), mul (x * c), div (x / c), rdiv (c / x)
+  math            y = fn(x), attr fn: abs, sign, floor, ceil, round, sqrt, rsqrt (1 / sqrt x), reciprocal, exp, log
+                  -- torch's functions (abs keeps a spike kind; the rest are real)
+  var             torch.var over per-step dims attr dims (attrs correction, keepdim; real)
+  log_softmax     log(softmax(x)) over per-step dim attr dim (real)
+  adaptive_avgpool2d  attr size (oh, ow): torch's adaptive average pooling per step, any output size
   conv_transpose2d  weight (C_in, C_out/groups, kH, kW), bias (C_out,); attrs stride, padding, output_padding,
                   dilation (pairs), groups -- torch's conv_transpose2d per step
 """
@@ -105,6 +110,62 @@ def const_binary_kernel(ctx, node, p, x):
     return CONST_OPS[node.attrs["op"]](x, c.reshape((1, 1) + (1,) * (x.dim() - 2 - c.dim()) + tuple(c.shape)))
 
 
+MATH = {"abs": torch.abs, "sign": torch.sign, "floor": torch.floor, "ceil": torch.ceil, "round": torch.round,
+        "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "exp": torch.exp, "log": torch.log}
+
+
+def infer_math(node, ins):
+    fn = node.attrs["fn"]
+    need(fn in MATH, node, f"fn {fn!r} is not one of {sorted(MATH)}")
+    return spike_or_real(ins[0], ins[0].shape) if fn == "abs" else TensorType(ins[0].shape)
+
+
+def math_kernel(ctx, node, p, x):
+    if node.attrs["fn"] != "abs":
+        float_only(ctx, node)
+    return MATH[node.attrs["fn"]](x)
+
+
+def infer_var(node, ins):
+    (t,) = ins
+    dims, keep = tuple(node.attrs["dims"]), node.attrs["keepdim"]
+    need(len(dims) >= 1 and len(set(dims)) == len(dims) and all(0 <= d < len(t.shape) for d in dims), node,
+         f"variance dims {dims} are not distinct per-step dims of {t.shape}")
+    shape = tuple(1 if i in dims else s for i, s in enumerate(t.shape)) if keep else \
+        tuple(s for i, s in enumerate(t.shape) if i not in dims)
+    need(len(shape) >= 1, node, "a variance over every per-step dim leaves a 0-d step; keep a dim (keepdim=True)")
+    return TensorType(shape)
+
+
+def var_kernel(ctx, node, p, x):
+    float_only(ctx, node)
+    a = node.attrs
+    return torch.var(x, [2 + d for d in a["dims"]], correction=a["correction"], keepdim=a["keepdim"])
+
+
+def log_softmax_kernel(ctx, node, p, x):
+    float_only(ctx, node)
+    return torch.log_softmax(x, dim=2 + node.attrs["dim"])
+
+
+def infer_adaptive(node, ins):
+    (t,) = ins
+    oh, ow = node.attrs["size"]
+    need(len(t.shape) == 3 and 1 <= oh and 1 <= ow, node, f"expects a (C, H, W) input and a positive output size, "
+                                                          f"got {t.shape} -> {(oh, ow)}")
+    return TensorType((t.shape[0], oh, ow))
+
+
+def adaptive_kernel(ctx, node, p, x):
+    float_only(ctx, node)
+    return per_step(lambda z: F.adaptive_avg_pool2d(z, tuple(node.attrs["size"])), x)
+
+
+def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
+    """torch's adaptive pooling windows along one dim: ``[floor(i size / out), ceil((i + 1) size / out))``."""
+    return [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
+
+
 # -- transposed convolution --------------------------------------------------------------------------------
 CONV_T_PARAMS = (Param("weight", "(C_in, C_out/groups, kH, kW)", "kernel (PyTorch's conv_transpose orientation)"),
                  Param("bias", "(C_out,)", "added to every output position", required=False))
@@ -171,6 +232,14 @@ define("divide", 2, infer_same_pair,
 define("const_binary", 1, infer_const_binary, kernel=const_binary_kernel,
        params=(Param("value", "(*broadcastable)", "the constant operand, broadcast against the per-step shape"),),
        doc="x op c with a constant tensor c (attr op: add sub rsub mul div rdiv; real output)")
+define("math", 1, infer_math, kernel=math_kernel,
+       doc="fn(x) for attr fn: abs sign floor ceil round sqrt rsqrt reciprocal exp log (torch's)")
+define("var", 1, infer_var, kernel=var_kernel, dense=True,
+       doc="torch.var over per-step dims attr dims (attrs correction, keepdim; real)")
+define("log_softmax", 1, lambda n, i: TensorType(i[0].shape), kernel=log_softmax_kernel, dense=True,
+       doc="log_softmax over attr dim (a per-step dim; real)")
+define("adaptive_avgpool2d", 1, infer_adaptive, kernel=adaptive_kernel,
+       doc="adaptive average pooling per step to attr size (oh, ow), any size (real)")
 define("conv_transpose2d", 1, infer_conv_transpose, count=lambda n: sizes(n, "weight", "bias"),
        kernel=conv_transpose_kernel, synaptic=True, params=CONV_T_PARAMS, cost=CONV_T_COST,
        doc="transposed 2-d convolution per step; attrs stride, padding, output_padding, dilation, groups")

@@ -145,9 +145,10 @@ def test_refusal_inside_a_module_names_the_node_in_its_scope():
     assert "fx node 'attn.reshape'" in str(info.value)
 
 
-def test_matmul_with_a_constant_operand_is_refused():
-    with pytest.raises(UnsupportedOp):
-        trace(Fn(lambda x: x @ torch.ones(6, 6)), (5, 6))
+def test_matmul_with_a_constant_left_operand_is_refused():
+    """x @ W is a linear layer (tests/frontend/test_aten_ops_more.py); W @ x mixes the per-step rows: refused."""
+    with pytest.raises(UnsupportedOp, match="multiplies a constant by an activation"):
+        trace(Fn(lambda x: torch.ones(5, 5) @ x), (5, 6))
 
 
 def test_tril_of_a_one_dimensional_per_step_tensor_is_refused():

@@ -104,7 +104,8 @@ def _example(ctx, call, v, sizes, dtype, inputs, examples, leaf=False):
         return type(v)(_example(ctx, call, x, sizes, dtype, inputs, examples, leaf) for x in v)
     if isinstance(v, dict):
         return {k: _example(ctx, call, x, sizes, dtype, inputs, examples, leaf) for k, x in v.items()}
-    if v is None or isinstance(v, (int, float, bool, str, torch.dtype, slice, type(Ellipsis), torch.Tensor)):
+    if v is None or isinstance(v, (int, float, bool, str, torch.dtype, torch.device, slice, type(Ellipsis),
+                                   torch.Tensor)):
         return v  # a tensor here is a parameter or buffer read in forward(): a constant of the call
     raise UnsupportedOp(f"{call.what} takes {type(v).__name__} {v!r}, which spikec cannot pass to torch",
                         where=where(call), remedy="pass tensors, numbers and shapes")
@@ -140,7 +141,7 @@ def _key(v):
         return _key(tuple(sorted(v.items(), key=lambda kv: kv[0])))
     if isinstance(v, slice):
         return ("slice", v.start, v.stop, v.step)
-    if v is None or isinstance(v, (bool, int, float, str, torch.dtype, type(Ellipsis))):
+    if v is None or isinstance(v, (bool, int, float, str, torch.dtype, torch.device, type(Ellipsis))):
         return (type(v).__name__, v)
     return None
 
@@ -202,6 +203,8 @@ def _result(lw, out, merged_in):
         return tuple(_result(lw, o, merged_in) for o in out)
     if isinstance(out, Unavailable):
         return None
+    if isinstance(out, torch.Tensor) and not isinstance(out, torch.fx.Proxy):
+        return out  # a constant made from parameters (W.t(), pos[:n]): an argument of the calls that read it
     if not isinstance(out, Value):
         lw.refuse("returns a value that does not depend on the model's input", "compute constants outside forward")
     if out.folded:

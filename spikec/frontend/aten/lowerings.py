@@ -407,17 +407,6 @@ def _max_pool2d(lw, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False
     return Value(lw.emit("maxpool2d", [x], attrs), x.lead), Unavailable("max pooling's indices")
 
 
-def _adaptive_avg_pool2d(lw, x, output_size):
-    _per_step_input(lw, x, "adaptive average pooling")
-    (_, h, w), (oh, ow) = lw.shape(x), _pair(output_size, ())
-    if h % oh or w % ow:
-        lw.refuse(f"output size {(oh, ow)} does not divide input size {(h, w)}", "choose an output size that "
-                  "divides the input")
-    k = (h // oh, w // ow)
-    attrs = {"kernel": k, "stride": k, "padding": (0, 0), "ceil_mode": False, "count_include_pad": True}
-    return Value(lw.emit("avgpool2d", [x], attrs), x.lead)
-
-
 def _batch_norm_eval(lw, x, weight, bias, mean, var, momentum, eps):
     _per_step_input(lw, x, "batch norm")
     c = lw.shape(x)[0]
@@ -475,7 +464,6 @@ LOWERINGS = {
     aten.convolution.default: _convolution,
     aten.avg_pool2d.default: _avg_pool2d,
     aten.max_pool2d_with_indices.default: _max_pool2d,
-    aten._adaptive_avg_pool2d.default: _adaptive_avg_pool2d,
     aten._native_batch_norm_legit_no_training.default: _batch_norm_eval,
     aten.native_batch_norm.default: _native_batch_norm,
 }
@@ -487,4 +475,5 @@ LOWERINGS.update(TABLE)
 # any other is refused (it would read the merged dim as one)
 FOLDS = frozenset({_view, _identity, _linear, _bmm, _add, _sub, _rsub, _mul, _div, _neg, _clamp, _to_copy,
                    *(LOWERINGS[op] for op in (aten.relu.default, aten.sigmoid.default, aten.tanh.default,
-                                              aten.gelu.default))})
+                                              aten.gelu.default, aten.abs.default, aten.exp.default,
+                                              aten.sqrt.default, aten.pow.Tensor_Scalar))})

@@ -59,6 +59,13 @@ def _constant_like(lw, template: Value, c) -> Value:
     return _emit_like(lw, "scale", [zero], {"a": 1.0, "b": c})
 
 
+def _full_like(lw, x, fill, **kwargs):
+    """``zeros_like(x)`` / ``ones_like(x)`` / ``full_like(x, c)``: the constant shaped like ``x``."""
+    if kwargs.get("dtype") not in (None, torch.float64, torch.float32):
+        lw.refuse(f"makes a constant of dtype {kwargs['dtype']}", "make it in the activations' float dtype")
+    return _constant_like(lw, x, fill)
+
+
 def _where(lw, cond, a, b):
     """``torch.where(cond, a, b)`` / ``masked_fill``: constants become values shaped like an activation operand,
     a constant mask a 0/1 ``compare``; all three then broadcast to the output shape."""
@@ -88,6 +95,14 @@ def _index_select(lw, x, dim, index):
     if x.folded:
         lw.refuse("indexes a tensor whose first dim merges T, B and per-step dims", "index before the view")
     return _emit_like(lw, "index_select", [x], {"dim": d, "indices": tuple(i % n for i in index)})
+
+
+def _flip(lw, x, dims):
+    """``x.flip(dims)``: each per-step dim read backwards (``index_select`` with the reversed positions)."""
+    for dim in dims:
+        n = lw.shape(x)[lw.dim(x, dim)]
+        x = _index_select(lw, x, dim, torch.arange(n - 1, -1, -1))
+    return x
 
 
 def _index(lw, x, indices):
@@ -129,6 +144,62 @@ def _constant(lw, v, what):
     return v
 
 
+# -- math functions, powers, log-softmax, adaptive pooling ------------------------------------------------------
+def _math(fn):
+    def lower(lw, x, *args, **kwargs):
+        return _emit_like(lw, "math", [x], {"fn": fn})
+    return lower
+
+
+def _pow(lw, x, exponent):
+    """``x ** e`` as torch's kernel computes the exponents it special-cases: ``x * x``, ``x * x * x``, ``sqrt``,
+    ``rsqrt``, ``reciprocal``, ``1 / (x * x)``; any other exponent is refused."""
+    if not isinstance(x, Value) or isinstance(exponent, (Value, torch.Tensor)):
+        lw.refuse("raises to a tensor power (or a constant to an activation's power)", "use a Python exponent")
+    e = float(exponent)
+    if e == 1.0:
+        return x
+    if e in (2.0, 3.0, -2.0):
+        y = _emit_like(lw, "mul", [x, x])
+        if e == 3.0:
+            y = _emit_like(lw, "mul", [y, x])
+        return _emit_like(lw, "math", [y], {"fn": "reciprocal"}) if e == -2.0 else y
+    fn = {0.5: "sqrt", -0.5: "rsqrt", -1.0: "reciprocal"}.get(e)
+    if fn is None:
+        lw.refuse(f"raises to the power {e:g}", "use an exponent of 2, 3, 0.5, -0.5, -1 or -2, or x * x ... "
+                  "written out")
+    return _emit_like(lw, "math", [x], {"fn": fn})
+
+
+def _var(lw, x, dims=None, *, correction=None, keepdim=False):
+    if not dims:
+        lw.refuse("takes the variance over every dim, time and batch included", "give the per-step dims")
+    dims = tuple(sorted({lw.dim(x, d) for d in dims}))
+    if not keepdim and len(dims) == len(lw.shape(x)):
+        lw.refuse("reduces every per-step dim, leaving a 0-d step", "keep a dim (keepdim=True)")
+    c = 1.0 if correction is None else float(correction)
+    return _emit_like(lw, "var", [x], {"dims": dims, "correction": c, "keepdim": bool(keepdim)})
+
+
+def _log_softmax(lw, x, dim, half_to_float=False):
+    return _emit_like(lw, "log_softmax", [x], {"dim": lw.dim(x, dim)})
+
+
+def _adaptive_avg_pool2d(lw, x, output_size):
+    """Adaptive average pooling: a plain average pool when the output size divides the input (as before); any
+    other size as ``adaptive_avgpool2d`` (torch's windows)."""
+    if len(x.lead) != 1:
+        lw.refuse("adaptive average pooling on a [T, B, ...] tensor: torch takes T for the batch and B for the "
+                  "channels", "merge T and B first (x.flatten(0, 1), then unflatten(0, (T, B))), or wrap it in "
+                  "spikec.nn.TimeDistributed")
+    (_, h, w), (oh, ow) = lw.shape(x), tuple(output_size)
+    if h % oh == 0 and w % ow == 0:
+        k = (h // oh, w // ow)
+        attrs = {"kernel": k, "stride": k, "padding": (0, 0), "ceil_mode": False, "count_include_pad": True}
+        return _emit_like(lw, "avgpool2d", [x], attrs)
+    return _emit_like(lw, "adaptive_avgpool2d", [x], {"size": (oh, ow)})
+
+
 def _logical_not(lw, x):
     return _emit_like(lw, "compare", [x], {"op": "eq", "value": 0.0})
 
@@ -140,6 +211,12 @@ def _logical_and(lw, a, b):
 
 
 TABLE = {
+    **{getattr(aten, fn).default: _math(fn) for fn in ("abs", "sign", "floor", "ceil", "round", "sqrt", "rsqrt",
+                                                        "reciprocal", "exp", "log")},
+    aten.pow.Tensor_Scalar: _pow,
+    aten._log_softmax.default: _log_softmax,
+    aten.var.correction: _var,
+    aten._adaptive_avg_pool2d.default: _adaptive_avg_pool2d,
     aten.logical_not.default: _logical_not,
     aten.bitwise_not.default: _logical_not,
     aten.logical_and.default: _logical_and,
@@ -148,7 +225,9 @@ TABLE = {
     **{getattr(aten, op).Scalar: _comparison(op) for op in _FLIP},
     **{getattr(aten, op).Tensor: _comparison(op) for op in _FLIP},
     aten.where.self: _where,
+    aten.full_like.default: _full_like,
     aten.index_select.default: _index_select,
     aten.index.Tensor: _index,
+    aten.flip.default: _flip,
     aten.native_layer_norm.default: _native_layer_norm,
 }
