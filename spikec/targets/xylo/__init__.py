@@ -16,7 +16,11 @@ Rebuild the simulator by hand::
     XyloSim.from_specification(**np.load("OUTDIR/xylo/spec.npz"))
 
 The float network and the chip differ by construction (reset timing, several spikes a step, floored leaks,
-rounding): their agreement is reported as ``float_vs_fixed`` and labelled approximate, never claimed exact.
+rounding): their agreement is reported as ``float_vs_fixed`` and labelled approximate, never claimed exact; a
+decay rounded to a shift has its own share measured (``decays.py``). A network of ``spikec.nn.xylo`` modules,
+whose forward is the chip's arithmetic, skips mapper and quantizer (``exact.py``): its integers are the spec, and
+XyloSim is compared with the source's own states (``bit_exact_vs_source``). ``energy.py``: the energy per
+inference, an estimate from SynSense's published figure (``limits.ENERGY``).
 """
 import time
 from pathlib import Path
