@@ -17,7 +17,7 @@ pytest.importorskip("rockpool")
 import spikec  # noqa: E402
 from spikec.app.cli import main  # noqa: E402
 from spikec.compiler.errors import BadInput, UnsupportedOp  # noqa: E402
-from spikec.targets.xylo import exact, reference, simulate, verify_outdir  # noqa: E402
+from spikec.targets.xylo import build as xylo_build, exact, reference, simulate, verify_outdir  # noqa: E402
 from spikec.targets.xylo.limits import XYLO_AUDIO_2  # noqa: E402
 
 
@@ -142,6 +142,9 @@ def test_other_forms_and_limits_are_refused_by_name():
     c = spikec.compile(nn.Sequential(xylo.Hidden(16, 8), xylo.Output(8, 12)).double(), _counts(t=4, b=1).numpy(),
                        targets="xylo")
     assert c.targets["xylo"]["refused"] and "12 output neurons" in c.targets["xylo"]["reason"]
+    mixed = nn.Sequential(xylo.Hidden(16, 8), nn.Linear(8, 8), xylo.Output(8, 2))
+    with pytest.raises(UnsupportedOp, match="op 'linear' beside spikec.nn.xylo populations"):
+        xylo_build(_graph(mixed, _counts(t=4, b=1)), _counts(t=4, b=1).numpy(), XYLO_AUDIO_2)
 
 
 def test_module_arguments_are_validated():

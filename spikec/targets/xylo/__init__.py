@@ -58,6 +58,7 @@ def build(graph: Graph, inputs, chip: Chip):
         q = Quantized(spec, {"none": "every population is a spikec.nn.xylo module: its integers as they are"})
         return None, q, simulate.raster(inputs, spec["weights_in"].shape[0], f"input {graph.inputs[0].name!r}",
                                        chip["max_input_events_per_step"])
+    exact.refuse_mixed(graph)
     mapped = map_graph(graph, chip)
     q = to_integers(mapped, chip)
     return mapped, q, simulate.raster(inputs, mapped.n_in, f"input {mapped.input!r}", chip["max_input_events_per_step"])

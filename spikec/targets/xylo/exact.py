@@ -31,6 +31,15 @@ def applies(graph: Graph) -> bool:
     return bool(rest) and all(n.op == OP for n in rest)
 
 
+def refuse_mixed(graph: Graph) -> None:
+    """A ``spikec.nn.xylo`` population among other ops: refused by name (neither path maps it)."""
+    pops = [n for n in graph.nodes if n.op == OP]
+    other = next((n for n in graph.nodes if n.op not in ("input", OP)), None)
+    if pops and other is not None:
+        raise refuse(other, f"op {other.op!r} beside spikec.nn.xylo populations ({', '.join(n.name for n in pops)}): "
+                            "Xylo takes xylo.Hidden and xylo.Output alone, or a network of framework neurons", REMEDY)
+
+
 def _layers(graph: Graph):
     if len(graph.outputs) != 1:
         raise refuse(graph.outputs[-1] if graph.outputs else "output", f"{len(graph.outputs)} outputs; Xylo's "
