@@ -4,14 +4,19 @@ The rule (``chip_ready``). lava-nc 0.10.0, the open package spikec runs, ships C
 process in ``lava.proc`` has a model requiring ``Loihi2NeuroCore``. The Loihi 2 (NeuroCore microcode) models
 of Lava's standard processes are in Intel's closed ``lava-loihi``, given to the INRC with hardware access. So a
 process is ``chip_ready: true`` when it is a *standard Lava process class that Intel's Loihi 2 stack
-implements*: ``LIF`` (lava.proc.lif), ``Dense`` / ``DelayDense`` (lava.proc.dense), ``Conv`` (lava.proc.conv) --
+implements*: ``LIF`` (lava.proc.lif; the OR and AND layers are LIFs too), ``Dense`` / ``DelayDense``
+(lava.proc.dense), ``Conv`` (lava.proc.conv) --
 the classes lava-dl's netx builds its networks from and Intel's tutorials run with ``Loihi2HwCfg``. Every
 spikec process (``procs/process.py``: SpikecLIF, SpikecIntFire, SpikecSiLIF, SpikecCSiLIF, Readout, Relay,
-HostRegion; ``procs/and_gate.py``: SpikecAND, the two-input AND neurons of binary products, and the verification harness's Recorder / StateProbe / VarWriter) is ``chip_ready: false``: it has
+HostRegion; ``procs/and_gate.py``: SpikecAND, the AND neurons of binary products under a sub-step schedule, and the
+verification harness's Recorder / StateProbe / VarWriter) is ``chip_ready: false``: it has
 only spikec's Python CPU model and no Loihi 2 microcode model in the open packages. ``chip_ready`` says the
 process class has a chip model in Intel's stack; it is not a claim that the chip reproduces Lava's
 fixed-point simulation (those CPU models are not validated against silicon, lava#322), and spikec cannot
 test it here.
+
+``blockers``: per process that is not chip-ready, why (for a SpikecLIF each thing Lava's LIF lacks, read from its
+record and arrays) and what would make it chip-ready; ``blocker_lines`` gives the summary one line per process.
 """
 STANDARD = {
     "LIF": "lava.proc.lif.process.LIF",

@@ -8,9 +8,9 @@ step. It keeps no state from one step to the next (no membrane, no leak, no rese
 is ``x_t AND y_t``, the product ``x_t * y_t`` of binary spikes, exactly. Scheduled like spikec's other
 populations (``start``, ``period``: the input port is summed over each period, one update per period).
 
-``chip_ready: false``: spikec's Python CPU model only. On Loihi 2 the same neuron is a LIF compartment with
-``du = dv = 4095`` (nothing carried over) and a threshold between one and two weight units, or a NeuroCore
-microcode neuron; neither is built or run here.
+Used only under a sub-step schedule (``period > 1``): otherwise the AND neurons are Lava's own LIF with
+``du = dv = 4095`` and ``vth = 1`` (network type ``AND``, ``and_neurons.py``), which is chip-ready. This process is
+``chip_ready: false``: spikec's Python CPU model only.
 """
 import numpy as np
 
