@@ -102,6 +102,13 @@ CASES = {
     "matmul-constant": (lambda x: x @ W.t() + 1.0, X4, ["linear", "scale"]),
     "matmul-param-t": (lambda x: torch.matmul(x, W.t().contiguous()), X4, ["linear"]),
     "dtype-device": (lambda x: x @ torch.ones(6, 3, dtype=x.dtype, device=x.device), X4, ["linear"]),
+    "pad": (lambda x: F.pad(x, (1, 2, -1, 1), mode="constant", value=0.5), X4, None),  # a str argument passes
+    "repeat": (lambda x: x.repeat(1, 1, 2, 3), X4, ["reshape", "expand", "reshape"] * 2),
+    "nearest-upsampling": (lambda x: F.interpolate(x.flatten(0, 1), scale_factor=2).unflatten(0, (x.shape[0], -1)),
+                           XC, ["index_select", "index_select"]),
+    "nearest-to-size": (lambda x: F.interpolate(x.flatten(0, 1), size=(9, 12)).unflatten(0, (x.shape[0], -1)),
+                        XC, ["index_select", "index_select"]),
+    "hardtanh-relu6-leaky": (lambda x: F.hardtanh(x * 2) + F.relu6(x * 4) + F.leaky_relu(x, 0.2), X4, None),
     "adaptive-uneven": (lambda x: F.adaptive_avg_pool2d(x.flatten(0, 1), (4, 5)).unflatten(0, (x.shape[0], -1)),
                         XC, ["adaptive_avgpool2d"]),
 }

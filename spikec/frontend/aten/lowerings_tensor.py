@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from spikec.frontend.aten.lowerings import _emit_like, _out_shape, _same, aten, expand_to
+from spikec.frontend.aten.lowerings import _emit_like, _out_shape, _same, aten, expand_to, slice_of
 from spikec.frontend.aten.values import Unavailable, Value
 
 
@@ -106,16 +106,81 @@ def _flip(lw, x, dims):
 
 
 def _index(lw, x, indices):
-    """``x[..., idx]`` with one constant 1-d index tensor (or a 0/1 mask, as its nonzero positions) on one dim."""
+    """``x[..., idx]`` with constant index tensors (a 0/1 mask as its nonzero positions): one dim, or consecutive
+    dims indexed as an outer product (each index varying along its own axis only: ``F.interpolate``'s nearest
+    rows ``(H', 1)`` and columns ``(W',)``), one ``index_select`` per dim."""
     used = [(d, i) for d, i in enumerate(indices) if i is not None]
-    if len(used) != 1:
-        lw.refuse(f"indexes {len(used)} dims at once with index tensors", "index one dim at a time")
-    d, index = used[0]
-    if isinstance(index, torch.Tensor) and index.dtype == torch.bool:
-        if index.dim() != 1:
+    if isinstance(used[0][1], torch.Tensor) and used[0][1].dtype == torch.bool and len(used) == 1:
+        if used[0][1].dim() != 1:
             lw.refuse("indexes with a multi-dimensional mask", "index one dim with a 1-d mask")
-        index = index.nonzero().reshape(-1)
-    return _index_select(lw, x, d, index)
+        return _index_select(lw, x, used[0][0], used[0][1].nonzero().reshape(-1))
+    k = len(used)
+    if [d for d, _ in used] != list(range(used[0][0], used[0][0] + k)) or not all(_own_axis(i, j, k)
+                                                                                    for j, (_, i) in enumerate(used)):
+        lw.refuse(f"indexes {k} dims with index tensors that are not one per consecutive dim (an outer product)",
+                  "index one dim at a time")
+    for d, index in used:
+        x = _index_select(lw, x, d, index.reshape(-1))
+    return x
+
+
+def _own_axis(index, j: int, k: int) -> bool:
+    """``index`` (broadcast to rank ``k``) varies along axis ``j`` only."""
+    if isinstance(index, Value) or index.dim() > k:
+        return False
+    shape = (1,) * (k - index.dim()) + tuple(index.shape)
+    return all(n == 1 for a, n in enumerate(shape) if a != j)
+
+
+def _repeat(lw, x, repeats):
+    """``x.repeat(...)``: each per-step dim repeated ``r`` times as ``(1, n)`` expanded to ``(r, n)`` and merged."""
+    lead = len(x.lead)
+    if len(repeats) != lead + len(lw.shape(x)) or any(r != 1 for r in repeats[:lead]) or x.folded:
+        lw.refuse(f"repeats {tuple(repeats)}: along the leading dims or adding dims", "repeat per-step dims only")
+    for d, r in enumerate(repeats[lead:]):
+        if r != 1:
+            per = lw.shape(x)
+            y = _emit_like(lw, "reshape", [x], {"shape": (*per[:d], 1, *per[d:])})
+            y = _emit_like(lw, "expand", [y], {"shape": (*per[:d], r, *per[d:])})
+            x = _emit_like(lw, "reshape", [y], {"shape": (*per[:d], r * per[d], *per[d + 1:])})
+    return x
+
+
+def _constant_pad(lw, x, pad, value=0.0):
+    """``F.pad(x, (l, r, ...), value=c)``: slices for a negative pad, ``c``-filled blocks joined on for a positive
+    one (a block is a slice of ``x`` times 0 plus ``c``: exact for finite values), last dim first."""
+    if x.folded:
+        lw.refuse("pads a view merging T and B with per-step dims", "pad before the view")
+    nd = len(x.lead) + len(lw.shape(x))
+    for i in range(len(pad) // 2):
+        d = lw.dim(x, nd - 1 - i)
+        left, right = pad[2 * i], pad[2 * i + 1]
+        n = lw.shape(x)[d]
+        x = slice_of(lw, x, d, max(-left, 0), n - max(-right, 0))
+        for size, first in ((left, True), (right, False)):
+            if size > 0:
+                x = _padded(lw, x, d, size, float(value), first)
+    return x
+
+
+def _padded(lw, x, d, size, value, first):
+    block = slice_of(lw, x, d, 0, 1)
+    shape = list(lw.shape(block))
+    shape[d] = size
+    block = expand_to(lw, block, shape) if size > 1 else block
+    block = _emit_like(lw, "scale", [_emit_like(lw, "scale", [block], {"a": 0.0, "b": 0.0})], {"a": 1.0, "b": value})
+    pair = [block, x] if first else [x, block]
+    return _emit_like(lw, "concat", pair, {"axis": d})
+
+
+def _hardtanh(lw, x, lo=-1.0, hi=1.0):
+    return _emit_like(lw, "clamp", [x], {"lo": float(lo), "hi": float(hi)})
+
+
+def _leaky_relu(lw, x, slope=0.01):
+    """``x > 0 ? x : x * slope``, torch's kernel as a where."""
+    positive = _emit_like(lw, "compare", [x], {"op": "gt", "value": 0.0})
+    return _emit_like(lw, "where", [positive, x, _emit_like(lw, "scale", [x], {"a": float(slope), "b": 0.0})])
 
 
 # -- normalization -------------------------------------------------------------------------------------------
@@ -229,5 +294,10 @@ TABLE = {
     aten.index_select.default: _index_select,
     aten.index.Tensor: _index,
     aten.flip.default: _flip,
+    aten._unsafe_index.Tensor: _index,
+    aten.repeat.default: _repeat,
+    aten.constant_pad_nd.default: _constant_pad,
+    aten.hardtanh.default: _hardtanh,
+    aten.leaky_relu.default: _leaky_relu,
     aten.native_layer_norm.default: _native_layer_norm,
 }
