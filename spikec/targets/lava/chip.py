@@ -51,7 +51,9 @@ REMEDY = {
     "SpikecCSiLIF": "Loihi 2's resonate-and-fire microcode neuron (lava-loihi's RF process), not in the open package",
     "Readout": "a standard LIF that never fires, its v recorded by Lava's Monitor (not built yet), or read the output "
                "layer's spikes instead of a real-valued read-out",
-    "Relay": "fold the delay into the synapses it feeds (DelayDense; Loihi 2 axon delays), i.e. no Conv after a delay",
+    "Relay": "fold the delay into the synapses it feeds (DelayDense; Loihi 2 axon delays), or, for binary spikes, "
+             "one identity stage per Lava step of delay (a 1x1 depthwise Conv into an OR-layer LIF, du = dv = 4095, "
+             "vth = 0; not built)",
     "SpikecAND": "no sub-step schedule (no unrolled integer neuron in the network): then AND neurons are Lava's LIF",
     "Host": "binary operands (spiking Q, K, V, attention), so that products run on chip as AND neurons; or run the "
             "op on Loihi 2's embedded CPUs (not modelled here)",
