@@ -289,3 +289,30 @@ def test_transposed_conv_decoder():
             p.mul_(2.0)
     c = compiled(model, spikes(12, (4, 2, 4, 3, 3), 0.5))
     assert [n.op for n in c.graph.nodes].count("conv_transpose2d") == 3
+
+
+class StepDecoder(nn.Module):
+    """The snnTorch convention (--stepping step): forward is one step on [B, C, L]; LayerNorm, GELU, a
+    ConvTranspose1d and a leaky where between snnTorch Leaky neurons, as written for one step."""
+
+    def __init__(self):
+        super().__init__()
+        import snntorch
+        self.up = nn.ConvTranspose1d(2, 3, 3, stride=2)
+        self.norm = nn.LayerNorm(9)
+        self.lif1 = snntorch.Leaky(beta=0.8, init_hidden=True)
+        self.fc = nn.Linear(27, 4)
+        self.lif2 = snntorch.Leaky(beta=0.8, init_hidden=True, output=True)
+
+    def forward(self, x):
+        y = F.gelu(self.norm(self.up(x))) * 2.0
+        s = self.lif1(torch.where(y > 0, y, 0.5 * y))
+        spk, _ = self.lif2(self.fc(s.flatten(1)))
+        return spk
+
+
+def test_step_convention_sees_the_batch_only():
+    pytest.importorskip("snntorch", reason="snnTorch is an optional extra")
+    torch.manual_seed(3)
+    c = compiled(StepDecoder(), spikes(13, (6, 3, 2, 4), 0.5), stepping="step")
+    assert {"conv_transpose2d", "layernorm", "gelu", "where"} <= {n.op for n in c.graph.nodes}

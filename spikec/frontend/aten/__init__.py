@@ -6,7 +6,8 @@ Any other call -- a torch function or tensor method not in ``FUNCTIONS`` (``torc
 by ``make_fx`` with the core ATen decompositions on example tensors of the shapes the IR knows: the per-step shape
 behind the leading dims torch sees (``[T, B]``, ``[T*B]`` merged, or the step's ``[B]``), with T and B example
 sizes no per-step dim or argument uses, so every size in the captured graph is read back as a lead or a per-step
-dim. Each ATen node then goes through ``LOWERINGS`` (an overload -> a function emitting IR ops with ``ctx.emit``);
+dim. Each ATen node then goes through ``LOWERINGS`` (an overload -> a function emitting IR ops with ``ctx.emit``;
+``lowerings.py`` holds the table, ``lowerings_tensor.py`` the rows of GELU, masks, indexing, LayerNorm, math);
 ops on constants only (a weight's transpose) are evaluated. An ATen op with no row, or a row's case it cannot map
 (anything that would mix T or B into a per-step dim), is refused naming the op, the user's line and a remedy.
 """
