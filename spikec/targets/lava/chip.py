@@ -49,8 +49,9 @@ REMEDY = {
                      "spikes (lava-loihi, not in the open package)",
     "SpikecSiLIF": "Loihi 2's resonate-and-fire microcode neuron (lava-loihi's RF process), not in the open package",
     "SpikecCSiLIF": "Loihi 2's resonate-and-fire microcode neuron (lava-loihi's RF process), not in the open package",
-    "Readout": "a standard LIF that never fires, its v recorded by Lava's Monitor (not built yet), or read the output "
-               "layer's spikes instead of a real-valued read-out",
+    "Readout": "a standard LIF with du = 4095, whose u = 64 a (nothing carried, unlike v) Lava's Monitor reads each "
+               "step, the bias added by the host (exact while |a| < 2^17; not built), or read the output layer's "
+               "spikes instead of a real-valued read-out",
     "Relay": "fold the delay into the synapses it feeds (DelayDense; Loihi 2 axon delays), or, for binary spikes, "
              "one identity stage per Lava step of delay (a 1x1 depthwise Conv into an OR-layer LIF, du = dv = 4095, "
              "vth = 0; not built)",
