@@ -316,3 +316,31 @@ def test_step_convention_sees_the_batch_only():
     torch.manual_seed(3)
     c = compiled(StepDecoder(), spikes(13, (6, 3, 2, 4), 0.5), stepping="step")
     assert {"conv_transpose2d", "layernorm", "gelu", "where"} <= {n.op for n in c.graph.nodes}
+
+
+class LoopDecoder(nn.Module):
+    """The snnTorch tutorial's own time loop (--stepping loop) over the same calls: x[step] through ConvTranspose1d,
+    LayerNorm, GELU, a where and a broadcast mean, into a Leaky with explicit state."""
+
+    def __init__(self):
+        super().__init__()
+        import snntorch
+        self.up = nn.ConvTranspose1d(2, 3, 3, stride=2)
+        self.norm = nn.LayerNorm(9)
+        self.lif = snntorch.Leaky(beta=0.8)
+
+    def forward(self, x):
+        mem, rec = self.lif.init_leaky(), []
+        for step in range(x.shape[0]):
+            y = F.gelu(self.norm(self.up(x[step]))) * 2.0
+            spk, mem = self.lif(torch.where(y > 0, y, 0.5 * y) + y.mean(-1, keepdim=True), mem)
+            rec.append(spk)
+        return torch.stack(rec)
+
+
+def test_loop_convention_folds_the_captured_calls():
+    pytest.importorskip("snntorch", reason="snnTorch is an optional extra")
+    torch.manual_seed(0)
+    c = compiled(LoopDecoder(), spikes(0, (6, 3, 2, 4), 0.5), stepping="loop")
+    assert [n.op for n in c.graph.nodes][1:] == ["reshape", "conv_transpose2d", "reshape", "layernorm", "gelu", "scale",
+                                                 "compare", "scale", "where", "mean", "expand", "add", "lif_snntorch"]
