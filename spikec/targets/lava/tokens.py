@@ -26,8 +26,9 @@ from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.ops import OPS, KernelContext
 from spikec.ops.common import bn_scale_shift
 from spikec.ops.registry import infer_type
+from spikec.targets.lava import placement
 
-VIEWS = ("reshape", "flatten", "transpose")
+VIEWS = tuple(op for op in placement.SEEN_THROUGH if op not in placement.PLACEMENT)   # reshape, flatten, transpose
 MAX_WEIGHTS = 1 << 24   # entries of one block-diagonal Dense (128 MB in float64)
 
 
