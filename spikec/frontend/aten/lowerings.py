@@ -296,6 +296,8 @@ def _to_copy(lw, x, *, dtype=None, **kwargs):
     source = lw.aten_node.args[0].meta["val"].dtype
     if source == torch.bool and dtype is not None and (dtype.is_floating_point or dtype == torch.bool):
         return x  # a mask as numbers: the IR holds it as 0/1 already
+    if dtype == torch.bool and lw.ctx.type(x.name).kind == "binary":  # spikes as a mask: [s != 0], a new value
+        return _emit_like(lw, "compare", [x], {"op": "ne", "value": 0.0})
     if dtype is not None and dtype != source:
         lw.refuse(f"casts to {dtype}, which changes the values the float64 proof compares",
                   "drop the cast (spikec proves in float64), or cast the model's parameters instead")
