@@ -77,23 +77,31 @@ def test_gradients_flow_and_brief_training_fires_every_layer():
     net = _net(4, scale=20.0)
     x = _counts(t=25, b=8, seed=4).float()
     target = torch.tensor([3.0, 0.0, 2.0, 1.0])
-    opt = torch.optim.Adam(net.parameters(), lr=2.0)
-    first = None
-    for _ in range(15):
-        opt.zero_grad()
-        y = net(x)
-        loss = (y.sum(0).mean(0) - target).pow(2).mean()
-        loss.backward()
-        first = loss.item() if first is None else first
-        assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in net.parameters())
-        opt.step()
-    assert loss.item() < first
+    losses = _train_briefly(net, x, target)
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in net.parameters())
+    assert losses[-1] < losses[0]
     hidden = net[0](x)
     assert hidden.sum() > 0 and net(x).sum() > 0 and hidden.max() <= 31 and net(x).max() <= 1
 
 
+def _train_briefly(net, x, target, steps=15):
+    opt = torch.optim.Adam(net.parameters(), lr=2.0)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = (net(x).sum(0).mean(0) - target).pow(2).mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 def test_compiles_bit_exact_vs_source_and_xylosim_through_the_cli(tmp_path):
-    net = _net(5)
+    """A briefly trained network (its loss falls, both layers fire) compiled by the CLI with --target xylo."""
+    net = _net(5, scale=20.0)
+    x = _counts(t=25, b=8, seed=5).float()
+    losses = _train_briefly(net, x, torch.tensor([3.0, 0.0, 2.0, 1.0]))
+    assert losses[-1] < losses[0] and net[0](x).sum() > 0 and net(x).sum() > 0
     torch.save(net.state_dict(), tmp_path / "w.pt")
     (tmp_path / "model.py").write_text(
         "import torch\nfrom torch import nn\nfrom spikec.nn import xylo\n\n"
