@@ -108,3 +108,25 @@ def test_a_leading_flatten_of_the_channels_is_looked_through():
     assert any(n.op == "flatten" for n in graph.nodes)
     r = xylo_target(graph, x, run(graph, x), {})
     assert r.ok and r.report["bit_exact"] and r.report["resources"]["inputs"]["used"] == 10
+
+
+def test_the_chip_through_the_api_and_the_cli(tmp_path):
+    """``spikec.compile(..., xylo_chip=)`` and ``--xylo-chip`` reach the target; an unknown name is refused by it."""
+    from click.testing import CliRunner
+    from spikec.app.cli import main
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(16, 8), snn.Leaky(beta=0.5, init_hidden=True), nn.Linear(8, 12),
+                        snn.Leaky(beta=0.5, init_hidden=True))
+    x = spikes(t=4, b=1)
+    c = spikec.compile(net, x, targets="xylo", batch=None, xylo_chip="xylo-imu")
+    assert c.targets["xylo"]["chip"] == "Xylo IMU (SYNS63300)" and c.targets["xylo"]["bit_exact"]
+    with pytest.raises(BadInput, match="Xylo chip 'xylo-audio-9' is not known"):
+        spikec.compile(net, x, targets="xylo", batch=None, xylo_chip="xylo-audio-9")
+    (tmp_path / "m.py").write_text("import torch, snntorch as snn\nfrom torch import nn\n\ndef m():\n"
+                                   "    torch.manual_seed(0)\n    return nn.Sequential(nn.Linear(16, 8), snn.Leaky("
+                                   "beta=0.5, init_hidden=True), nn.Linear(8, 12), snn.Leaky(beta=0.5, "
+                                   "init_hidden=True))\n")
+    np.savez(tmp_path / "x.npz", input=x.astype(np.float32))
+    r = CliRunner().invoke(main, ["compile", f"{tmp_path / 'm.py'}:m", "--inputs", str(tmp_path / "x.npz"),
+                                  "--target", "xylo", "--xylo-chip", "xylo-audio-3", "-o", str(tmp_path / "out")])
+    assert r.exit_code == 0 and "Xylo Audio 3 (SYNS65302)" in r.output, r.output
