@@ -79,7 +79,7 @@ def _clock(ex, node, feed: str, size: int) -> str:
     return ex.clock
 
 
-def _resting_input(ex, node) -> list[str] | None:
+def _resting_input(ex, node, readers=None) -> list[str] | None:
     """The NIR sources of ``node``'s input with a value 0 at rest (what a cycle reads before the first step), or None.
     A spike or graph input rests at 0; a linear of one adds its bias at rest, so its bias is moved onto a clock
     neuron (``_clock``) when the neuron is the linear's only reader."""
@@ -93,7 +93,7 @@ def _resting_input(ex, node) -> list[str] | None:
     (fc,) = ex.sources[src.name]
     if not bias.any():
         return [fc]
-    if ex.users.get(src.name) != [node.name]:
+    if not set(ex.users.get(src.name, ())) <= set(readers or (node.name,)):
         return None
     ex.nodes[fc].bias = np.zeros_like(ex.nodes[fc].bias)   # the same sum, its bias from the clock instead
     # fed by the linear itself, before the linear feeds the cycle: nirtorch's preorder then runs the clock first
@@ -215,5 +215,43 @@ def li_norse(ex, node) -> None:
     ex.notes.append(f"{node.name}: {LI_NOTE}")
 
 
-LOWERINGS.update({"concat": concat, "synaptic_snntorch": synaptic, "lif_recurrent_norse": lif_recurrent_norse,
+MEM_NOTE = ("snnTorch Leaky (subtract reset, reset_delay=True) read as mem: its mem an Affine cycle "
+            "(x + beta mem - threshold spk_prev), its spikes a beta = 0 LIF of it firing on > threshold")
+_plain_leaky = LOWERINGS["lif_snntorch"]
+
+
+def leaky(ex, node) -> None:
+    """The default Leaky read as ``mem`` (a vector step, ``0 <= beta <= 1``): ``mem_t = (beta mem_{t-1} + x_t) -
+    θ spk_{t-1}`` is a ``leaky_cycle`` with the ``-θ`` feedback from its spikes, and ``spk = [mem > θ]`` a LIF with
+    ``beta = 0`` (its input each step, exactly): Affine cycles and a LIF, which the consumers read; NIR sums the
+    parts in snnTorch's order. Otherwise ``composed.snntorch_leaky`` (the CubaLIF cycle, or LI + Threshold)."""
+    a, key = node.attrs, composed._key(node)
+    group = [n for n in ex.graph.nodes if n.op == "lif_snntorch" and composed._key(n) == key]
+    known = ex.neurons.get(key, {})
+    if "cycle" in known:
+        return ex.single(node, known[a.get("read", "spikes")])
+    if known or not (a["reset"] == "subtract" and a["reset_delay"] and len(node.type.shape) == 1
+                     and any(n.attrs.get("read", "spikes") == "mem" for n in group)):
+        return _plain_leaky(ex, node)
+    raw = {k: np.asarray(node.params[k], dtype=np.float64) for k in ("beta", "threshold")}
+    beta, theta = (ex.per_neuron(node, raw[k]) for k in ("beta", "threshold"))
+    if not ((beta >= 0) & (beta <= 1)).all():
+        return _plain_leaky(ex, node)
+    sources = _resting_input(ex, node, {n.name for n in group})
+    if sources is None:
+        return _plain_leaky(ex, node)
+    mem = leaky_cycle(ex, node, "mem", sources, beta)
+    zeros, ones = np.zeros_like(beta), np.ones_like(beta)
+    lif, ok = forms.lif(ex.form, zeros, ones, zeros, np.nextafter(theta, np.inf), zeros)
+    ex.exact_params &= ok
+    spikes = ex.add(f"{node.name}.spikes", lif)
+    ex.edges.append((mem, spikes))
+    sub_raw = np.float32(raw["threshold"]).astype(np.float64) if raw["threshold"].ndim == 0 else raw["threshold"]
+    composed._reset_cycle(ex, node, mem, spikes, ex.per_neuron(node, sub_raw), False)
+    ex.neurons[key] = {"cycle": True, "mem": mem, "spikes": spikes}
+    ex.notes.append(f"{node.name}: {MEM_NOTE} (read one step late)")
+    ex.single(node, ex.neurons[key][a.get("read", "spikes")])
+
+
+LOWERINGS.update({"lif_snntorch": leaky, "concat": concat, "synaptic_snntorch": synaptic, "lif_recurrent_norse": lif_recurrent_norse,
                   "li_norse": li_norse})

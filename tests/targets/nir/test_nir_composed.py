@@ -25,18 +25,22 @@ from torch import nn
 
 
 class Net(nn.Module):
-    def __init__(self, conv=False, beta=0.9, mem=False, threshold=1.0, **kw):
+    def __init__(self, conv=False, beta=0.9, mem=False, threshold=1.0, only_mem=False, **kw):
         super().__init__()
+        self.only_mem = only_mem
         torch.manual_seed(0)
         self.fc = nn.Conv2d(2, 4, 3, padding=1) if conv else nn.Linear(10, 6)
         self.lif = snn.Leaky(beta=beta, threshold=threshold, init_hidden=True, output=mem, **kw)
 
     def forward(self, x):
-        return self.lif(self.fc(x))
+        y = self.lif(self.fc(x))
+        return y[1] if self.only_mem else y
 
 
 def dense(): return Net()
 def dense_mem(): return Net(mem=True)
+def conv_mem(): return Net(conv=True, mem=True)
+def dense_mem_only(): return Net(mem=True, only_mem=True)
 def dense_per_channel(): return Net(beta=torch.linspace(0.5, 0.95, 6), threshold=torch.linspace(0.4, 1.0, 6))
 def conv(): return Net(conv=True)
 def conv_per_channel(): return Net(conv=True, beta=torch.tensor([0.5, 0.7, 0.8, 0.95]).reshape(4, 1, 1))
@@ -47,7 +51,7 @@ def dense_negative(): return Net(threshold=-0.5)
 def mixed_if(): return Net(beta=torch.tensor([0.5, 1.0, 0.9, 0.9, 0.9, 0.9]))
 def no_delay(): return Net(reset_delay=False)
 '''
-CONV = ("conv", "conv_per_channel", "conv_if", "conv_negative")
+CONV = ("conv", "conv_per_channel", "conv_if", "conv_negative", "conv_mem")
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +116,7 @@ def test_default_leaky_runs_spike_for_spike_in_snntorch_and_norse(models, factor
         np.testing.assert_array_equal(got, spikes)
 
 
-@pytest.mark.parametrize("factory", ["dense_negative", "dense_mem"])
+@pytest.mark.parametrize("factory", ["dense_negative", "conv_mem"])
 def test_other_defaults_are_the_li_composition_the_interpreter_reproduces(models, factory, tmp_path):
     c = compile_for(models, factory)
     t = c.report["target"]
@@ -130,9 +134,29 @@ def test_other_defaults_are_the_li_composition_the_interpreter_reproduces(models
 
 
 def test_default_leaky_membrane_is_the_li_output(models):
-    c = compile_for(models, "dense_mem")
+    """A conv step's mem (its input cannot rest at 0 through an Affine cycle: reach.leaky): the LI's output."""
+    c = compile_for(models, "conv_mem")
     assert c.report["equivalent"] and c.report["target"]["exact"]
     assert c.report["target"]["nearest_variant"]["measured"] is False   # no NIR LIF outputs a membrane
+
+
+def test_default_leaky_membrane_of_a_dense_step_runs_in_snntorch_and_norse(models, tmp_path):
+    """A dense step's mem: an Affine cycle and a beta = 0 LIF (reach.leaky), run against the user's module."""
+    from spikec.targets.nir import reach
+    c = compile_for(models, "dense_mem_only")
+    t = c.report["target"]
+    assert c.report["equivalent"] and t["exact"] and "LI" not in t["nodes"] and "Threshold" not in t["nodes"]
+    assert any(reach.MEM_NOTE in n for n in t["notes"])
+    from spikec.targets.nir.export import export_graph
+    path = tmp_path / "model.nir"
+    nir.write(path, export_graph(c.graph).graph)
+    x, mem = snntorch_run(models, "dense_mem_only", torch.float32)
+    for name in ("snntorch", "norse"):
+        v = t["consumers"][name]
+        assert v["ran"] and v["spike_exact"] and v["spike_count"] > 20 and v["output_max_rel_diff"] < 1e-5, v
+        got, _ = consumers.run_consumer(name, path, x, 1e-4, mem.shape[2:])
+        np.testing.assert_allclose(got, mem, rtol=1e-5, atol=1e-5 * np.abs(mem).max())
+    assert "tau / dt must be greater than 1" in t["consumers"]["spikingjelly"]["reason"]
 
 
 @pytest.mark.parametrize("factory,why", [("mixed_if", "beta = 1 on some channels"),
