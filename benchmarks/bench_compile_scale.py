@@ -34,6 +34,11 @@ The per-stage seconds / peak memory of ``report["stages"]`` are printed when the
     .venv/bin/python benchmarks/bench_compile_scale.py --model sew_resnet18   # T=4, B=2, 224x224, 2 pairs
     git archive REV | tar -x -C /tmp/old && .venv/bin/python benchmarks/bench_compile_scale.py --baseline /tmp/old
 
+``--cli``: each compile is the whole ``spikec compile`` process instead (``python -m spikec.app.cli compile
+.../bench_compile_scale.py:published_model --no-probes --target none --batch B -o TMP``: start-up, imports, the
+compile and writing OUTDIR), its CPU time and peak taken from ``getrusage(RUSAGE_CHILDREN)`` around it; the
+ratio is that process's CPU over one warm float64 forward (the issue's "whole CLI process, no probes").
+
 The machine may be shared: the figures are noisy; the per-pair ratio (both measured back to back) is the
 figure to trust, and the load average is printed with every pair.
 """
@@ -129,9 +134,36 @@ def child_compile(steps: int, batch: int, seed: int, model_name: str = "ripe") -
             "rates": [min(rates), max(rates)] if rates else None, "warnings": len(r.get("warnings") or ())}
 
 
+def child_cli(steps: int, batch: int, seed: int, model_name: str = "ripe", root=None) -> dict:
+    """The whole ``spikec compile`` CLI process on the model (no probes, no target): CPU and peak of that process
+    and its forked command child, from ``RUSAGE_CHILDREN`` (this process runs nothing else)."""
+    import tempfile
+    env = {**os.environ, STEPS_ENV: str(steps), "TQDM_DISABLE": "1"}
+    if root:
+        env["PYTHONPATH"] = str(Path(root).resolve())
+    spec = f"{Path(__file__).resolve()}:{MODELS[model_name][0]}"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out"
+        cmd = [sys.executable, "-m", "spikec.app.cli", "compile", spec, "--no-probes", "--target", "none",
+               "--batch", str(batch), "--seed", "0", "-o", str(out)]
+        before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=env)
+        seconds, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"the CLI failed ({done.returncode}): {done.stderr[-2000:]}")
+        r = json.loads((out / "report.json").read_text())
+    user, sys_ = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    rates = [v["rate"] for v in r.get("firing_rates", {}).values()]
+    return {"seconds": seconds, "cpu": user + sys_, "peak_mb": after.ru_maxrss / 1024, "user": user, "sys": sys_,
+            "equivalent": r["equivalent"], "fingerprint": fingerprint(r), "stages": r.get("stages"),
+            "rates": [min(rates), max(rates)] if rates else None, "warnings": len(r.get("warnings") or ())}
+
+
 def measure(kind: str, args, root=None) -> dict:
     cmd = [sys.executable, __file__, "--child", kind, "--steps", str(args.steps), "--batch", str(args.batch),
            "--seed", str(args.seed), "--model", args.model] + (["--root", str(root)] if root else [])
+    if kind == "compile" and args.cli:
+        cmd[cmd.index("compile")] = "cli"
     env = {**os.environ, "TQDM_DISABLE": "1"}
     if args.threads:  # torch's intra-op threads (both children alike)
         env.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
@@ -148,7 +180,8 @@ def print_stages(stages) -> None:
         print("    (no per-stage figures in this report)")
         return
     for s in stages:
-        print(f"    {s['stage']:<28} {s['seconds']:8.2f} s   peak {s['peak_memory_mb']:8.0f} MB")
+        cpu = f"  CPU {s['cpu_seconds']:7.2f} s" if "cpu_seconds" in s else ""
+        print(f"    {s['stage']:<28} {s['seconds']:8.2f} s{cpu}   peak {s['peak_memory_mb']:8.0f} MB")
 
 
 def main():
@@ -163,9 +196,14 @@ def main():
     ap.add_argument("--quick", action="store_true", help="T=2, B=2, 1 pair")
     ap.add_argument("--baseline", metavar="DIR", help="also compile with the spikec of another checkout DIR (e.g. "
                     "`git archive REV | tar -x -C DIR`), in each pair: before/after side by side")
-    ap.add_argument("--child", choices=("forward", "compile"), help=argparse.SUPPRESS)
+    ap.add_argument("--cli", action="store_true", help="time the whole `spikec compile` process (start-up, imports, "
+                    "writing OUTDIR; no probes) instead of the call to compile_model")
+    ap.add_argument("--child", choices=("forward", "compile", "cli"), help=argparse.SUPPRESS)
     ap.add_argument("--root", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child == "cli":  # the CLI process of this checkout or of --root's
+        print(json.dumps(child_cli(args.steps, args.batch, args.seed, args.model, args.root)))
+        return
     if args.root:  # the compile of another checkout: its spikec first on the path
         sys.path.insert(0, str(Path(args.root).resolve()))
         import spikec
@@ -179,7 +217,8 @@ def main():
     if args.quick:
         args.steps, args.batch, args.pairs = 2, 2, 1
     import torch
-    print(f"{what}, untrained seed {args.seed}; T={args.steps}, B={args.batch}, default passes, no target; "
+    print(f"{what}, untrained seed {args.seed}; T={args.steps}, B={args.batch}, default passes, no target"
+          f"{'; the whole CLI process, no probes' if args.cli else ''}; "
           f"torch {torch.__version__}, {os.cpu_count()} CPUs, threads {args.threads or 'default'}")
     ratios, cpu_ratios, fwd, comp, base = [], [], [], [], []
     for i in range(args.pairs):

@@ -281,7 +281,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
         precision = flip_margins(source_precision(model, x, reference[0]), deployed, trace_final) \
             if inputs is None else None
         activity = {"firing_rates": firing_rates(deployed, trace_final),
-                    "neurobench": neurobench_metrics(deployed, trace_final)}
+                    "neurobench": neurobench_metrics(deployed, trace_final, cost)}
     del trace_final
     report = {
         "model": opts.model, "weights": opts.weights,

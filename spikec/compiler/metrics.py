@@ -102,12 +102,13 @@ def _layer_ops(graph: Graph, node: Node, x: np.ndarray) -> dict:
     return {"kind": kind, "effective": effective, "dense": dense, "how": how}
 
 
-def neurobench_metrics(graph: Graph | dict, trace: Trace | None = None) -> dict:
+def neurobench_metrics(graph: Graph | dict, trace: Trace | None = None, cost: dict | None = None) -> dict:
     """NeuroBench's ``Effective_MACs``, ``Effective_ACs``, ``Dense`` (per sample) and ``ActivationSparsity``
     (with ``ActivationSparsityByLayer``) of ``graph`` run as ``trace`` (``run(graph, x)``, record="all"), with
     per-layer rows and spikec's own figures beside them (module docstring: how each maps, where they differ).
 
-    Given a report dict instead (no trace), returns ``neurobench_from_report(report)``."""
+    Given a report dict instead (no trace), returns ``neurobench_from_report(report)``. ``cost``: the
+    ``cost_report(graph, trace)`` already made (it is not made again)."""
     if isinstance(graph, dict):
         return neurobench_from_report(graph)
     if trace is None:
@@ -142,12 +143,12 @@ def neurobench_metrics(graph: Graph | dict, trace: Trace | None = None) -> dict:
             "ActivationSparsity": zeros / total if total else 0.0,
             "ActivationSparsityByLayer": by_layer,
             "per": PER_SAMPLE, "exact": True, "basis": "graph and interpreter trace",
-            "layers": layers, "notes": notes, "spikec": _spikec_figures(graph, trace)}
+            "layers": layers, "notes": notes, "spikec": _spikec_figures(graph, trace, cost)}
 
 
-def _spikec_figures(graph: Graph, trace: Trace) -> dict:
+def _spikec_figures(graph: Graph, trace: Trace, cost: dict | None = None) -> dict:
     """spikec's own counts of the same run (``cost_report``), to read beside NeuroBench's."""
-    c = cost_report(graph, trace)
+    c = cost_report(graph, trace) if cost is None else cost
     return {"ac_ops": c["total_ac_ops"], "mac_ops": c["total_mac_ops"],
             "dense_ops": sum(l["dense_ops"] for l in c["layers"]), "synaptic_energy_pj": c["synaptic_energy_pj"],
             "firing_rates": c["firing_rates"]}

@@ -5,12 +5,14 @@ inputs))``: the same values compared with the same rule (``Comparison.add``), me
 so counts, ``max_rel_diff`` and the listed first mismatches are identical. What differs is memory: each value of
 ``after`` is compared as the interpreter produces it and then freed unless ``record`` asks to keep it, and (with
 ``consume``) each value of ``ta`` is dropped once its last comparison is made. ``ta`` needs to hold only
-``before_names(before, after)`` (and ``run(..., record=before_names(...))`` records just those).
+``before_names(before, after)`` (and ``run(..., record=before_names(...))`` records just those). What the pass
+left as it was is taken from ``ta`` rather than computed again (``interpreter.Reuse``): a value that a node
+unchanged on unchanged inputs computes is the value ``ta`` holds.
 """
 from collections import Counter
 
 from spikec.compiler.checker import MAX_REPORTED, Comparison, per_step_sum
-from spikec.compiler.interpreter import Trace, run
+from spikec.compiler.interpreter import Reuse, Trace, run
 from spikec.compiler.ir import Graph
 
 
@@ -62,7 +64,8 @@ def compare_streamed(before: Graph, ta: Trace, after: Graph, inputs, *, record="
                 ta.values.pop(a, None)
                 ta.margins.pop(a, None)
 
-    tb = run(after, inputs, record=record, progress=progress, visit=visit)
+    # a node the pass left as it was, on inputs it left as they were, is not computed again (Reuse)
+    tb = run(after, inputs, record=record, progress=progress, visit=visit, reuse=Reuse(before, ta))
     return merge(parts), tb
 
 
