@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test clean
+.PHONY: venv demo test test-fast clean
 
 venv: $(STAMP)
 
@@ -53,8 +53,16 @@ demo: $(STAMP)
 	    --weights examples/digits/checkpoint.pt --inputs examples/digits/inputs.npz \
 	    -o build/demo --passes default --target lava
 
+# The whole suite over pytest-xdist's workers, one per core (TEST_WORKERS=0: serially, in one process); each
+# worker takes whole files (a module's shared compiled fixtures are built once), in tests/conftest.py's order.
+# test-fast: the fast tier only, the core, frontend and passes (tests/conftest.py says which paths are slow).
+TEST_WORKERS ?= auto
+XDIST = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest $(XDIST) -m "not slow"
 
 clean:
 	rm -rf build

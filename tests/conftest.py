@@ -1,6 +1,120 @@
-"""Suite-wide test settings."""
+"""Suite-wide test settings: one torch thread, the two test tiers, and exclusive tests under pytest-xdist.
+
+Tiers: ``make test-fast`` runs ``-m "not slow"``: the core (compiler, ops, nn), the frontend, the passes and the
+repository's own unit checks (lint, code size, docs, import layers). Everything else is slow *by its path*, so a
+new test file lands in its folder's tier without anyone marking it: a target's end-to-end runs (Lava: 5-30 s
+each), the app's compiles through subprocesses, examples, TTFS, the mutation tools. A test under a fast path
+that costs seconds is marked ``@pytest.mark.slow`` (or listed in ``SLOW_HERE`` when its file is another
+engineer's). ``make test`` runs everything, over pytest-xdist's workers.
+
+``@pytest.mark.exclusive``: a test with a wall-clock bound, or one that leaves dead-run files in the machine's
+shared ``/dev/shm`` for a later sweep to find, runs while no other worker runs a test (another worker's compile
+sweeps dead runs' segments, and a Lava run beside it doubles a cleanup's time).
+"""
+import fcntl
+from contextlib import contextmanager
+from pathlib import Path
+
 import pytest
 import torch
+
+TESTS = Path(__file__).resolve().parent
+FAST = ("compiler", "ops", "nn", "frontend", "passes", "tools",
+        "test_code_size.py", "test_docs.py", "test_import_layers.py", "test_lint.py", "test_nn_reach.py")
+# Tests under a fast path that cost seconds each, in files other engineers own (node id prefixes from tests/).
+SLOW_HERE = ()
+# Files measured longest (30-260 s each on a loaded machine), started first: pytest-xdist gives a worker a whole
+# file (--dist loadfile keeps a module's shared fixtures on one worker), so a long file left to the end would
+# leave the other worker idle. A file missing here or gone only loses the ordering.
+LONG_FIRST = ("targets/test_coverage.py", "test_readme_commands.py", "targets/lava/test_lava_mapping.py",
+              "targets/lava/test_interrupts.py", "targets/lava/test_sdna_sdt_lava.py",
+              "targets/lava/test_network_api.py", "targets/test_nir_paper_targets.py",
+              "targets/lava/test_lava_target.py", "targets/lava/test_framework_neurons.py",
+              "targets/lava/test_ttfs_lava.py", "targets/lava/test_leftovers.py")
+
+
+def _relative(path) -> str | None:
+    """``path`` relative to tests/ (``a/b.py``), or None outside it."""
+    try:
+        return Path(path).resolve().relative_to(TESTS).as_posix()
+    except ValueError:
+        return None
+
+
+def slow_path(rel: str | None) -> bool:
+    return rel is not None and rel.split("/")[0] not in FAST
+
+
+def is_slow(item) -> bool:
+    """Whether ``item`` is in the slow tier: by its marker, by ``SLOW_HERE``, or by a path outside ``FAST``."""
+    rel = _relative(item.path) or item.nodeid
+    nodeid = rel + item.nodeid[item.nodeid.index("::"):] if "::" in item.nodeid else rel
+    return (item.get_closest_marker("slow") is not None or slow_path(rel)
+            or any(nodeid.startswith(prefix) for prefix in SLOW_HERE))
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Under ``-m "not slow"`` a slow path holds no selectable test: not importing it saves its imports."""
+    if config.getoption("markexpr", "") == "not slow":
+        rel = _relative(collection_path)
+        if rel not in (None, ".", "conftest.py") and slow_path(rel):
+            return True
+    return None
+
+
+def _order(item) -> tuple:
+    rel = _relative(item.path)
+    return (LONG_FIRST.index(rel) if rel in LONG_FIRST else len(LONG_FIRST), not slow_path(rel))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if is_slow(item) and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=_order)   # stable: a file's tests stay together and in order
+
+
+class _Machine:
+    """An inter-worker reader/writer lock over two files: every test holds ``main`` shared, an exclusive test
+    holds it alone. The ``gate`` stops new shared holders while an exclusive test waits (no starvation)."""
+
+    def __init__(self, where: Path):
+        self.gate = open(where / "spikec-tests.gate", "a+")
+        self.main = open(where / "spikec-tests.lock", "a+")
+
+    @contextmanager
+    def hold(self, exclusive: bool):
+        if exclusive:
+            fcntl.flock(self.gate, fcntl.LOCK_EX)
+            fcntl.flock(self.main, fcntl.LOCK_EX)
+        else:
+            fcntl.flock(self.gate, fcntl.LOCK_SH)
+            fcntl.flock(self.main, fcntl.LOCK_SH)
+            fcntl.flock(self.gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(self.main, fcntl.LOCK_UN)
+            if exclusive:
+                fcntl.flock(self.gate, fcntl.LOCK_UN)
+
+
+_MACHINE: list = []
+
+
+def pytest_configure(config):
+    # an xdist worker's basetemp is <the run's basetemp>/popen-gwN: the parent is shared by the run's workers
+    if hasattr(config, "workerinput") and config.option.basetemp:
+        _MACHINE.append(_Machine(Path(config.option.basetemp).parent))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Setup, call and teardown (module fixtures' too) under the machine lock, when workers share the machine."""
+    if not _MACHINE:
+        return (yield)
+    with _MACHINE[0].hold(item.get_closest_marker("exclusive") is not None):
+        return (yield)
 
 
 @pytest.fixture(autouse=True, scope="session")

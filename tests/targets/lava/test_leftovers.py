@@ -105,6 +105,7 @@ def test_sweep_removes_only_what_dead_runs_tagged(live_run_files):
 
 
 @pytest.mark.skipif(REASON is not None, reason=f"Lava does not import here: {REASON}")
+@pytest.mark.exclusive   # another xdist worker's compile would sweep the killed run's segments before the next run
 def test_a_run_killed_with_all_its_processes_is_swept_by_the_next_run(tmp_path, live_run_files):
     tmp, made = live_run_files
     proc, nxt = _start(tmp_path, 500_000, tmp), None
