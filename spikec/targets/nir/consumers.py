@@ -1,10 +1,12 @@
-"""Run a written ``.nir`` file through the real importers: snnTorch 1.0.0, Norse 1.1.0 and Sinabs 3.1.3.
+"""Run a written ``.nir`` file through the real importers: snnTorch 1.0.0, Norse 1.1.0, Sinabs 3.1.3, SpikingJelly
+2.0.0 and Rockpool 3.1.0 (``rockpool_consumer``).
 
 ``limits(graph)`` lists, per consumer, why it cannot reproduce the file (read from the importers'
 source, see targets.md "NIR"); an empty list means it should. ``run_consumer`` imports the file with the
-consumer's own entry point and runs it, one sample at a time and *unbatched* (a per-step tensor shaped
-like the NIR input type): NIR types and Flatten dims are batch-free, and both importers hand
-``Flatten(start_dim, end_dim)`` to ``torch.nn.Flatten`` unchanged, which counts the batch dim. Spiking
+consumer's own entry point and runs it on the whole batch at once (SpikingJelly always; snnTorch and Norse when
+the file has no Flatten), else one sample at a time and *unbatched* (a per-step tensor shaped like the NIR input
+type): NIR types and Flatten dims are batch-free, and both importers hand ``Flatten(start_dim, end_dim)`` to
+``torch.nn.Flatten`` unchanged, which counts the batch dim. Rockpool runs ``[B, T, N]`` in one call. Spiking
 modules are hooked, so every NIR neuron's spikes are compared, not only the graph output.
 Consumers run as they ship: float32 parameters and state.
 """
@@ -308,6 +310,12 @@ def _reset(module):
             m.reset_mem()
 
 
+def _flattens(graph: nir.NIRGraph) -> bool:
+    """A Flatten anywhere: snnTorch and Norse hand its NIR (batch-free) dims to torch's Flatten, which counts the batch,
+    so such a file runs one sample at a time; any other runs on the whole batch at once."""
+    return any(isinstance(n, nir.Flatten) or (isinstance(n, nir.NIRGraph) and _flattens(n)) for n in graph.nodes.values())
+
+
 def _hook_names(graph: nir.NIRGraph) -> dict[str, str]:
     """Sanitized module name -> NIR name, for the spiking nodes (nirtorch replaces '.' by '_')."""
     return {n.replace(".", "_"): n for n, v in graph.nodes.items() if _kind(v) in ("LIF", "IF", "CubaLIF")}
@@ -337,7 +345,7 @@ def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape) 
         T, B = inputs.shape[:2]
         outs = np.zeros((T, B, *out_shape))
         spikes: dict[str, list] = {}
-        batched = consumer in BATCHED
+        batched = consumer in BATCHED or (consumer in ("snntorch", "norse") and not _flattens(graph))
         try:
             with torch.no_grad():
                 for b in ([slice(None)] if batched else range(B)):
