@@ -44,7 +44,7 @@ from spikec.compiler.errors import BadInput
 from spikec.compiler.interpreter import run
 from spikec.compiler.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
-from spikec.targets.lava import chip, chip_variant, products
+from spikec.targets.lava import chip, chip_variant, cores, products
 from spikec.targets.lava import ops as _ops  # noqa: F401  (defines the lava_* ops)
 from spikec.targets.lava.compare import compare
 from spikec.targets.lava.limits import int_inputs
@@ -179,11 +179,14 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     }
     if placed:
         report["products"] = products.report(placed, q.graph, net, trace, lava)
+    report["placement"], placement = cores.for_deployment(net, arrays, trace.values)   # a plan, not in the verdict
     report.update(exact_source.float_report_fields(graph))
     report["summary"] = _summary(report) + "\n             bit_exact_vs_source false: " + report["vs_source"]
     if placed:
         report["summary"] += "\n             " + products.line(report["products"])
-    files = {"lava": LavaDir(lambda p: _write_lava_dir(p, q.graph, net, arrays), q.graph, net, arrays, read_lava)}
+    report["summary"] += "\n             " + cores.line(report["placement"])
+    files = {"lava": LavaDir(lambda p: _write_lava_dir(p, q.graph, net, arrays, placement), q.graph, net, arrays,
+                             read_lava)}
     if netx_info.get("exportable"):
         files["model.net"] = NetxFile(q.graph)
     netx_ok = not netx_info.get("exportable") or netx_info["verification"].get("bit_exact") is not False
@@ -289,11 +292,13 @@ def _verify_netx(qgraph, x, samples) -> dict:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _write_lava_dir(path: Path, qgraph, net, arrays) -> None:
+def _write_lava_dir(path: Path, qgraph, net, arrays, placement: dict | None = None) -> None:
     path = Path(path)
     (path / "quantized").mkdir(parents=True, exist_ok=True)
     save_graph(qgraph, path / "quantized")
     save_network(net, arrays, path)
+    if placement is not None:
+        (path / "placement.json").write_text(json.dumps(placement, indent=1))
 
 
 def read_lava(path) -> tuple:
@@ -348,18 +353,32 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
         except ImportError as e:
             netx_check = {"loaded": False, "bit_exact": None, "skipped": f"{type(e).__name__}: {e}"}
     netx_ok = netx_check is None or netx_check.get("bit_exact") is not False
+    placement = _placement_check(Path(outdir) / "lava" / "placement.json", net)
     rewrite = next((r for r in placed.rewrites if "rewritten" in r), None) if placed else None
     return {"equivalent": result["bit_exact"] and not lowered and netx_ok and checks["ok"]
-            and requantized.get("equal") is not False and products.proven(placed),
+            and requantized.get("equal") is not False and products.proven(placed) and placement["ok"] is not False,
             "bit_exact": result["bit_exact"] and products.proven(placed), "netx": netx_check,
             "quantization_checks": checks, **({"products_rewrite_check": rewrite} if rewrite else {}),
-            "quantized_rederived": requantized,
+            "quantized_rederived": requantized, "placement_check": placement,
             "spikes_compared": result["spikes_compared"], "values_compared": result["values_compared"],
             "states_compared": result["states_compared"], "max_rel_diff": 0.0,
             "arrays_differing_from_lowering": lowered,
             "first_divergent_layer": result["first_divergent_layer"],
             "mismatch_counts": result["mismatch_counts"], "first_mismatches": result["first_mismatches"],
             "sim_seconds": lava["sim_seconds"]}
+
+
+def _placement_check(path: Path, net: dict) -> dict:
+    """``lava/placement.json`` held against the written network (every neuron once, every core and chip within
+    the document's limits): ``ok`` None when the OUTDIR has no plan (an older one, or a network not placed)."""
+    if not path.exists():
+        return {"ok": None, "problems": []}
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        return {"ok": False, "problems": [f"lava/placement.json is not a JSON document ({type(e).__name__}: {e})"]}
+    problems = cores.check_document(doc, net) if isinstance(doc, dict) else ["lava/placement.json is not an object"]
+    return {"ok": not problems, "problems": problems}
 
 
 def _network_differences(fresh: dict, written: dict) -> list[str]:
