@@ -49,7 +49,7 @@ from spikec.frontend import norse_adaptive, norse_recurrent
 from spikec.frontend.exact_neurons import float_only, require_stepping
 from spikec.frontend.norse_common import (HEAVISIDE_METHODS, MEM, SYN, _check_method, _check_rest,  # noqa: F401
                                           _exact_type, _factor, _param, _record_states)
-from spikec.frontend.registry import refuse, register_converter
+from spikec.frontend.registry import on_framework, refuse, register_converter
 from spikec.ops import define, register_kernel
 from spikec.ops.common import channel, per_channel
 from spikec.ops.registry import need
@@ -237,12 +237,13 @@ register_kernel("li_norse", norse_kernel)
 
 
 # -- registration, only where the package imports -----------------------------------------
-try:
-    import norse.torch as _norse
-    from norse.torch.module.snn import SNN, SNNCell, SNNRecurrent, SNNRecurrentCell
-except ImportError:
-    pass
-else:
+@on_framework("norse")  # imported only for a model whose code imported it
+def _register():
+    try:
+        import norse.torch as _norse
+        from norse.torch.module.snn import SNN, SNNCell, SNNRecurrent, SNNRecurrentCell
+    except ImportError:
+        return
     for _cls, _fn in [(SNNCell, other_neuron), (SNN, other_neuron), (SNNRecurrentCell, recurrent),
                       (SNNRecurrent, recurrent), (_norse.LIFCell, lif), (_norse.LIF, lif),
                       (_norse.LIFBoxCell, lif_box), (_norse.LICell, li), (_norse.LI, li),

@@ -60,7 +60,7 @@ from torch import nn
 from spikec.compiler.errors import BadInput
 from spikec.compiler.ir import TensorType
 from spikec.frontend.exact_neurons import float_only
-from spikec.frontend.registry import refuse, register_converter
+from spikec.frontend.registry import on_framework, refuse, register_converter
 from spikec.ops import Param, define, register_kernel
 from spikec.ops.registry import need
 
@@ -365,9 +365,14 @@ def _stub_pylab():
 
 
 register_converter(SinabsNet, sinabs_net)
-if importlib.util.find_spec("sinabs") is not None:  # the stub only where Sinabs is there to need it
-    with contextlib.suppress(ImportError):
+if importlib.util.find_spec("sinabs") is not None:  # the stub only where Sinabs is there to need it, before the
+    with contextlib.suppress(ImportError):          # model's code imports Sinabs
         _stub_pylab()
+
+
+@on_framework("sinabs")  # imported only for a model whose code imported it
+def _register():
+    with contextlib.suppress(ImportError):
         import sinabs.layers as _sl
         for _cls in (_sl.IAF, _sl.IAFSqueeze, _sl.LIF, _sl.LIFSqueeze, _sl.ExpLeak, _sl.ExpLeakSqueeze):
             register_converter(_cls, sinabs_neuron)

@@ -50,7 +50,7 @@ from torch import nn
 from spikec.compiler.errors import UnsupportedOp
 from spikec.frontend import snntorch_neurons  # noqa: F401  (defines the framework-exact ops)
 from spikec.frontend.exact_neurons import require_stepping
-from spikec.frontend.registry import refuse, register_converter
+from spikec.frontend.registry import on_framework, refuse, register_converter
 
 NEVER = float(np.finfo(np.float64).max)  # the threshold of a lif read out as its membrane only
 CONVERTED = ("Leaky", "Lapicque", "Synaptic", "RLeaky", "RSynaptic", "Alpha")
@@ -353,11 +353,12 @@ def other_neuron(ctx, m, name, x):
 
 
 # -- registration, only where the package imports -----------------------------------------
-try:
-    import snntorch as _snntorch
-except ImportError:
-    pass
-else:
+@on_framework("snntorch")  # imported only for a model whose code imported it
+def _register():
+    try:
+        import snntorch as _snntorch
+    except ImportError:
+        return
     for _cls, _fn in [(SnnTorchMultiStep, snntorch_leaky), (_snntorch.Leaky, leaky), (_snntorch.Lapicque, lapicque),
                       (_snntorch.Synaptic, synaptic),
                       (_snntorch.RLeaky, rleaky), (_snntorch.RSynaptic, rsynaptic), (_snntorch.Alpha, alpha),

@@ -42,7 +42,7 @@ from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.ir import TensorType
 from spikec.frontend.exact_neurons import float_only, require_stepping
 from spikec.frontend.spikingjelly_nonlinear import CHARGE
-from spikec.frontend.registry import refuse, register_converter
+from spikec.frontend.registry import on_framework, refuse, register_converter
 from spikec.ops import define, need, register_kernel
 
 # Surrogates whose spiking forward is spikingjelly's heaviside, (x >= 0).to(x) (read in SpikingJelly 2.0's
@@ -199,18 +199,20 @@ register_kernel("lif_sj", lif_sj_kernel)
 
 
 # -- registration, only where the package imports -----------------------------------------
-_triton_log = logging.getLogger("torch._library.triton")
-_level = _triton_log.level
-_triton_log.setLevel(logging.ERROR)  # spikingjelly's custom ops warn "Triton not available" on import
-try:
-    from spikingjelly.activation_based import neuron as _sj_neuron
-except ImportError:
-    pass
-else:
-    for _cls in (_sj_neuron.IFNode, _sj_neuron.LIFNode, _sj_neuron.ParametricLIFNode):
-        register_converter(_cls, sj_node)
-    for _cls in (_sj_neuron.QIFNode, _sj_neuron.EIFNode, _sj_neuron.IzhikevichNode):
-        register_converter(_cls, sj_nonlinear_node)
-    from spikec.frontend import spikingjelly_layers  # noqa: F401,E402  (registers the layer wrappers)
-finally:
-    _triton_log.setLevel(_level)
+@on_framework("spikingjelly")  # imported only for a model whose code imported it
+def _register():
+    triton_log = logging.getLogger("torch._library.triton")
+    level = triton_log.level
+    triton_log.setLevel(logging.ERROR)  # spikingjelly's custom ops warn "Triton not available" on import
+    try:
+        from spikingjelly.activation_based import neuron as _sj_neuron
+    except ImportError:
+        return
+    else:
+        for _cls in (_sj_neuron.IFNode, _sj_neuron.LIFNode, _sj_neuron.ParametricLIFNode):
+            register_converter(_cls, sj_node)
+        for _cls in (_sj_neuron.QIFNode, _sj_neuron.EIFNode, _sj_neuron.IzhikevichNode):
+            register_converter(_cls, sj_nonlinear_node)
+        from spikec.frontend import spikingjelly_layers  # noqa: F401  (registers the layer wrappers)
+    finally:
+        triton_log.setLevel(level)

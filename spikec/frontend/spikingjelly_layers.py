@@ -20,7 +20,7 @@ converters found through the MRO.
 """
 from torch import nn
 
-from spikec.frontend.registry import refuse, register_converter
+from spikec.frontend.registry import on_framework, refuse, register_converter
 from spikec.frontend.torch_modules import (adaptive_avgpool2d, avgpool2d, batchnorm, conv2d, flatten, identity,
                                            linear, maxpool2d, sequential, time_distributed)
 
@@ -130,9 +130,10 @@ def register(layer):
         register_converter(cls, _exact(cls, fn, (layer.Dropout2d,) if cls is layer.Dropout else ()))
 
 
-try:
-    from spikingjelly.activation_based import layer as _sj_layer
-except ImportError:
-    pass
-else:
+@on_framework("spikingjelly")  # imported only for a model whose code imported it
+def _register():
+    try:
+        from spikingjelly.activation_based import layer as _sj_layer
+    except ImportError:
+        return
     register(_sj_layer)
