@@ -63,7 +63,14 @@ X = np.random.default_rng(0).normal(0.5, 1.0, size=(7, 3, 5))
 @pytest.mark.parametrize("reset", ["subtract", "zero", "none"])
 def test_an_indexed_loop_folds_exactly(reset):
     torch.manual_seed(0)
-    graph, got, want, looped = folded(Indexed(reset), X)
+    model = Indexed(reset)
+    # Weights and inputs on a dyadic grid: every sum is exact in float64, so the comparison is bit for bit
+    # whatever order the BLAS kernel adds in (the IR's one product over T*B rows and torch's per-step products
+    # were found 1 ulp apart on another CPU); what is tested is the fold, not the summation order.
+    with torch.no_grad():
+        for p in model.fc.parameters():
+            p.copy_(torch.round(p * 64) / 64)
+    graph, got, want, looped = folded(model, np.round(X * 8) / 8)
     assert not looped.static and len(got) == 2
     for g, w in zip(got, want):
         assert np.array_equal(g, w)
