@@ -42,7 +42,9 @@ margin is the distance of ``v`` from the nearest boundary that changes the outpu
 
 Refused: subclasses (the recurrent layers, ALIF), custom ``spike_fn`` / ``reset_fn``, non-scalar
 ``tau_mem`` / ``tau_syn`` / ``spike_threshold`` / ``min_v_mem``, a count threshold <= 0, and a Squeeze layer whose
-``batch_size`` / ``num_timesteps`` contradicts the run (``SinabsNet`` raises ``BadInput`` on the inputs).
+``num_timesteps`` contradicts the run's T (``SinabsNet`` raises ``BadInput`` on the inputs). A Squeeze layer built
+with ``batch_size`` (Sinabs's ``from_model(batch_size=...)``) runs at any batch: ``SinabsNet`` has it split
+``[B*T]`` by T, the same split at its own batch size.
 Checkpoints: Sinabs saves its state buffers (batch-shaped after a forward) in ``state_dict``. They are state, not
 weights: ``SinabsNet.state_dict`` leaves them out, and loading into a ``SinabsNet`` keeps the network's own (empty)
 state whatever shape the checkpoint's has; a checkpoint of the bare network (keys without ``net.``) loads too.
@@ -89,22 +91,31 @@ class SinabsNet(nn.Module):
 
     def forward(self, x):
         steps, batch = x.shape[:2]
-        self._check_squeeze(steps, batch)
+        squeezed = self._check_squeeze(steps)
         reset_states(self.net)
         y = x.transpose(0, 1)                       # [B, T, ...], Sinabs's layout
-        y = self.net(y.flatten(0, 1) if self.layout == MERGED else y)
+        with _split_by_steps(squeezed, steps):
+            y = self.net(y.flatten(0, 1) if self.layout == MERGED else y)
         if self.layout == MERGED:
             y = y.unflatten(0, (batch, steps))
         reset_states(self.net)
         return y.transpose(0, 1)
 
-    def _check_squeeze(self, steps, batch):
+    def _check_squeeze(self, steps) -> list:
+        """The Squeeze layers; one built for another T is refused. A ``batch_size`` is only how a layer splits the
+        batch-major ``[B*T]`` dim: each run splits it by ``T`` instead (``_split_by_steps``), which is the same
+        split at the layer's own batch size, and per sample at any other (samples are independent), so the
+        verification's own samples (probes, a data set's batch) need not match the batch it was trained with."""
+        layers = []
         for name, m in self.net.named_modules():
-            if _is_squeeze(m) and ((m.batch_size not in (-1, batch)) or (m.num_timesteps not in (-1, steps))):
-                raise BadInput(f"{type(m).__name__} has batch_size={m.batch_size}, num_timesteps="
-                               f"{m.num_timesteps}; the inputs have B={batch}, T={steps}",
-                               where=f"module {name!r}", remedy="build the Squeeze layers with num_timesteps=T "
-                               "(any batch), or give inputs of the batch size they were built for")
+            if not _is_squeeze(m):
+                continue
+            if m.num_timesteps not in (-1, steps):
+                raise BadInput(f"{type(m).__name__} has num_timesteps={m.num_timesteps}; the inputs have T={steps}",
+                               where=f"module {name!r}", remedy=f"give inputs of {m.num_timesteps} steps, or build "
+                               "the Squeeze layers with num_timesteps=T (or batch_size=B: any T)")
+            layers.append(m)
+        return layers
 
     def state_dict(self, *args, **kwargs):
         """Without the layers' state buffers: state, not weights."""
@@ -121,6 +132,19 @@ class SinabsNet(nn.Module):
         for key in state_keys(self):
             state_dict[prefix + key] = self.get_buffer(key)
         super()._load_from_state_dict(state_dict, prefix, *args)
+
+
+@contextlib.contextmanager
+def _split_by_steps(layers: list, steps: int):
+    """Each Squeeze layer splits ``[B*T]`` as ``(-1, steps)`` for one run, its own split restored after."""
+    saved = [(m.batch_size, m.num_timesteps) for m in layers]
+    try:
+        for m in layers:
+            m.batch_size, m.num_timesteps = -1, steps
+        yield
+    finally:
+        for m, (b, t) in zip(layers, saved):
+            m.batch_size, m.num_timesteps = b, t
 
 
 def adapt(model: nn.Module) -> nn.Module:

@@ -143,11 +143,35 @@ def test_subclasses_and_custom_spike_functions_are_refused():
         trace(frontend.SinabsNet(sl.IAF(spike_fn=Custom)), (5,))
 
 
-def test_a_squeeze_layer_built_for_another_batch_is_named():
-    net = frontend.SinabsNet(sl.IAFSqueeze(batch_size=B + 1))
-    with pytest.raises(BadInput, match="batch_size=4") as e:
+def test_a_squeeze_layer_built_for_another_batch_runs_as_sinabs_runs_it_per_sample():
+    """Built with batch_size=1 (as sinabs.from_model(batch_size=1) builds it), run on B samples (and on the
+    probes' larger batch): each sample gives what the bare Sinabs layer gives at its own batch size."""
+    layer = sl.IAFSqueeze(batch_size=1, spike_threshold=th(0.5))
+    x = inputs(0)                                                  # [T, B, ...]
+    got = frontend.SinabsNet(layer)(x)
+    for b in range(B):
+        frontend.reset_states(layer)
+        own = layer(x[:, b])                                      # [T, ...]: one sample, batch-major is time-major
+        assert torch.equal(got[:, b], own)
+    assert layer.batch_size == 1 and layer.num_timesteps == -1    # the layer's own split is restored
+    assert 0 < float(got.mean()) < 1                               # it fires and rests: the comparison can fail
+
+
+def test_a_squeeze_layer_built_for_another_T_is_named():
+    net = frontend.SinabsNet(sl.IAFSqueeze(num_timesteps=T + 1))
+    with pytest.raises(BadInput, match=f"num_timesteps={T + 1}") as e:
         net(inputs(0))
     assert e.value.where == "module ''"
+
+
+def test_a_network_built_for_its_training_batch_compiles_with_probes():
+    """The verification appends probe samples (B grows): a network built with batch_size=B still compiles."""
+    torch.manual_seed(3)
+    net = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), sl.IAFSqueeze(batch_size=B, spike_threshold=th(0.5)),
+                        nn.AvgPool2d(2), nn.Flatten(), nn.Linear(4 * 4 * 4, 5),
+                        sl.IAFSqueeze(batch_size=B, spike_threshold=th(0.25)))
+    c = spikec.compile(net, cnn_inputs(), targets=("onnx",))
+    assert c.equivalent
 
 
 def test_a_checkpoint_saved_after_a_forward_loads_its_weights_not_its_state(tmp_path):
