@@ -25,7 +25,7 @@ from spikec.frontend.loop import MULTISTEP, Looped
 from spikec.frontend.stepping import Stepped
 # The built-in converters, imported for their registrations (they import the registry, never this module).
 from spikec.frontend import (torch_modules, torch_functions, snntorch, spikingjelly, spikingjelly_layers,  # noqa: F401
-                             norse, sdna, loihi, sinabs)
+                             norse, sdna, loihi, sinabs, xylo)
 
 
 _ASSERT_IS_NONE = getattr(torch.fx._symbolic_trace, "_assert_is_none", None)
