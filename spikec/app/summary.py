@@ -54,8 +54,25 @@ def summary_text(report: dict) -> str:
                      f"({ties['exact_ties']:,} exact ties)" + (f"; {probes} probe samples appended to the inputs"
                                                               if probes else ""))
     lines += targets_lines(report)
-    lines.append(f"  equivalent {str(report['equivalent']).lower()}")
+    lines.append(f"  equivalent {str(report['equivalent']).lower()}{_why_not(report)}")
     return "\n".join(lines)
+
+
+def _why_not(report: dict) -> str:
+    """After ``equivalent false``: what made it so (a target refused, a target failed inside spikec, the deployed
+    graph itself, or a target's check), so the last line says where to look; the lines above hold the reason and
+    the remedy."""
+    if report.get("equivalent") is not False:
+        return ""
+    targets = [(n, r) for n, r in (report.get("targets") or {}).items() if isinstance(r, dict)]
+    said = [f"target {', '.join(n for n, r in targets if r.get(kind))} {word}"
+            for kind, word in (("refused", "refused"), ("failed", "failed (a compiler bug)"))
+            if any(r.get(kind) for _, r in targets)]
+    if not said:
+        final = report.get("final")
+        said = ["the deployed graph differs from the source" if isinstance(final, dict)
+                and final.get("equivalent") is False else "a target's check failed"]
+    return f" ({'; '.join(said)}: the lines above give the reason and the remedy)"
 
 
 def _verdict(c: dict) -> str:

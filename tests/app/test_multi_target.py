@@ -62,6 +62,7 @@ def test_a_refusal_of_a_target_asked_by_name_exits_1(tmp_path, targets):
     assert result.exit_code == 1, result.output
     r = report(out)
     assert r["targets"]["lava"]["refused"] and not r["equivalent"] and "equivalent false" in result.output
+    assert "equivalent false (target lava refused: the lines above give the reason and the remedy)" in result.output
     assert "a host value as a graph output is not recorded" in r["targets"]["lava"]["reason"]
     if targets == "lava":
         assert r["target"] == r["targets"]["lava"]          # one target: `target` as before several
