@@ -353,7 +353,7 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
         except ImportError as e:
             netx_check = {"loaded": False, "bit_exact": None, "skipped": f"{type(e).__name__}: {e}"}
     netx_ok = netx_check is None or netx_check.get("bit_exact") is not False
-    placement = _placement_check(Path(outdir) / "lava" / "placement.json", net)
+    placement = _placement_check(outdir, net, arrays, trace.values, requantized.get("equal") is not None)
     rewrite = next((r for r in placed.rewrites if "rewritten" in r), None) if placed else None
     return {"equivalent": result["bit_exact"] and not lowered and netx_ok and checks["ok"]
             and requantized.get("equal") is not False and products.proven(placed) and placement["ok"] is not False,
@@ -368,17 +368,32 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
             "sim_seconds": lava["sim_seconds"]}
 
 
-def _placement_check(path: Path, net: dict) -> dict:
-    """``lava/placement.json`` held against the written network (every neuron once, every core and chip within
-    the document's limits): ``ok`` None when the OUTDIR has no plan (an older one, or a network not placed)."""
+def _placement_check(outdir: Path, net: dict, arrays: dict, values: dict, recorded: bool) -> dict:
+    """``lava/placement.json`` against the written network. On the recorded inputs the plan is derived again from
+    the written network and this run's spike counts and must be the written document exactly; on other inputs
+    (other counts, so another traffic) the document must place every neuron once within Loihi 2's own limits
+    (never the limits the file states), with counts re-derived from the network. A plan that report.json
+    claims and is missing fails; ``ok`` None when none was made (an older OUTDIR, a network not placed)."""
+    path = Path(outdir) / "lava" / "placement.json"
+    try:
+        claimed = json.loads((Path(outdir) / "report.json").read_text())["targets"]["lava"]["placement"]["planned"]
+    except (OSError, ValueError, KeyError, TypeError):
+        claimed = None
     if not path.exists():
-        return {"ok": None, "problems": []}
+        return {"ok": False if claimed else None,
+                "problems": ["report.json claims a placement and lava/placement.json is missing"] if claimed else []}
     try:
         doc = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as e:
         return {"ok": False, "problems": [f"lava/placement.json is not a JSON document ({type(e).__name__}: {e})"]}
-    problems = cores.check_document(doc, net) if isinstance(doc, dict) else ["lava/placement.json is not an object"]
-    return {"ok": not problems, "problems": problems}
+    if recorded:
+        fresh = json.loads(json.dumps(cores.for_deployment(net, arrays, values)[1]))
+        return {"ok": doc == fresh, "rederived": True,
+                "problems": [] if doc == fresh else ["lava/placement.json is not the plan of the written network "
+                                                     "on the recorded inputs"]}
+    problems = cores.check_document(doc, net, arrays) if isinstance(doc, dict) else \
+        ["lava/placement.json is not an object"]
+    return {"ok": not problems, "rederived": False, "problems": problems}
 
 
 def _network_differences(fresh: dict, written: dict) -> list[str]:
@@ -448,4 +463,5 @@ def network(outdir, batch: int = 1, steps: int | None = None):
     return build_network(outdir, batch, steps)
 
 
-register_target("lava", compile_lava, verify=verify_lava)
+from spikec.targets.lava.supervisor import shared  # noqa: E402  (one Lava session per compile, per verify)
+register_target("lava", shared(compile_lava), verify=shared(verify_lava))

@@ -188,15 +188,21 @@ def test_the_written_document_checks_and_a_tampered_one_does_not(deployed):
     net, arrays, values = deployed
     entry, doc = for_deployment(net, arrays, values, SMALL)
     doc = json.loads(json.dumps(doc))
-    assert entry["planned"] and entry["cores"] == len(doc["assignment"]) and check_document(doc, net) == []
+    check = lambda d: check_document(d, net, arrays, SMALL)
+    assert entry["planned"] and entry["cores"] == len(doc["assignment"]) and check(doc) == []
     twice = json.loads(json.dumps(doc))
     twice["assignment"][1] = dict(twice["assignment"][0], core=twice["assignment"][1]["core"])
-    assert any("on several" in m for m in check_document(twice, net))
+    assert any("on several" in m for m in check(twice))
     crowded = json.loads(json.dumps(doc))
     for c in crowded["assignment"]:
         c["chip"] = 0
-    assert any("cores over" in m for m in check_document(crowded, net))
-    assert check_document({"limits": {}}, net)[0].startswith("placement.json is not")
+    assert any("cores over" in m for m in check(crowded))
+    # the file's own limits and counts are not believed: a raised limit and understated synapses are both found
+    lied = json.loads(json.dumps(doc))
+    lied["limits"]["synapses_per_core"] = 10 ** 9
+    lied["assignment"][0]["synapses"] = 0
+    assert any("the file says 0 synapses" in m for m in check(lied))
+    assert check({"limits": {}})[0].startswith("placement.json is not")
 
 
 def test_a_deployment_that_cannot_be_placed_is_reported_not_raised(deployed):

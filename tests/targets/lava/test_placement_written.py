@@ -1,6 +1,6 @@
 """``lava/placement.json``: a Lava compile writes its core placement, and ``spikec verify`` holds the written plan
-against the written network (every neuron on exactly one core, every core and chip within the plan's limits).
-A tampered plan fails verification by name; an OUTDIR written before plans existed still verifies."""
+against the written network: on the recorded inputs it derives the plan again and requires the file to be it.
+A tampered plan, one that is not JSON, or a claimed plan that is missing fails verification by name."""
 import json
 
 import numpy as np
@@ -49,7 +49,7 @@ def test_compile_writes_a_plan_that_verifies(outdir):
     assert report["targets"]["lava"]["placement"]["planned"] is True
     v = _verify(outdir)
     lava = v["target_lava"]
-    assert lava["placement_check"] == {"ok": True, "problems": []}
+    assert lava["placement_check"] == {"ok": True, "rederived": True, "problems": []}
 
 
 def test_a_neuron_placed_twice_fails_verify(outdir, tmp_path):
@@ -63,19 +63,34 @@ def test_a_neuron_placed_twice_fails_verify(outdir, tmp_path):
     v = _verify(copy)
     lava = v["target_lava"]
     assert lava["placement_check"]["ok"] is False
-    assert any("on several" in p for p in lava["placement_check"]["problems"])
+    assert "not the plan of the written network" in lava["placement_check"]["problems"][0]
     assert lava["equivalent"] is False
 
 
-def test_not_json_is_named_and_no_plan_is_not_a_failure(outdir, tmp_path):
+def test_not_json_is_named_and_a_claimed_plan_missing_fails(outdir, tmp_path):
     import shutil
     copy = tmp_path / "out"
     shutil.copytree(outdir, copy)
     (copy / "lava" / "placement.json").write_text("{not json")
-    lava = _verify(copy)
-    lava = lava["target_lava"]
+    lava = _verify(copy)["target_lava"]
     assert lava["placement_check"]["ok"] is False and "not a JSON document" in lava["placement_check"]["problems"][0]
-    (copy / "lava" / "placement.json").unlink()
-    lava = _verify(copy)
-    lava = lava["target_lava"]
-    assert lava["placement_check"]["ok"] is None and lava["equivalent"] is True
+    (copy / "lava" / "placement.json").unlink()             # report.json still claims a plan
+    lava = _verify(copy)["target_lava"]
+    assert lava["placement_check"]["ok"] is False and "missing" in lava["placement_check"]["problems"][0]
+    assert lava["equivalent"] is False
+
+
+def test_a_plan_that_states_its_own_limits_is_rederived(outdir, tmp_path):
+    """On the recorded inputs the plan is derived again: a file whose limits and counts were edited to fit fails."""
+    import shutil
+    copy = tmp_path / "out"
+    shutil.copytree(outdir, copy)
+    path = copy / "lava" / "placement.json"
+    doc = json.loads(path.read_text())
+    doc["limits"]["synapses_per_core"] = 10 ** 9
+    for c in doc["assignment"]:
+        c["synapses"] = 0
+    path.write_text(json.dumps(doc))
+    lava = _verify(copy)["target_lava"]
+    assert lava["placement_check"]["rederived"] is True and lava["placement_check"]["ok"] is False
+    assert lava["equivalent"] is False

@@ -18,7 +18,7 @@ import numpy as np
 from spikec.compiler.errors import BadInput
 from spikec.targets.lava.chip_limits import LOIHI2, Limits
 from spikec.targets.lava.cores import network as _network
-from spikec.targets.lava.cores.network import Population, populations
+from spikec.targets.lava.cores.network import Population, fan_in, populations
 from spikec.targets.lava.cores.partition import greedy, measure, planned
 from spikec.targets.lava.cores.split import Piece, split
 from spikec.targets.lava.cores.traffic import axons_in, traffic
@@ -141,34 +141,35 @@ def for_deployment(net: dict, arrays: dict, values: dict, limits: Limits = LOIHI
     return {"planned": True, **plan.summary()}, plan.to_json()
 
 
-def check_document(doc: dict, net: dict) -> list[str]:
-    """What is wrong with a ``placement.json`` for ``net``: a neuron placed twice or never, a core over its
-    limits (the document's own), a chip over its cores; empty when the plan holds."""
+def check_document(doc: dict, net: dict, arrays: dict, limits: Limits = LOIHI2) -> list[str]:
+    """What is wrong with a ``placement.json`` for the written ``net``: a neuron placed twice or never, a core
+    over ``limits`` (Loihi 2's, never the limits the file states) with its neurons and synapses counted again from
+    the network (not read from the file), a chip over its cores; empty when the plan holds."""
     try:
-        lim = doc["limits"]
-        sizes = {p["name"]: _network.grid(p["ir_shape"]) for p in net["processes"]
-                 if p["type"] in _network.POPULATION_TYPES}
-        seen = {k: np.zeros(v, dtype=np.int64) for k, v in sizes.items()}
+        pops = {pop.name: pop for pop in populations(net, arrays)}
+        fans = {name: fan_in(pop) for name, pop in pops.items()}
+        seen = {name: np.zeros(f.shape, dtype=np.int64) for name, f in fans.items()}
         bad, per_chip = [], {}
         for c in doc["assignment"]:
             (c0, c1), (p0, p1), name = c["channels"], c["positions"], c["population"]
-            if name not in seen or not (0 <= c0 < c1 <= sizes[name][0] and 0 <= p0 < p1 <= sizes[name][1]):
+            if name not in seen or not (0 <= c0 < c1 <= seen[name].shape[0] and 0 <= p0 < p1 <= seen[name].shape[1]):
                 bad.append(f"core {c['core']}: block {c['channels']} x {c['positions']} is not in {name!r}")
                 continue
             seen[name][c0:c1, p0:p1] += 1
             per_chip[c["chip"]] = per_chip.get(c["chip"], 0) + 1
-            for key in ("neurons", "synapses", "axons_in"):
-                cap = lim.get(f"{key}_per_core")
-                if cap is not None and c.get(key) is not None and c[key] > cap:
-                    bad.append(f"core {c['core']}: {c[key]} {key} over {cap}")
-            if c["neurons"] != (c1 - c0) * (p1 - p0):
-                bad.append(f"core {c['core']}: {c['neurons']} neurons is not its block's size")
-        bad += [f"population {k!r}: {int((s == 0).sum())} neuron(s) on no core, {int((s > 1).sum())} on several"
-                for k, s in seen.items() if (s != 1).any()]
-        bad += [f"chip {k}: {n} cores over {lim['cores_per_chip']}" for k, n in sorted(per_chip.items())
-                if n > lim["cores_per_chip"]]
+            counted = {"neurons": (c1 - c0) * (p1 - p0), "synapses": int(fans[name][c0:c1, p0:p1].sum())}
+            for key, n in counted.items():
+                cap = getattr(limits, f"{key}_per_core")
+                if n > cap:
+                    bad.append(f"core {c['core']}: {n:,} {key} over a core's {cap:,}")
+                if c.get(key) != n:
+                    bad.append(f"core {c['core']}: the file says {c.get(key)} {key}, the network gives {n}")
+        bad += [f"population {k!r}: {int((v == 0).sum())} neuron(s) on no core, {int((v > 1).sum())} on several"
+                for k, v in seen.items() if (v != 1).any()]
+        bad += [f"chip {k}: {n} cores over {limits.cores_per_chip}" for k, n in sorted(per_chip.items(), key=str)
+                if n > limits.cores_per_chip]
         return bad
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         return [f"placement.json is not a placement document ({type(e).__name__}: {e})"]
 
 
