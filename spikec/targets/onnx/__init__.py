@@ -60,8 +60,8 @@ from spikec.targets.onnx import framework_emitters  # noqa: F401  (registers the
 from spikec.targets.onnx import sinabs_sj_emitters  # noqa: F401  (Sinabs's and SpikingJelly's nonlinear neurons)
 from spikec.targets.onnx import sessions
 from spikec.targets.onnx.emitters import EMITTERS, register_emitter
-from spikec.targets.onnx.loop import LOOP_DETAIL, LOOP_FORM, export_loop, is_loop, loop_refusal, loop_with_probes, \
-    node_count
+from spikec.targets.onnx.loop import LOOP_DETAIL, LOOP_FORM, EditedLoopModel, export_loop, is_loop, loop_refusal, \
+    loop_with_probes, node_count
 from spikec.targets.onnx.streaming import STEP_FILE, export_step, streaming_result, verify_step_outdir
 
 __all__ = ["export", "run_model", "check_model_against", "register_emitter", "form_of", "FILE", "FORM", "OPSET"]
@@ -282,6 +282,8 @@ def _verify_model(outdir, graph: Graph, inputs, reference: Trace) -> dict:
         return {"equivalent": False, "error": f"{path} does not load or fails onnx.checker: {type(e).__name__}: {e}"}
     try:
         return {**check_model_against(model, graph, inputs, reference), "form": form_of(model)[0]}
+    except EditedLoopModel as e:   # the file in OUTDIR, not the user's inputs: a verdict, and the others still run
+        return {"equivalent": False, "error": f"{path}: {e.message()}"}
     except BadInput:
         raise
     except Exception as e:

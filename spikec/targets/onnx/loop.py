@@ -149,6 +149,11 @@ def _renamed_body(g: onnx.GraphProto, prefix: str) -> onnx.GraphProto:
 
 
 # -- probes: IR values inside the body exposed as extra Scan outputs ------------------------------------------
+class EditedLoopModel(BadInput):
+    """A loop ``model.onnx`` whose structure is not the one spikec writes: verify reports it not equivalent."""
+
+
+
 def is_loop(model: onnx.ModelProto) -> bool:
     return any(p.key == "spikec.form" and p.value == LOOP_FORM for p in model.metadata_props)
 
@@ -161,8 +166,8 @@ def loop_with_probes(model: onnx.ModelProto, graph: Graph, names) -> onnx.ModelP
     prefix = next((p.value for p in probe.metadata_props if p.key == PREFIX_KEY), None)
     scans = [n for n in probe.graph.node if n.op_type == "Scan"]
     if prefix is None or len(scans) != 1:
-        raise BadInput("model.onnx says it is a loop model but has no single Scan or no body prefix",
-                       remedy="recompile (the file was edited)")
+        raise EditedLoopModel("model.onnx says it is a loop model but has no single Scan or no body prefix",
+                              remedy="recompile (the file was edited)")
     scan = scans[0]
     body = next(a.g for a in scan.attribute if a.name == "body")
     elem = probe.graph.input[0].type.tensor_type.elem_type

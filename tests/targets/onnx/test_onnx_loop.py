@@ -202,3 +202,23 @@ def test_the_target_on_a_hand_built_graph_reports_the_loop_and_verify_reads_it(t
     assert form_of(onnx.load(str(tmp_path / "model.onnx")))[0] == "loop"
     v = VERIFIERS["onnx"](tmp_path, g, x, ref)
     assert v["equivalent"] and v["form"] == "loop" and v["streaming"]["equivalent"]
+
+
+def test_an_edited_loop_model_is_not_equivalent_and_verify_goes_on(tmp_path):
+    """A loop model.onnx whose body prefix was removed: a verdict (not equivalent, naming the file), not a refusal
+    that would take the other targets' checks down (review)."""
+    from spikec.targets import VERIFIERS
+    g = lif_chain()
+    x = dyadic(rng(7), (6, 2, 3, 4))
+    ref = run(g, x)
+    res = get_target("onnx")(g, x, ref, {})
+    for name, write in res.files.items():
+        write(tmp_path / name)
+    model = onnx.load(str(tmp_path / "model.onnx"))
+    kept = [p for p in model.metadata_props if p.key != "spikec.loop_prefix" and "prefix" not in p.key]
+    assert len(kept) < len(model.metadata_props)
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    onnx.save(model, str(tmp_path / "model.onnx"))
+    v = VERIFIERS["onnx"](tmp_path, g, x, ref)
+    assert v["equivalent"] is False and "edited" in str(v)
