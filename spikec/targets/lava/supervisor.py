@@ -17,7 +17,11 @@ in a session of their own:
   the compiler announced (``open``) and has not removed (``close``);
 - the compiler (``run``), interrupted (KeyboardInterrupt, ``Interrupted``) or failing while it waits for a
   job, SIGTERMs the supervisor, waits ``GRACE`` seconds, then ends what is left of the session itself,
-  and re-raises; ``workdir`` removes the job's directory. At exit it closes ``CTL`` (``shutdown``).
+  and re-raises; ``workdir`` removes the job's directory. At exit it closes ``CTL`` (``shutdown``);
+- one session serves every job of a compile or a verify (``shared``: the Lava target's compile and verify
+  run inside ``session()``): the target's network, the netx check, the variants' runs, each sample's. The
+  session a ``session()`` started ends when the outermost ``session()`` returns or raises (KeyboardInterrupt
+  included), so no runner outlives the compile; ``starts()`` counts the sessions this process started.
 
 Ending a session (``end_session``): stop every member (SIGSTOP: none can fork or create a segment
 any more), collect the shared-memory segments they hold open or mapped, unlink those and every segment
@@ -191,6 +195,7 @@ class _Pool:
         from spikec.targets.lava import leftovers
         leftovers.sweep()   # what runs killed with every process left (their tags name dead processes)
         self.owner, self.jobs, self.last_log = os.getpid(), 0, ""
+        _STARTS[0] += 1
         self.tag = leftovers.new_tag()
         self.log = tempfile.TemporaryFile()   # anonymous: nothing on disk to leave behind
         root = str(Path(__file__).resolve().parents[3])   # the runner imports this very spikec
@@ -257,6 +262,8 @@ class _Pool:
 
 _POOL: list = [None]
 _LOCK = threading.Lock()
+_STARTS = [0]                # sessions (supervisor + runner) started by this process: ``starts()``
+_DEPTH = {"depth": 0, "owner": 0}   # ``session()`` nesting, in the process that entered it
 
 
 def _pool() -> _Pool:
@@ -282,10 +289,52 @@ def shutdown() -> None:
         _discard(pool, graceful=True)
 
 
+def starts() -> int:
+    """How many Lava sessions (a supervisor and its warm runner) this process has started so far."""
+    return _STARTS[0]
+
+
+def current_pid() -> int | None:
+    """The supervisor's pid of this process's live session, or None."""
+    pool = _POOL[0]
+    return pool.proc.pid if pool is not None and pool.owner == os.getpid() and pool.alive() else None
+
+
+@contextmanager
+def session():
+    """Every Lava job inside shares one session, started at the first job (a compile that never reaches Lava
+    starts none); the outermost ``session()`` ends the session on every exit (return, error, interrupt), as
+    ``shutdown`` does at exit, so nothing of it outlives the compile or the verify. A session already running
+    when the outermost one is entered (a caller's own) is used, and ended there too."""
+    me = os.getpid()
+    if _DEPTH["owner"] != me:   # entered in a fork's parent: not this process's nesting
+        _DEPTH.update(depth=0, owner=me)
+    _DEPTH["depth"] += 1
+    try:
+        yield
+    finally:
+        _DEPTH["depth"] -= 1
+        if _DEPTH["depth"] == 0:
+            with _LOCK:
+                shutdown()
+
+
+def shared(fn):
+    """``fn`` run inside ``session()`` (the Lava target's compile and verify)."""
+    import functools
+
+    @functools.wraps(fn)
+    def inside(*args, **kwargs):
+        with session():
+            return fn(*args, **kwargs)
+    return inside
+
+
 def _forget_in_child() -> None:
     # a fork of the compiler must not hold the pipes: the supervisor would miss the compiler's death
     global _LOCK
     _LOCK = threading.Lock()   # another thread may have held it at the fork
+    _DEPTH.update(depth=0, owner=os.getpid())
     pool = _POOL[0]
     if pool is not None:
         pool._close_pipes()
