@@ -88,6 +88,7 @@ def population(ctx, m, name, x):
     if m.return_state:
         refuse(name, m, "return_state=True returns (spikes, isyn, vmem); the converter maps the spikes only",
                "trace the module with return_state=False")
+    _check_buffers(name, m)
     role = "output" if isinstance(m, xylo.Output) else "hidden"
     params = {"weight": _np(xylo.integer_weights(m.weight, 0)), "dash_mem": _np(m.dash_mem),
               "dash_syn": _np(m.dash_syn), "threshold": _np(m.threshold), "bias": _np(xylo.integer_bias(m.bias))}
@@ -96,6 +97,19 @@ def population(ctx, m, name, x):
         params["weight_rec"] = _np(xylo.integer_weights(m.weight_rec, 0))
         attrs["rec_shift"] = m.rec_shift
     return ctx.emit(name, "xylo_lif", [x], attrs, params, scope=name)
+
+
+def _check_buffers(name, m):
+    """The module's checks again on its buffers as loaded: ``load_state_dict`` writes a checkpoint's values past
+    them (a threshold of 0.5 would become 0 on the chip)."""
+    n = m.weight.shape[0]
+    limits = {"dash_mem": (0, xylo.DASH_MAX), "dash_syn": (0, xylo.DASH_MAX), "threshold": (1, xylo.STATE_MAX)}
+    for key, (lo, hi) in limits.items():
+        try:
+            xylo._int_buffer(getattr(m, key), key, lo, hi, n)
+        except ValueError as e:
+            refuse(name, m, f"{e} (as loaded: a checkpoint's value)", f"give {key} integers in [{lo}, {hi}] "
+                   "(spikec.nn.xylo keeps them so while training; the checkpoint was edited or is of another model)")
 
 
 register_converter(xylo.Hidden, population)

@@ -8,7 +8,7 @@ variant: the membrane of a subtract-reset neuron: 3.1% of output spikes differ (
 """
 import numpy as np
 
-from spikec.compiler.errors import SpikecError, UnsupportedOp
+from spikec.compiler.errors import InternalError, SpikecError, UnsupportedOp
 
 
 def _lif_membrane(node):
@@ -100,6 +100,8 @@ def with_nearest(err: UnsupportedOp, graph, inputs, reference, export) -> Unsupp
             return err
         variant, changes = found
         said = measure(graph, variant, inputs, reference)
+    except InternalError:   # a compiler bug: reported as one, not hidden behind the refusal
+        raise
     except SpikecError:   # the variant does not run: say nothing rather than something unmeasured
         return err
     return UnsupportedOp(f"{err.what}; nearest exportable variant ({', '.join(changes)}): {said}", where=err.where,
