@@ -25,7 +25,7 @@ from onnx import helper, numpy_helper
 from spikec.compiler.errors import BadInput, InternalError
 from spikec.compiler.ir import Graph
 from spikec.targets.onnx.builder import BATCH, IR_VERSION, OPSET, where
-from spikec.targets.onnx.streaming import export_step, input_names, refusal
+from spikec.targets.onnx.streaming import export_step, input_names, refusal, table_rows
 
 LOOP_FORM = "loop"
 LOOP_DETAIL = ("one Scan over T around the one-step graph (model_step.onnx's, states carried by the Scan); inputs "
@@ -42,8 +42,8 @@ def export_loop(graph: Graph, steps: int, dtype: str = "float64", step=None) -> 
     """The loop model of ``graph`` over ``steps`` steps; ``step`` = ``(model, init)`` reuses a built step model.
     UnsupportedOp when the graph has no step form; passes ``onnx.checker`` (full check)."""
     for n in graph.nodes:   # as the unrolled emitters: a per-step table must cover exactly the exported T
-        if n.op in ("bntt", "step_bias"):
-            rows = n.params["gamma" if n.op == "bntt" else "bias"].shape[0]
+        rows = table_rows(n)
+        if rows is not None:
             if rows != steps:
                 raise BadInput(f"the per-step table of {n.op} holds T={rows} steps; the ONNX model is exported for "
                                f"T={steps}", where=where(n), remedy=f"compile with --steps {rows}")

@@ -155,11 +155,16 @@ def refusal(graph: Graph) -> str | None:
     return None
 
 
+def table_rows(node: Node) -> int | None:
+    """The steps a per-step op's tables hold (its card's ``per_step`` and its ``(T, ...)`` params), else None."""
+    card = OPS[node.op]
+    rows = [node.params[p.name].shape[0] for p in card.params if p.layout.startswith("(T") and p.name in node.params]
+    return min(rows) if card.per_step and rows else None
+
+
 def max_steps(graph: Graph) -> int | None:
     """The longest stream the model's per-step tables (``bntt``, ``step_bias``) allow, or None (unbounded)."""
-    rows = [n.params["gamma" if n.op == "bntt" else "bias"].shape[0] for n in graph.nodes
-            if n.op in ("bntt", "step_bias")]
-    return min(rows, default=None)
+    return min((r for r in map(table_rows, graph.nodes) if r is not None), default=None)
 
 
 def export_step(graph: Graph, dtype: str = "float64") -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
