@@ -29,8 +29,9 @@ MODELS = HERE / "models.py"
 
 
 def compile_fixture(factory, batch=3, seed=1, **kw):
-    from spikec.app.driver import CompileOptions, compile_model
-    return compile_model(CompileOptions(model=f"{MODELS}:{factory}", target="lava", batch=batch, seed=seed, **kw))
+    """Shared with every test asking for the same compile (lava_compiled.py): read it, never change it."""
+    from lava_compiled import lava
+    return lava(f"{MODELS}:{factory}", batch=batch, seed=seed, **kw)
 
 
 def _exact(c):

@@ -35,8 +35,10 @@ def readme_example() -> str:
 
 
 def compiled(tmp_path, factory, batch=2, seed=1):
-    from spikec.app.driver import CompileOptions, compile_model, write_outdir
-    c = compile_model(CompileOptions(model=f"{MODELS}:{factory}", target="lava", batch=batch, seed=seed))
+    """The compile (shared with every test asking for the same one: lava_compiled.py) written to ``tmp_path``."""
+    from lava_compiled import lava
+    from spikec.app.driver import write_outdir
+    c = lava(f"{MODELS}:{factory}", batch=batch, seed=seed)
     assert c.report["target"]["bit_exact"]
     return write_outdir(tmp_path / "out", c)
 
