@@ -24,12 +24,6 @@ once anything in the process has touched the default context -- tqdm does, by cr
 multiprocessing lock, so any interpreter run with a progress bar before the first Lava import
 triggers it. While that module is first imported, ``set_start_method('fork')`` becomes a no-op if
 the start method already is ``fork``, and is forced otherwise (Lava's runtime needs ``fork``).
-
-Not a break, a cost (``cache_model_discovery``): Lava's compiler finds a Process's ProcessModels by executing
-every module file in the Process's directory afresh (``ProcGroupDiGraphs._find_proc_models``), for each
-Process of each run -- about 0.5 s of CPU per run, most of a small run's compile. The answer depends only on
-the Process's class (the same files, the same canonical model classes), so the runner (``runner.py``) keeps it
-per class, found once before it forks its jobs: every run selects exactly the models it selected before.
 """
 import dataclasses
 import importlib
@@ -80,31 +74,3 @@ def import_lava():
             dataclasses.dataclass = orig
     _import_mp_module()
     return sys.modules[_MODULE]
-
-
-def cache_model_discovery(classes=()) -> None:
-    """Keep Lava's ProcessModel discovery per Process class (see the module docstring); find it now for
-    ``classes`` (Process classes), so that processes forked later inherit it. Idempotent."""
-    from lava.magma.compiler.compiler_graphs import ProcGroupDiGraphs
-    find = ProcGroupDiGraphs.__dict__["_find_proc_models"].__func__
-    if getattr(find, "spikec_cached", False):
-        found = find.spikec_found
-    else:
-        found, lavas = {}, find
-
-        def cached(proc):
-            key = type(proc)
-            if key not in found:
-                found[key] = tuple(lavas(proc))   # raises NoProcessModelFound as Lava does (not kept)
-            return list(found[key])   # a fresh list: the caller owns it, as Lava's own returns
-        cached.spikec_cached, cached.spikec_found = True, found
-        ProcGroupDiGraphs._find_proc_models = staticmethod(cached)
-        find = cached
-    for cls in classes:
-        if cls not in found:
-            try:
-                proc = object.__new__(cls)   # discovery reads only the class (module, file, identity)
-                proc._runtime = None   # what Process.__del__ (stop) reads
-                find(proc)
-            except Exception:   # e.g. no CPU model: a run using it fails there, as it would without the cache
-                pass

@@ -130,34 +130,8 @@ def _prewarm() -> None:
         import lava.proc.lif.process  # noqa: F401
         import spikec.targets.lava.build  # noqa: F401
         import spikec.targets.lava.procs.models  # noqa: F401
-        import lava.magma.compiler.compiler  # noqa: F401  (Lava's compiler and runtime: imported by each run)
-        import lava.magma.runtime.runtime  # noqa: F401
-        _discover_models()
     except Exception:   # a job importing them again reports the failure in its result
         traceback.print_exc()
-
-
-# the Process classes spikec's jobs build (build.py, ttfs_lava.py, netx's layers): Lava's by name, spikec's all
-LAVA_PROCESSES = {"lava.proc.io.source": ("RingBuffer",), "lava.proc.dense.process": ("Dense", "DelayDense"),
-                  "lava.proc.conv.process": ("Conv",), "lava.proc.lif.process": ("LIF",)}
-SPIKEC_PROCESS_MODULES = ("spikec.targets.lava.procs.process", "spikec.targets.lava.procs.and_gate",
-                          "spikec.targets.lava.ttfs_procs.process")
-
-
-def _discover_models() -> None:
-    """Lava's ProcessModel discovery for those Process classes, once, kept per class
-    (``_shim.cache_model_discovery``): each job would otherwise execute every module of the Process's directory
-    again, per Process, per run (a class not listed is found by the job that builds it, once per job)."""
-    import importlib
-    import inspect
-    from lava.magma.core.process.process import AbstractProcess
-    from spikec.targets.lava._shim import cache_model_discovery
-    classes = [getattr(importlib.import_module(m), n) for m, names in LAVA_PROCESSES.items() for n in names]
-    for name in SPIKEC_PROCESS_MODULES:
-        module = importlib.import_module(name)
-        classes += [c for c in vars(module).values() if inspect.isclass(c) and issubclass(c, AbstractProcess)
-                    and c.__module__ == module.__name__ and not c.__name__.startswith("_")]
-    cache_model_discovery(classes)
 
 
 def _tag_temp_dir(tag: str) -> None:

@@ -98,34 +98,3 @@ def test_runs_sharing_a_session_give_the_integers_of_separate_sessions():
         assert all(np.array_equal(a["outputs"][k], b["outputs"][k]) for k in a["outputs"])
         assert all(np.array_equal(a["states"][k], b["states"][k]) for k in a["states"])
     assert any(a["outputs"][k].any() for a in alone for k in a["outputs"])   # not a silent network
-
-
-DISCOVERY = """
-import importlib, json
-from spikec.targets.lava import runner
-from spikec.targets.lava._shim import import_lava
-import_lava()
-from lava.magma.compiler.compiler_graphs import ProcGroupDiGraphs
-classes = [getattr(importlib.import_module(m), n) for m, ns in runner.LAVA_PROCESSES.items() for n in ns]
-def bare(cls):
-    proc = object.__new__(cls)
-    proc._runtime = None
-    return proc
-lavas = {c.__name__: [m.__qualname__ for m in ProcGroupDiGraphs._find_proc_models(proc=bare(c))] for c in classes}
-runner._discover_models()
-found = ProcGroupDiGraphs.__dict__["_find_proc_models"].__func__.spikec_found
-kept = {c.__name__: [m.__qualname__ for m in ProcGroupDiGraphs._find_proc_models(proc=bare(c))] for c in classes}
-print(json.dumps({"lava": lavas, "kept": kept, "classes": sorted(c.__name__ for c in found)}))
-"""
-
-
-def test_the_runner_keeps_lavas_own_model_discovery_per_class():
-    """The runner finds each Process's models once (``_shim.cache_model_discovery``): the very models Lava finds."""
-    import json
-    import subprocess
-    import sys
-    done = subprocess.run([sys.executable, "-c", DISCOVERY], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    r = json.loads(done.stdout.strip().splitlines()[-1])
-    assert r["lava"] == r["kept"] and r["lava"]["LIF"] and r["lava"]["Dense"], r
-    assert {"LIF", "Dense", "Conv", "RingBuffer", "SpikecLIF", "Recorder", "StateProbe"} <= set(r["classes"])
