@@ -306,16 +306,16 @@ def session():
     starts none); the outermost ``session()`` ends the session on every exit (return, error, interrupt), as
     ``shutdown`` does at exit, so nothing of it outlives the compile or the verify. A session already running
     when the outermost one is entered (a caller's own) is used, and ended there too."""
-    me = os.getpid()
-    if _DEPTH["owner"] != me:   # entered in a fork's parent: not this process's nesting
-        _DEPTH.update(depth=0, owner=me)
-    _DEPTH["depth"] += 1
+    with _LOCK:   # threads compiling at once share the count: the last one out ends the session
+        if _DEPTH["owner"] != os.getpid():   # entered in a fork's parent: not this process's nesting
+            _DEPTH.update(depth=0, owner=os.getpid())
+        _DEPTH["depth"] += 1
     try:
         yield
     finally:
-        _DEPTH["depth"] -= 1
-        if _DEPTH["depth"] == 0:
-            with _LOCK:
+        with _LOCK:
+            _DEPTH["depth"] -= 1
+            if _DEPTH["depth"] == 0:
                 shutdown()
 
 
