@@ -317,7 +317,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     }
     io = {"input": x, **{f"output{'' if i == 0 else i}": o for i, o in enumerate(reference[0])}}
     if approximate:  # no source output matches it: verify compares the deployed graph with its own recorded run
-        io["deployed_output"] = run(deployed, x, record="outputs").values[deployed.outputs[0]]
+        io["deployed_output"] = run(deployed, x, record="outputs").outputs(deployed)[0]
     files = {**source_files(opts, user_model, report["provenance"]), **emitted.files} if inputs is None else {}
     return Compiled(report, deployed, io, files, before=graph)
 

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from spikec.compiler.errors import BadInput, SpikecError
+from spikec.compiler.interpreter import Trace, read_last_nodes, run
 from spikec.compiler.ir import Graph
-from spikec.compiler.interpreter import Trace, run
 
 REL_TOL = 1e-9
 MAX_REPORTED = 10
@@ -217,13 +217,23 @@ def compare_with_torch(model: torch.nn.Module, graph: Graph, inputs, *, progress
     module_outputs = dict(graph.meta.get("module_outputs", ()))
     outputs, captured = source or run_torch(model, inputs, module_outputs)
     trace = trace or run(graph, inputs, progress=progress)
-    result = Comparison()
+    result, last = Comparison(), read_last_nodes(graph)
     for module, node in module_outputs.items():
         if module in captured and node in graph:
             t = graph.node(node).type
             got = per_step_sum(trace.values[node], t.substeps) if t.substeps > 1 else trace.values[node]
             margin = trace.margins.get(node) if t.substeps == 1 else None
-            result.add(node, captured[module], got, t.is_spike, margin)
+            expected, got, margin = _as_read(node in last, captured[module], got, margin)
+            result.add(node, expected, got, t.is_spike, margin)
     for name, out in zip(graph.outputs, outputs):
-        result.add(name, out, trace.values[name], graph.node(name).type.is_spike, trace.margins.get(name))
+        out, got, margin = _as_read(name in last, out, trace.values[name], trace.margins.get(name))
+        result.add(name, out, got, graph.node(name).type.is_spike, margin)
     return result
+
+
+def _as_read(last: bool, source, got, margin) -> tuple:
+    """``(expected, got, margin)`` as compared; a value the source holds at the last step only (a read-out over
+    time, ``[B, ...]``) against the IR's last step, both as a one-step ``[1, B, ...]`` sequence."""
+    if not last:
+        return source, got, margin
+    return np.asarray(source)[None], got[-1:], None

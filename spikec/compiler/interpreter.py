@@ -26,7 +26,26 @@ class Trace:
     margins: dict[str, np.ndarray] = field(default_factory=dict)
 
     def outputs(self, graph: Graph) -> list[np.ndarray]:
-        return [self.values[o] for o in graph.outputs]
+        """The graph's outputs as the source model returns them: an output read at the last step
+        (``read_last``) is that step, ``[B, ...]``; every other one the ``[T, B, ...]`` sequence."""
+        last = read_last(graph)
+        return [self.values[o][-1] if o in last else self.values[o] for o in graph.outputs]
+
+
+def read_last(graph: Graph) -> set[str]:
+    """The outputs the source model returns at the last step only: those computed from a read-out over time (a
+    node with attr ``read`` = ``"last"``, such as ``time_sum`` for ``x.mean(0)``); their ``[T, B, ...]`` value
+    is the running read-out, and the model's ``[B, ...]`` output is its last step."""
+    return {o for o in graph.outputs if o in read_last_nodes(graph)}
+
+
+def read_last_nodes(graph: Graph) -> set[str]:
+    """Every node the source holds at the last step only (``read_last``'s rule, outputs or not: a module's)."""
+    marked = {n.name for n in graph.nodes if n.attrs.get("read") == "last"}
+    for n in graph.nodes:  # topological order: what reads a marked value is read at the last step too
+        if any(i in marked for i in n.inputs):
+            marked.add(n.name)
+    return marked
 
 
 def is_integer_graph(graph: Graph) -> bool:

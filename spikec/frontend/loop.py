@@ -189,11 +189,29 @@ def _refuse(why: str, remedy: str):
     raise UnsupportedOp(why, where=WHERE, remedy=remedy)
 
 
+def _over_time(it):
+    """``(stack, reduction)`` for ``torch.stack(record).sum(0)`` / ``.mean(0)`` (method or ``torch.sum`` /
+    ``torch.mean``, dim 0 positional or ``dim=0``): a read-out over time of the record; else ``(it, None)``."""
+    if not isinstance(it, torch.fx.Node) or not (
+            (it.op == "call_method" and it.target in ("sum", "mean"))
+            or (it.op == "call_function" and it.target in (torch.sum, torch.mean))):
+        return it, None
+    dim = it.args[1] if len(it.args) > 1 else it.kwargs.get("dim")
+    source = it.args[0] if it.args else None
+    if dim not in (0, (0,), [0]) or it.kwargs.get("keepdim") or not isinstance(source, torch.fx.Node) \
+            or source.target is not torch.stack:
+        _refuse(f"output {it.name!r} reduces {getattr(source, 'name', source)!r} over dim {dim}",
+                "reduce the stacked record over time only: torch.stack(record).sum(0) or .mean(0)")
+    return source, it
+
+
 def _stacked_outputs(result) -> list[list]:
-    """The per-step nodes each output stacks: ``torch.stack(record)`` or ``torch.stack(record, dim=0)``."""
+    """The per-step nodes each output stacks: ``torch.stack(record)`` or ``torch.stack(record, dim=0)``, optionally
+    read out over time (``.sum(0)`` / ``.mean(0)``; ``_Fold.reductions``)."""
     items = result if isinstance(result, (tuple, list)) else (result,)
     seqs = []
     for it in items:
+        it, _ = _over_time(it)
         if not (isinstance(it, torch.fx.Node) and it.op == "call_function" and it.target is torch.stack):
             _refuse(f"forward returns {getattr(it, 'name', type(it).__name__)!r}, not a record stacked over the "
                     "loop's steps", "append each step's output to a list and return torch.stack(record) (one per "
@@ -217,9 +235,12 @@ class _Fold:
         self.derived = input_derived(graph, self.ph)
         out = next(n for n in graph.nodes if n.op == "output")
         self.seqs = _stacked_outputs(out.args[0])
+        results = out.args[0] if isinstance(out.args[0], (tuple, list)) else (out.args[0],)
+        self.reductions = [_over_time(it)[1] for it in results]  # per output: its .sum(0) / .mean(0), or None
         self.steps = len(self.seqs[0])
         self.indexed = any(self._reads_step(n) is not None for n in graph.nodes)
-        after = {n for n in graph.nodes if n.op == "call_function" and n.target is torch.stack} | {out}
+        after = {n for n in graph.nodes if n.op == "call_function" and n.target is torch.stack} | {out} \
+            | {r for r in self.reductions if r is not None}
         self.by_step = [[n for n in graph.nodes if self.step[n] == t and n not in after] for t in range(self.steps)]
         self.pos = {n: i for nodes in self.by_step for i, n in enumerate(nodes)}
         for seq in self.seqs:
@@ -368,6 +389,10 @@ def _body(fold: _Fold) -> torch.fx.Graph:
         else:
             env[n] = body.node_copy(n, lambda v: env[v])
     outs = [env[seq[0]] for seq in fold.seqs]
+    for i, r in enumerate(fold.reductions):  # the read-out over time of the whole record: converted multi-step
+        if r is not None:
+            outs[i] = body.node_copy(r, lambda v, seq=outs[i]: seq)
+            outs[i].meta[MULTISTEP] = True
     body.output(outs[0] if len(outs) == 1 else tuple(outs))
     return body
 

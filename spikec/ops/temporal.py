@@ -58,3 +58,23 @@ define("delay", 1, lambda n, i: i[0], kernel=delay, stateful=True, time_base=Tru
 define("step_bias", 1, infer_step_bias, count=lambda n: sizes(n, "bias"), kernel=step_bias, stateful=True,
        per_step=True, params=(Param("bias", "(T, C)", "the bias of each time step"),),
        doc="y_t = x_t + bias[t]: a per-time-step bias schedule")
+
+
+# -- read-outs over time ------------------------------------------------------------------------------------------
+def time_sum(ctx, node, p, x):
+    """The running sum over the steps seen so far (divided by the run's T for a mean). Steps before the last are
+    ``cumsum``; the last is torch's own ``x.sum(0)`` (torch's reduction order differs from a running add, measured:
+    a few ulp), and a mean divides it by T after summing, as ``x.mean(0)`` does (measured bit-identical to
+    ``x.sum(0) / T`` in float64 and float32), so the value read at the last step is the source's bit for bit."""
+    if node.attrs.get("mean") or node.attrs.get("dtype"):
+        float_only(ctx, node)
+    source = x.to(torch.float32) if node.attrs.get("dtype") == "float32" else x  # the source's own precision
+    out = torch.cumsum(source, 0)
+    out[-1] = torch.sum(source, 0)
+    return (out / x.shape[0] if node.attrs.get("mean") else out).to(x.dtype)
+
+
+define("time_sum", 1, lambda n, i: TensorType(i[0].shape), kernel=time_sum, stateful=True,
+       doc="y_t = sum_{s <= t} x_s (attr mean: divided by the run's T): a rate read-out over time; attr read "
+           "'last': the model's output is this value at the last step ([B, ...], torch's x.sum(0) / x.mean(0)); attr dtype "
+           "'float32': summed and divided in float32, as a source holding float32 values (snnTorch's spikes) does")

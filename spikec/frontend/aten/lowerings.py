@@ -189,6 +189,13 @@ def _reduction(op):
         if not dims:
             lw.refuse("reduces over every dim, time and batch included", "give the per-step dims to reduce (and "
                       "reduce over time outside the model)")
+        if x.lead == (T_DIM, B_DIM) and [d % (2 + len(lw.shape(x))) for d in dims] == [0] and op != "amax":
+            return _over_time(lw, x, op, keepdim)
+        if lw.ctx.per_step and x.lead == (B_DIM,) and 0 in [d % (1 + len(lw.shape(x))) for d in dims]:
+            lw.refuse("reduces over dim 0, the batch of one step: with --stepping step forward sees one step, so "
+                      "a read-out over time (x.mean(0) on [T, B, ...]) has no meaning here",
+                      "compile with --stepping multistep (forward takes [T, B, ...]) or loop, where x.sum(0) / "
+                      "x.mean(0) over time is the model's output")
         over_time = "return the [T, B, ...] sequence and reduce it over time outside the model (spikec's graphs map " \
             "[T, B, ...] to [T, B, ...]), or "
         dims = tuple(sorted({lw.dim(x, d, over_time) for d in dims}))
@@ -197,6 +204,18 @@ def _reduction(op):
                       "x.flatten(2).sum(-1, keepdim=True))")
         return Value(lw.emit(op, [x], {"dims": dims, "keepdim": bool(keepdim)}), x.lead)
     return lower
+
+
+def _over_time(lw, x, op, keepdim):
+    """``x.sum(0)`` / ``x.mean(0)`` of a ``[T, B, ...]`` sequence: the running read-out ``time_sum`` marked read
+    at the last step (its value there is the model's ``[B, ...]`` output)."""
+    if keepdim:
+        lw.refuse("reduces over time keeping the time dim", "reduce over time without keepdim (x.mean(0))")
+    attrs = {"mean": op == "mean", "read": "last"}
+    if lw.aten_node.args[0].meta["val"].dtype == torch.float32:
+        attrs["dtype"] = "float32"  # snnTorch's float32 spikes: the source sums and divides in float32
+    name = lw.emit("time_sum", [x], attrs)
+    return Value(name, x.lead)
 
 
 # -- element-wise ---------------------------------------------------------------------------------------------
