@@ -139,7 +139,7 @@ def partitions(net: dict) -> dict:
                                      "integer current into a population's input port"})
     chip = [p["name"] for p in net["processes"] if p["type"] != "Host"]
     return {"chip": {"processes": len(chip), "populations": [p["name"] for p in net["processes"]
-                                                             if p["type"] in ("LIF", "SpikecLIF", "SpikecIntFire",
+                                                             if p["type"] in ("LIF", "AND", "SpikecLIF", "SpikecIntFire",
                                                                               "SpikecSiLIF", "SpikecCSiLIF", "OR",
                                                                               "Readout")]},
             "host": hosts, "crossing": crossing,
@@ -179,7 +179,7 @@ def resources(net: dict, arrays: dict) -> dict:
             continue
         fan_in[name] = syns[-1]["synapses"]
     for p in net["processes"]:
-        if p["type"] not in ("LIF", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout",
+        if p["type"] not in ("LIF", "AND", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout",
                              "SpikecAND"):
             continue
         neurons = int(np.prod(p["lava_shape"]))

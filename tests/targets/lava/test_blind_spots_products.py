@@ -108,7 +108,7 @@ def test_the_products_section_counts_spikes_and_synaptic_ops_per_sample():
     section, q, net, trace = _section(graph, x)
     chip = section["per_inference"]["chip"]
     pops = [p for p in net["processes"] if p["type"] not in ("Readout", "Host", "Dense", "Conv") and p["name"] in
-            trace.values and p["type"] in ("LIF", "SpikecLIF", "SpikecAND")]
+            trace.values and p["type"] in ("LIF", "SpikecLIF", "SpikecAND", "AND")]
     spikes = sum(np.abs(trace.values[p["name"]]).sum() for p in pops)
     assert chip["spikes_per_inference"] == pytest.approx(spikes / B, abs=1e-3) and spikes > 0
     ops = 0

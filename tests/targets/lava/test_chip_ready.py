@@ -21,8 +21,8 @@ def test_every_emitted_type_has_a_stated_verdict():
         assert (typ in chip.STANDARD) == v["chip_ready"]
         assert typ in chip.STANDARD or typ in chip.CUSTOM, typ
         assert ("no Loihi 2 microcode model" in v["why"]) != v["chip_ready"]
-    assert {t for t in EMITTED if chip.verdict({"type": t})["chip_ready"]} == {"LIF", "OR", "Dense", "DelayDense",
-                                                                               "Conv"}
+    assert {t for t in EMITTED if chip.verdict({"type": t})["chip_ready"]} == {"LIF", "OR", "AND", "Dense",
+                                                                               "DelayDense", "Conv"}
 
 
 def test_a_lif_whose_bias_is_switched_on_says_so():

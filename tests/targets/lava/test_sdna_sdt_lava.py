@@ -1,6 +1,6 @@
 """Products of two activations on the Lava target (issue 17): SDNA (examples/sdna) and the Spike-driven
 Transformer (examples/sdt) compile with ``--target lava`` and run bit-exact in Lava's fixed-point simulation
-against the integer reference; binary x binary products run on chip as AND neurons (SpikecAND), products with an
+against the integer reference; binary x binary products run on chip as AND neurons (Lava's standard LIF), products with an
 integer or real operand on host partitions, and the report says which ran where. Inputs are cut to one sample
 (and two steps for the event model) to keep each Lava run short."""
 from pathlib import Path
@@ -136,13 +136,13 @@ def test_binary_product_is_an_and_population_exact_in_the_integer_reference():
     assert products.check(g, run(g, x), run(prep.graph, x))["outputs_equal"] is True
     q, net, _ = deploy(g, x)
     kinds = {p["name"]: p["type"] for p in net["processes"]}
-    assert kinds[mul.name] == "SpikecAND"
+    assert kinds[mul.name] == "AND"   # Lava's standard LIF (du = dv = 4095, vth = 1)
     tr = run(with_readouts(q.graph), {"input": x.astype(np.int64)}, integer=True)
     a, b = (tr.values[i] for i in mul.inputs)
     assert np.array_equal(tr.values[mul.name], a * b) and (a * b).any() and (a != b).any()
 
 
-def test_binary_product_runs_bit_exact_in_lava_and_is_not_chip_ready():
+def test_binary_product_runs_bit_exact_in_lava_and_is_chip_ready():
     from spikec.compiler.interpreter import run
     from spikec.targets.lava import compile_lava
     g, x = _product_graph(batch=3, seed=2)
@@ -151,9 +151,9 @@ def test_binary_product_runs_bit_exact_in_lava_and_is_not_chip_ready():
     mul = next(n for n in g.nodes if n.op == "mul").name
     assert t["products"]["binary_products_on_chip"] == [mul]
     proc = next(p for p in t["processes"] if p["name"] == mul)
-    assert proc["type"] == "SpikecAND" and proc["chip_ready"] is False and "AND" in proc["why"]
+    assert proc["type"] == "AND" and proc["chip_ready"] is True
     assert t["products"]["per_inference"]["chip"]["and_neurons"] == 5
-    assert f"products: 1 on chip as AND neurons ({mul}; 5 SpikecAND neurons), 0 on host" in t["summary"]
+    assert f"products: 1 on chip as AND neurons ({mul}; 5 AND neurons, standard Lava LIF), 0 on host" in t["summary"]
 
 
 def test_sdt_is_bit_exact_with_k_transpose_v_on_chip_as_and_neurons(tmp_path):
@@ -169,8 +169,8 @@ def test_sdt_is_bit_exact_with_k_transpose_v_on_chip_as_and_neurons(tmp_path):
     assert chip["and_populations"] == ["blocks.0.attn.matmul_1.kv.and"] and chip["and_neurons"] == 4 * 8 * 16 * 8
     assert chip["and_spikes_per_inference"] > 0
     procs = {x["name"]: x for x in t["processes"]}
-    assert procs["blocks.0.attn.matmul_1.kv.and"]["type"] == "SpikecAND"
-    assert procs["blocks.0.attn.matmul_1.kv.and"]["chip_ready"] is False
+    assert procs["blocks.0.attn.matmul_1.kv.and"]["type"] == "AND"
+    assert procs["blocks.0.attn.matmul_1.kv.and"]["chip_ready"] is True
     assert procs["blocks.0.attn.matmul_1.kv.count"]["type"] == "Readout"
     res = {r["name"]: r for r in t["resources"]["populations"]}
     assert res["blocks.0.attn.matmul_1.kv.and"]["neurons"] == 4096   # Loihi 2 resources count the AND neurons
