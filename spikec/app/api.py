@@ -117,8 +117,8 @@ def _run(graph: Graph, x):
     if tuple(x.shape[2:]) != shape:
         raise BadInput(f"the inputs array has per-step shape {tuple(x.shape[2:])}, the graph's input takes {shape}",
                        remedy="lay the inputs out as [T, B, *input_shape]")
-    values = run_graph(graph, x, record="outputs").values
-    outs = tuple(np.asarray(values[name]) for name in graph.outputs)
+    # Trace.outputs: a read-out over time (read='last') is its last step, as the source returns it
+    outs = tuple(np.asarray(v) for v in run_graph(graph, x, record="outputs").outputs(graph))
     return outs[0] if len(outs) == 1 else outs
 
 

@@ -102,7 +102,8 @@ def run_shard(job: dict, progress=None) -> dict:
     ds, lo, hi = job["dataset"], job["lo"], job["hi"]
     raw = read_shard(ds, lo, hi)
     acc, stepping = Accumulator(lo, hi), opts.stepping
-    with reused():   # the same artifact chunk after chunk: one onnxruntime session per model
+    from spikec.targets.lava.supervisor import session   # stdlib only; starts nothing until a Lava job
+    with reused(), session():   # one onnxruntime session per model, one Lava session for all chunks
         for a, b in chunks(lo, hi, job["chunk"]):
             part = raw[a - lo:b - lo] if ds.axis == 0 else raw[:, a - lo:b - lo]
             x = loader.check_spike_input(part, f"array 'input' of {ds.path!r} (samples {a}-{b - 1})",

@@ -181,7 +181,7 @@ def test_unlowered_op_names_the_aten_op_and_the_users_line():
 
 def test_time_and_batch_are_refused():
     assert "aten.cat: works along dim 0, the time dim T" in refused(lambda x: torch.cat([x, x], dim=0))
-    assert "reduce it over time outside the model" in refused(lambda x: x.sum(0))  # a rate read-out
+    assert "reduce it over time outside the model" in refused(lambda x: x.sum((0, 1)))  # over T and B at once
     assert "dim 1, the batch dim B" in refused(lambda x: x.mean(1))
     assert "mixing the leading [T, B]" in refused(lambda x: x.unsqueeze(0))
     assert "must keep the leading" in refused(lambda x: x.reshape(6, 4, 6))

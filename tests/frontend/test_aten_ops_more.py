@@ -176,11 +176,11 @@ def refused(fn, x=X4, *modules) -> UnsupportedOp:
     return e.value
 
 
-def test_a_rate_read_out_over_time_is_refused_with_its_remedy():
-    """SpikingJelly's ``out.mean(0)``: spikec's graphs map [T, B, ...] to [T, B, ...]; the read-out stays outside."""
-    e = refused(lambda x: x.mean(0))
-    assert "aten.mean" in e.what and "the time dim T" in e.what and "reduce it over time outside the model" in e.remedy
-    assert "test_aten_ops_more.py" in e.where and "x.mean(0)" in e.where, e.where  # the user's line
+def test_a_rate_read_out_over_time_keeping_the_time_dim_is_refused_with_its_remedy():
+    """SpikingJelly's ``out.mean(0)`` compiles (a read-out over time, tests/frontend/test_time_readout.py); kept as
+    a [1, B, ...] dim it is no [T, B, ...] sequence and no [B, ...] read-out: refused with the remedy."""
+    e = refused(lambda x: x.mean(0, keepdim=True))
+    assert "aten.mean" in e.what and "keeping the time dim" in e.what and "without keepdim" in e.remedy
 
 
 def test_what_has_no_exact_lowering_is_refused_by_name():

@@ -123,8 +123,6 @@ def test_sj_mean_compiles_to_onnx_saves_and_verifies(tmp_path):
     assert result["ir_verifies"]["equivalent"]
 
 
-@pytest.mark.xfail(strict=True, reason="spikec/app/verify.py compare_io reads run(...).values[name], not "
-                   "Trace.outputs(graph) (the last step of a read-out over time): a change for its owner")
 def test_sj_mean_outdir_io_outputs_verify(tmp_path):
     out = spikec.compile(sj_csnn("mean"), X_IMG, targets=("onnx",)).save(tmp_path / "out")
     assert spikec.verify(out)["io_outputs"]["equivalent"]
