@@ -43,6 +43,7 @@ class Comparison:
     real_mismatches: int = 0
     max_rel_diff: float = 0.0
     mismatches: list[Mismatch] = field(default_factory=list)
+    nans_matched: int = 0     # NaN on both sides at the same place (reported when any: a proof over NaNs)
 
     @property
     def equivalent(self) -> bool:
@@ -83,15 +84,19 @@ class Comparison:
                 n_bad = 0
             self.values_compared += expected.size
             self.real_mismatches += n_bad
-        else:  # relative to the largest finite magnitude; a NaN or Inf matches only the identical value
+        else:  # relative to the largest finite magnitude; a NaN or Inf matches only the identical value (a NaN
+            # matches a NaN at the same place: the source computed it there too, e.g. sqrt of a negative a torch.where
+            # then masks away; nans_matched counts them so a run of NaNs is visible, not silently "equal")
             finite = np.isfinite(expected) & np.isfinite(got)
             scale = max(np.abs(expected[finite]).max(initial=0.0), np.abs(got[finite]).max(initial=0.0),
                         np.finfo(float).tiny)
             with np.errstate(invalid="ignore", over="ignore"):
                 diff = np.where(finite, np.abs(np.where(finite, expected - got, 0.0)) / scale, 0.0)
             self.max_rel_diff = max(self.max_rel_diff, float(diff.max(initial=0.0)))
-            bad = (diff > REL_TOL) | (~finite & (expected != got))
+            both_nan = np.isnan(expected) & np.isnan(got)
+            bad = (diff > REL_TOL) | (~finite & (expected != got) & ~both_nan)
             n_bad = int(bad.sum())
+            self.nans_matched += int(both_nan.sum())
             self.values_compared += expected.size
             self.real_mismatches += n_bad
         room = max(0, MAX_REPORTED - len(self.mismatches))
@@ -117,7 +122,8 @@ class Comparison:
         return {"equivalent": self.equivalent, "nodes_compared": len(self.nodes_compared),
                 "spikes_compared": self.spikes_compared, "values_compared": self.values_compared,
                 "spike_mismatches": self.spike_mismatches, "real_mismatches": self.real_mismatches,
-                "max_rel_diff": self.max_rel_diff, "first_mismatches": [m.to_json() for m in self.mismatches]}
+                "max_rel_diff": self.max_rel_diff, "first_mismatches": [m.to_json() for m in self.mismatches],
+                **({"nans_matched": self.nans_matched} if self.nans_matched else {})}
 
     def describe(self) -> str:
         lines = [f"{self.spike_mismatches} spike and {self.real_mismatches} real-value mismatches "

@@ -78,6 +78,7 @@ def merge(parts: list[Comparison]) -> Comparison:
         result.values_compared += c.values_compared
         result.spike_mismatches += c.spike_mismatches
         result.real_mismatches += c.real_mismatches
+        result.nans_matched += c.nans_matched
         result.max_rel_diff = max(result.max_rel_diff, c.max_rel_diff)
         if c.mismatches and c.mismatches[0].step == -1:  # a shape mismatch is always listed (Comparison.add)
             result.mismatches += c.mismatches

@@ -41,10 +41,10 @@ def test_a_non_finite_value_against_a_finite_one_is_a_mismatch(bad):
         assert not c.equivalent and c.real_mismatches == 1
         (m,) = c.mismatches
         assert (m.step, m.index) == (0, (0, 1))
-    if not np.isnan(bad):   # the identical infinity matches itself (NaN != NaN: left to the checker's docs)
-        same = Comparison()
-        same.add("n", got, got.copy(), spike=False)
-        assert same.equivalent
+    same = Comparison()   # the identical non-finite value matches itself; a NaN where the source has one too
+    same.add("n", got, got.copy(), spike=False)
+    assert same.equivalent and same.nans_matched == int(np.isnan(bad))
+    assert ("nans_matched" in same.summary()) == bool(np.isnan(bad))
 
 
 def _lif(name, threshold):

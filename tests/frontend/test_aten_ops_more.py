@@ -6,6 +6,8 @@ Each lowering is checked before/after against torch on random inputs: spikec's i
 float64 forward bit for bit, and the ONNX export run in onnxruntime reproduces the interpreter (spikes identical,
 reals within the checker's bound). What cannot be lowered exactly is refused naming the op and a remedy; then a
 network per new family compiles end to end (``spikec.compile``, ONNX) with every claim proven."""
+import json
+
 import numpy as np
 import onnx
 import pytest
@@ -353,3 +355,16 @@ def test_loop_convention_folds_the_captured_calls():
     c = compiled(LoopDecoder(), spikes(0, (6, 3, 2, 4), 0.5), stepping="loop")
     assert [n.op for n in c.graph.nodes][1:] == ["reshape", "conv_transpose2d", "reshape", "layernorm", "gelu", "scale",
                                                  "compare", "scale", "where", "mean", "expand", "add", "lif_snntorch"]
+
+
+def test_a_nan_the_model_masks_away_compiles_exactly():
+    """``torch.where(x > 0, x.sqrt(), 0)``: sqrt of the negative entries is NaN in the source and in the IR at the
+    same places; the output is finite. Same-place NaNs match (counted as nans_matched), so the compile is
+    equivalent, through the default passes and ONNX (review)."""
+    import spikec
+    x = np.random.default_rng(3).normal(0.0, 1.0, size=(4, 2, 6))
+    c = spikec.compile(Fn(lambda v: torch.where(v > 0, v.sqrt(), torch.zeros_like(v))).double(), x,
+                       targets=("onnx",))
+    assert c.equivalent, c.report["frontend"]
+    assert c.report["frontend"].get("nans_matched", 0) > 0 or "nans_matched" in json.dumps(c.report)
+
