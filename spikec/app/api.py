@@ -173,7 +173,8 @@ def _check_count(name: str, value, optional: bool = True) -> None:
 
 
 _CHOICES = {"stepping": ("auto", "multistep", "step", "loop"), "nir_scheme": ("snntorch", "norse"),
-            "nir_consumer": ("any", "snntorch", "norse"), "coding": ("native", "ttfs")}
+            "nir_consumer": ("any", "snntorch", "norse"), "coding": ("native", "ttfs"),
+            "nir_version": (None, "1.0.8", "1.0.7"), "lava_reset": (None, "zero")}
 
 
 def _check_api_options(options: dict) -> dict:
@@ -186,7 +187,7 @@ def _check_api_options(options: dict) -> dict:
             raise BadInput(f"{name}={options[name]!r} is not a bool", remedy=f"give {name}=True or {name}=False")
     for name, accepted in _CHOICES.items():
         if options[name] not in accepted:
-            raise BadInput(f"{name}={options[name]!r} is not one of {', '.join(accepted)}",
+            raise BadInput(f"{name}={options[name]!r} is not one of {', '.join(map(str, accepted))}",
                            remedy=f"give {name} one of: {', '.join(map(repr, accepted))}")
     passes = options["passes"]
     if isinstance(passes, (tuple, list)) and all(isinstance(p, str) for p in passes):
@@ -255,7 +256,8 @@ def compile(model: torch.nn.Module | str | Path, inputs: np.ndarray | torch.Tens
             targets: str | Sequence[str] = DEFAULT_TARGETS, coding: str = "native", seed: int = 0, probes: bool = True,
             trust_pickle: bool = False, nir_dt: float = 1e-4, nir_scheme: str = "snntorch",
             nir_consumer: str = "any", allow_unstable: bool = False, ttfs_dt: float | None = None,
-            max_input_bytes: int | None = None, xylo_chip: str | None = None) -> Compilation:
+            max_input_bytes: int | None = None, xylo_chip: str | None = None, nir_version: str | None = None,
+            lava_reset: str | None = None) -> Compilation:
     """Compile ``model`` and prove it, as ``spikec compile`` does; returns a ``Compilation`` (nothing is written
     until ``save``).
 
@@ -269,6 +271,9 @@ def compile(model: torch.nn.Module | str | Path, inputs: np.ndarray | torch.Tens
         refusal is recorded only.
     xylo_chip: with the xylo target, the chip mapped onto (``"xylo-audio-2"``, the default, ``"xylo-audio-3"`` or
         ``"xylo-imu"``: ``spikec.targets.xylo.limits.CHIPS``), passed as its target option ``xylo_chip``.
+    nir_version: the NIR file version written, ``"1.0.8"`` (the default) or ``"1.0.7"`` (docs/targets.md, NIR).
+    lava_reset: ``"zero"`` deploys the nearest chip-ready variant of subtract-reset neurons (Lava's own zero-reset
+        LIF), approximate, its spike disagreement measured and reported; never called equivalent.
     The rest as the CLI's options of the same names (``--dt`` is ``nir_dt``). Raises a ``SpikecError`` subclass
     (``BadInput``, ``ModelLoadError``, ``UnsupportedOp``, ...) naming what is wrong and the remedy.
     """
@@ -276,7 +281,7 @@ def compile(model: torch.nn.Module | str | Path, inputs: np.ndarray | torch.Tens
                                       trust_pickle=trust_pickle, allow_unstable=allow_unstable, stepping=stepping,
                                       nir_scheme=nir_scheme, nir_consumer=nir_consumer, coding=coding,
                                       passes=passes, input_shape=input_shape, weights=weights,
-                                      xylo_chip=xylo_chip))
+                                      xylo_chip=xylo_chip, nir_version=nir_version, lava_reset=lava_reset))
     passes = checked["passes"]
     _check_instance(model)
     model = absolute_model(str(model)) if isinstance(model, (str, Path)) else model  # before the factory runs:
@@ -288,7 +293,8 @@ def compile(model: torch.nn.Module | str | Path, inputs: np.ndarray | torch.Tens
         passes=passes,
         target=_target_spec(targets), coding=coding, seed=seed, probes=probes, trust_pickle=trust_pickle,
         nir_dt=nir_dt, nir_scheme=nir_scheme, nir_consumer=nir_consumer, allow_unstable=allow_unstable,
-        ttfs_dt=ttfs_dt, max_input_bytes=max_input_bytes, xylo_chip=xylo_chip, report_refusals=True)
+        ttfs_dt=ttfs_dt, max_input_bytes=max_input_bytes, xylo_chip=xylo_chip, nir_version=nir_version,
+        lava_reset=lava_reset, report_refusals=True)
     return compile_with(opts, array, instance)
 
 

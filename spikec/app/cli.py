@@ -254,13 +254,18 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
               help="NIR export: the importer whose form model.nir is written in.")
 @click.option("--xylo-chip", help="with --target xylo: the chip mapped onto, xylo-audio-2 (the default), "
               "xylo-audio-3 or xylo-imu (the xylo target checks the name).")
+@click.option("--nir-version", type=click.Choice(["1.0.8", "1.0.7"]),
+              help="with --target nir: the NIR file version written [default: 1.0.8].")
+@click.option("--lava-reset", type=click.Choice(["zero"]),
+              help="with --target lava: deploy subtract-reset neurons as Lava's standard zero-reset LIF (chip-ready, "
+                   "approximate: the spike disagreement is measured and reported; never equivalent).")
 @click.option("--strict", is_flag=True, help="exit 1 on any warning (a silent or saturated layer, a constant "
               "output, a decay outside (0, 1]): a proof that shows nothing fails.")
 @debug_option
 @_guard
 def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_scheme, allow_unstable,
                 max_input_bytes, stepping, outdir, batch, inputs, passes, target, seed, coding, ttfs_dt, probes,
-                nir_consumer, xylo_chip, strict):
+                nir_consumer, xylo_chip, nir_version, lava_reset, strict):
     """Compile MODEL into OUTDIR: IR, report.json, io.npz, source copy, target artifacts."""
     from spikec.app.option_checks import absolute, absolute_model, check_early
     model, outdir, weights, inputs = absolute_model(model), absolute(outdir), absolute(weights), absolute(inputs)
@@ -278,7 +283,7 @@ def compile_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
                                  nir_dt=nir_dt, nir_scheme=nir_scheme, coding=coding, ttfs_dt=ttfs_dt,
                                  allow_unstable=allow_unstable, max_input_bytes=max_input_bytes, probes=probes,
                                  stepping=stepping, nir_consumer=nir_consumer, xylo_chip=xylo_chip,
-                                 report_refusals=True)
+                                 nir_version=nir_version, lava_reset=lava_reset, report_refusals=True)
     owned.check_outdir(outdir, [model_file(model), weights, inputs])  # before minutes of work, not after
     plan(target)  # an unknown target too
     c = compile_with(opts)

@@ -68,6 +68,12 @@ class CompileOptions:
     stepping: str = "auto"          # model convention: multistep | step | loop | auto (spikec.app.conventions)
     report_refusals: bool = False   # a named target that cannot map the graph: recorded (not equivalent), not raised
     xylo_chip: str | None = None    # the xylo target's chip (its option xylo_chip); None: the target's default
+    nir_version: str | None = None  # the nir target's file version (1.0.8, 1.0.7); None: the target's default
+    lava_reset: str | None = None   # "zero": the lava target deploys the approximate zero-reset variant, measured
+
+
+# options passed to their target as the option of the same name only when given (None: the target's default)
+TARGET_ONLY = ("xylo_chip", "nir_version", "lava_reset")
 
 
 @dataclass
@@ -323,10 +329,10 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
 
 
 def _options_record(opts: CompileOptions) -> dict:
-    """The options as ``report["options"]`` records them (``xylo_chip`` only when given: a report without it reads
-    as before, and verify replays the default)."""
+    """The options as ``report["options"]`` records them (the ``TARGET_ONLY`` ones only when given: a report
+    without them reads as before, and verify replays the default)."""
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in opts.__dict__.items()
-            if not (k == "xylo_chip" and v is None)}
+            if not (k in TARGET_ONLY and v is None)}
 
 
 def _plan(opts: CompileOptions):
@@ -353,7 +359,7 @@ def _target_options(coding, opts: CompileOptions, model) -> dict:
     """The options every target receives (``spikec.targets``): the seed, the NIR consumer, the Xylo chip when
     given, and what a coded graph's lowering reads."""
     return {"seed": opts.seed, "nir_consumer": opts.nir_consumer, **_coding_target_options(coding, opts, model),
-            **({} if opts.xylo_chip is None else {"xylo_chip": opts.xylo_chip})}
+            **{k: getattr(opts, k) for k in TARGET_ONLY if getattr(opts, k) is not None}}
 
 
 def _trace_within_memory(model, x, given: dict) -> Graph:
