@@ -289,7 +289,11 @@ class _Fold:
         same_read = self._reads_step(n0) == 0 and self._reads_step(n) == t
         if (n0.op, n0.target) != (n.op, n.target) or (not same_read and len(n0.args) != len(n.args)):
             _refuse(f"step {t} computes {n.name!r} ({n.op} {n.target}) where step 0 computes {n0.name!r} "
-                    f"({n0.op} {n0.target})", "make every step of the loop compute the same thing")
+                    f"({n0.op} {n0.target})", "make every step of the loop compute the same thing; a hand-written "
+                    "neuron whose state is a plain tensor carried from step to step (mem = torch.zeros(...) before "
+                    "the loop, then mem = beta * mem + x) computes differently at step 0 and is no neuron module "
+                    "spikec can fold: write the neuron as a module (snn.Leaky, spikec.nn.LIF) or register a "
+                    "converter for your own module (spikec.frontend.register_converter)")
         if same_read:
             return
         for i, (a0, a) in enumerate(zip(n0.args, n.args)):
