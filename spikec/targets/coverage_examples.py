@@ -62,6 +62,14 @@ def _conv(op_fn, shape=(2, 6, 6)):
     return build
 
 
+def _time_readout():
+    """input -> linear -> lif -> the mean of its spikes over time, read at the last step (SpikingJelly's rate
+    read-out ``out.mean(0)``): the model's output."""
+    b = _Builder(31, (8,))
+    s = b.lif("lif", b.linear("fc", "x", 6))
+    return b.graph(b.add("rate", "time_sum", [s], {"mean": True, "read": "last"})), _spikes(32, (8,))
+
+
 def _spiking(op_fn, shape=(2, 6, 6)):
     """input -> conv -> lif -> [the op on spikes] -> flatten -> linear -> lif."""
     def build():
@@ -328,6 +336,7 @@ EXAMPLES = {
     "tdm": _conv(lambda b, y: b.conv("conv2", b.add("tdm", "tdm", [y], {}, {"lam": np.full(3, 0.25)}), 3)),
     "delay": _spiking(lambda b, s: b.add("later", "delay", [s], {"steps": 1})),
     "step_bias": _dense(lambda b, y: b.add("sb", "step_bias", [y], {}, {"bias": b.weights(STEPS, 6)})),
+    "time_sum": _time_readout,
     "avgpool2d": _pool("avgpool2d"),
     "maxpool2d": _pool("maxpool2d"),
     "flatten": _spiking(lambda b, s: s),
