@@ -164,7 +164,6 @@ class _Population(nn.Module):
     def __init__(self, in_features, out_features, dash_mem=4, dash_syn=1, threshold=64, bias=0.0,
                  weight_shift=0, init_scale=64.0, surrogate_slope=5.0, return_state=False):
         super().__init__()
-        _register_converter()
         self.in_features, self.out_features = int(in_features), int(out_features)
         n = self.out_features
         self.weight_shift = _shift(weight_shift, "weight_shift")
@@ -228,10 +227,3 @@ class Output(_Population):
     spike a step (``Vmem >= threshold``), no recurrence (module doc)."""
     max_spikes = OUTPUT_MAX_SPIKES
     delay = True
-
-
-def _register_converter() -> None:
-    """Register the converter (``spikec.frontend.xylo``) when a population is first built: importing it while
-    this module is imported could run inside ``spikec.frontend``'s own import (spikec.ops -> spikec.nn), where
-    the registry is not complete yet; a module's construction comes after every import."""
-    import spikec.frontend.xylo  # noqa: F401

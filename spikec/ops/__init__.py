@@ -5,4 +5,4 @@ register their ops when this package is imported (they import only ``registry`` 
 """
 from spikec.ops.registry import (OPS, PER_CHANNEL, UNSPECIFIED, Cost, KernelContext, OpDef, Param, define,  # noqa
                                  deployed_params, infer_type, need, opdef, register_kernel, schema_of, time_base_ops)
-from spikec.ops import synapses, norm, temporal, pooling, structure, attention, neurons  # noqa: F401,E402
+from spikec.ops import synapses, norm, temporal, pooling, structure, tensor, attention, neurons  # noqa: F401,E402

@@ -215,8 +215,3 @@ define("clamp", 1, infer_clamp, kernel=clamp_kernel, doc="min(max(x, lo), hi); a
 define("sigmoid", 1, lambda n, i: TensorType(i[0].shape), kernel=_real_unary(torch.sigmoid), dense=True,
        doc="1 / (1 + exp(-x)) (real)")
 define("tanh", 1, lambda n, i: TensorType(i[0].shape), kernel=_real_unary(torch.tanh), dense=True, doc="tanh(x) (real)")
-
-
-# the tensor ops (GELU, compare/where, expand, index_select, constants, transposed conv) register with this family
-# (spikec/ops/__init__.py imports the families; tensor.py builds on this module's value kinds)
-from spikec.ops import tensor  # noqa: F401,E402

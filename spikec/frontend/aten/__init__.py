@@ -12,4 +12,4 @@ ops on constants only (a weight's transpose) are evaluated. An ATen op with no r
 (anything that would mix T or B into a per-step dim), is refused naming the op, the user's line and a remedy.
 """
 from spikec.frontend.aten.capture import capture, capture_module  # noqa: F401
-from spikec.frontend.aten.lowerings import LOWERINGS  # noqa: F401
+from spikec.frontend.aten.table import LOWERINGS  # noqa: F401

@@ -444,7 +444,7 @@ def _native_batch_norm(lw, x, weight, bias, mean, var, training, momentum, eps):
     return _batch_norm_eval(lw, x, weight, bias, mean, var, momentum, eps)
 
 
-LOWERINGS = {
+BASE = {
     **{op: _view for op in (aten.view.default, aten._unsafe_view.default, aten.reshape.default,
                             aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.unsqueeze.default)},
     **{op: _identity for op in (aten.clone.default, aten.alias.default, aten.detach.default,
@@ -488,13 +488,3 @@ LOWERINGS = {
     aten._native_batch_norm_legit_no_training.default: _batch_norm_eval,
     aten.native_batch_norm.default: _native_batch_norm,
 }
-
-# the tensor ops' rows (GELU, comparisons, where, indexing, LayerNorm): one table, merged here
-from spikec.frontend.aten.lowerings_tensor import TABLE  # noqa: E402
-LOWERINGS.update(TABLE)
-# a captured graph's node with one of these taking a value that folds T, B and per-step dims ([T*B*N, D]) is lowered;
-# any other is refused (it would read the merged dim as one)
-FOLDS = frozenset({_view, _identity, _linear, _bmm, _add, _sub, _rsub, _mul, _div, _neg, _clamp, _to_copy,
-                   *(LOWERINGS[op] for op in (aten.relu.default, aten.sigmoid.default, aten.tanh.default,
-                                              aten.gelu.default, aten.abs.default, aten.exp.default,
-                                              aten.sqrt.default, aten.pow.Tensor_Scalar))})

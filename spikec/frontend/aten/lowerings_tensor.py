@@ -1,5 +1,5 @@
 """ATen lowerings of the tensor ops (``spikec/ops/tensor.py``) and LayerNorm: GELU, comparisons and ``where``,
-indexing by constant indices, ``native_layer_norm``. ``lowerings.py`` merges ``TABLE`` into its ``LOWERINGS``
+indexing by constant indices, ``native_layer_norm``. ``table.py`` merges ``TABLE`` with ``lowerings.BASE`` into ``LOWERINGS``
 (import that module, not this one, first)."""
 import math
 

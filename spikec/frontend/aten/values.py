@@ -11,7 +11,7 @@ class Value:
     """An IR value as the captured graph sees it: node ``name`` behind the leading dims ``lead``. ``folded`` > 0:
     torch sees the lead dims and the first ``folded`` per-step dims merged into its first dim (the view ATen makes
     of ``F.linear`` / ``x @ W`` on more than two dims, ``[T*B*N, D]``), which only a product and the view back
-    read (``lowerings.FOLDS``)."""
+    read (``table.FOLDS``)."""
     name: str
     lead: tuple
     folded: int = 0

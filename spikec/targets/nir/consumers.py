@@ -47,7 +47,7 @@ def _uniform(a) -> bool:
 def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
     """Per consumer, every construct in ``graph`` that it cannot run exactly (empty: it can)."""
     out = {"snntorch": [], "norse": [], "sinabs": _sinabs_limits(graph), "spikingjelly": _sj_limits(graph, dt),
-           "rockpool": rockpool_consumer.limits(graph)}
+           "rockpool": rockpool_consumer.limits(graph, executor_limits, _reaches)}
     snn, nor = out["snntorch"], out["norse"]
     if abs(dt - 1e-4) > 1e-4 * 1e-12:
         snn.append(f"dt = {dt:g}: snnTorch's importer hard-codes dt = 1e-4")

@@ -32,9 +32,9 @@ def _kind(node) -> str:
     return type(node).__name__
 
 
-def limits(graph: nir.NIRGraph) -> list[str]:
-    """Every construct of ``graph`` Rockpool's ``from_nir`` raises on or runs differently (empty: it should run)."""
-    from spikec.targets.nir.consumers import _reaches, executor_limits
+def limits(graph: nir.NIRGraph, executor_limits, reaches) -> list[str]:
+    """Every construct of ``graph`` Rockpool's ``from_nir`` raises on or runs differently (empty: it should run);
+    ``executor_limits`` and ``reaches`` are ``consumers``' (passed in: that module imports this one)."""
     out = []
     for name, node in graph.nodes.items():
         k, where = _kind(node), f"node {name!r} ({_kind(node)})"
@@ -52,7 +52,7 @@ def limits(graph: nir.NIRGraph) -> list[str]:
         elif k == "LI":
             out.append(f"{where}: Rockpool's ExpSynTorch truncates tau to an integer (seconds) and runs at "
                        "dt = min(tau/(1 + r)), decaying exp(-dt/tau) after adding the input")
-    cyclic = sorted(n for n in graph.nodes if any(s == n and _reaches(graph, d, n) for s, d in graph.edges))
+    cyclic = sorted(n for n in graph.nodes if any(s == n and reaches(graph, d, n) for s, d in graph.edges))
     if cyclic:
         out.append(f"a cycle through {cyclic}: Rockpool's modules evolve the whole sequence in one call, so the "
                    "cycle's edge (nirtorch reads it from the previous call) carries nothing")

@@ -58,6 +58,7 @@ from spikec.targets import TargetResult, register_target
 from spikec.targets.onnx.builder import BATCH, DTYPES, IR_VERSION, OPSET, Builder, where
 from spikec.targets.onnx import framework_emitters  # noqa: F401  (registers the frameworks' neurons)
 from spikec.targets.onnx import sinabs_sj_emitters  # noqa: F401  (Sinabs's and SpikingJelly's nonlinear neurons)
+from spikec.targets.onnx import aten_emitters  # noqa: F401  (the ATen capture's ops: GELU, where, ...)
 from spikec.targets.onnx import time_emitters  # noqa: F401  (read-outs over time: x.mean(0))
 from spikec.targets.onnx import sessions
 from spikec.targets.onnx.emitters import EMITTERS, register_emitter

@@ -564,7 +564,3 @@ def sigmoid(b: Builder, node: Node, x: str) -> str:
 @emitter("tanh")
 def tanh(b: Builder, node: Node, x: str) -> str:
     return b.op("Tanh", [x], out=node.name)
-
-
-# the ATen capture's tensor ops (GELU, compare/where, expand, gather, constants, transposed conv, LayerNorm)
-from spikec.targets.onnx import aten_emitters  # noqa: E402,F401

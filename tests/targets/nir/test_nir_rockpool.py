@@ -55,7 +55,7 @@ def test_a_cuba_lif_runs_in_its_own_time_base_and_fires_differently(tmp_path):
 def test_a_lif_import_raises_as_its_source_reads_tau_mem(tmp_path):
     f = lambda v: np.full(N, v)
     g = graph(nir.LIF(tau=f(1e-3), r=f(10.0), v_leak=f(0.0), v_threshold=f(1.0), v_reset=f(0.0)))
-    assert any("tau_mem" in w for w in rockpool_consumer.limits(g))
+    assert any("tau_mem" in w for w in consumers.limits(g, 1e-4)["rockpool"])
     with consumers._quiet(), pytest.raises(AttributeError, match="tau_mem"):
         both(g, tmp_path)
 
@@ -63,14 +63,14 @@ def test_a_lif_import_raises_as_its_source_reads_tau_mem(tmp_path):
 def test_an_li_below_one_second_has_its_tau_truncated_to_zero(tmp_path):
     f = lambda v: np.full(N, v)
     g = graph(nir.LI(tau=f(1e-3), r=f(10.0), v_leak=f(0.0)))
-    assert any("truncates tau" in w for w in rockpool_consumer.limits(g))
+    assert any("truncates tau" in w for w in consumers.limits(g, 1e-4)["rockpool"])
     want, got, _ = both(g, tmp_path)
     assert np.abs(want).max() > 0 and not np.allclose(got, want, rtol=1e-3)   # pinned: tau.int() = 0
 
 
 def test_a_cycle_carries_nothing_in_one_call(tmp_path):
     g = graph(cuba(), extra={"rec": nir.Linear(weight=-np.eye(N))})
-    found = rockpool_consumer.limits(g)
+    found = consumers.limits(g, 1e-4)["rockpool"]
     assert any("a cycle through" in w for w in found) and any("Output is not the last" in w for w in found)
     want, got, _ = both(g, tmp_path)
     _, plain, _ = both(graph(cuba()), tmp_path)

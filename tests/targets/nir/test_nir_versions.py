@@ -51,7 +51,7 @@ def test_rockpool_limits_are_what_its_from_nir_does(tmp_path):
         pytest.skip(consumers.available("rockpool"))
     from rockpool.nn.modules.torch.nir import from_nir
     g = nir.read(OLD)
-    assert any("tau_mem" in w for w in consumers.rockpool_consumer.limits(g))
+    assert any("tau_mem" in w for w in consumers.limits(g, 1e-4)["rockpool"])
     with consumers._quiet(), pytest.raises(AttributeError, match="tau_mem"):
         from_nir(g)
     found = check.check_file(OLD)["findings"]
@@ -61,7 +61,7 @@ def test_rockpool_limits_are_what_its_from_nir_does(tmp_path):
     g2 = nir.NIRGraph(nodes={"input": nir.Input(np.array([3])), "fc": nir.Affine(weight=np.eye(3), bias=np.zeros(3)),
                              "lif": cuba, "output": nir.Output(np.array([3]))},
                       edges=[("input", "fc"), ("fc", "lif"), ("lif", "output")])
-    assert any("LIFTorch" in w and "dt = min" in w for w in consumers.rockpool_consumer.limits(g2))
+    assert any("LIFTorch" in w and "dt = min" in w for w in consumers.limits(g2, 1e-4)["rockpool"])
     with consumers._quiet():
         built = from_nir(g2)
     assert "LIFTorch" in [type(m).__name__ for m in built.children()]
