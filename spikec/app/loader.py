@@ -2,8 +2,6 @@
 import importlib
 import importlib.machinery
 import importlib.util
-import os
-import stat
 import sys
 import zipfile
 from pathlib import Path
@@ -13,6 +11,7 @@ import torch
 from torch import nn
 
 from spikec.app import files
+from spikec.app.option_checks import not_a_file  # torch-free: the CLI's early checks use it too
 from spikec.compiler.errors import BadInput, CheckpointError, ModelLoadError
 
 SPEC_HINT = "MODEL is path/to/file.py:factory or package.module:factory; the factory returns an nn.Module"
@@ -44,23 +43,8 @@ def load_factory(spec: str):
     return factory
 
 
-def _not_a_file(path: Path) -> str | None:
-    """Why ``path`` cannot be opened as a regular file (a directory, missing, a NUL byte, a name too long), or None."""
-    if "\0" in str(path):
-        return "contains a NUL byte"
-    try:
-        mode = os.stat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return "does not exist"
-    except OSError as e:  # ENAMETOOLONG, EACCES on a parent, a loop of links, ...
-        return f"cannot be read: {e.strerror or e}"
-    if stat.S_ISREG(mode):
-        return None
-    return "is a directory, not a file" if stat.S_ISDIR(mode) else f"is {files.kind(mode)}, not a regular file"
-
-
 def _module_from_file(path: Path):
-    what = _not_a_file(path)
+    what = not_a_file(path)
     if what:
         raise ModelLoadError(f"model file {str(path)!r} {what}", remedy=SPEC_HINT)
     name = f"spikec_user_model_{abs(hash(str(path.resolve())))}"
@@ -134,7 +118,7 @@ def build_model(spec: str, *, nir_dt: float = 1e-4, nir_scheme: str = "snntorch"
     """The source model: a factory's module, or a ``.nir`` file run at ``nir_dt`` in ``nir_scheme``."""
     if spec.endswith(".nir"):
         path = Path(spec)
-        what = _not_a_file(path)
+        what = not_a_file(path)
         if what:
             raise ModelLoadError(f"NIR file {spec!r} {what}",
                                  remedy="give the path of a .nir file written by nir.write (or a FILE.py:factory)")
@@ -162,7 +146,7 @@ def load_weights(model: nn.Module, path: str, *, trust_pickle: bool = False, sea
     shape, its kind of dtype (a float parameter takes only floats) and that it is finite.
     """
     p = Path(path)
-    what = _not_a_file(p)
+    what = not_a_file(p)
     if what:
         raise CheckpointError(f"checkpoint {path!r} {what}", remedy=CHECKPOINT_HINT)
     try:

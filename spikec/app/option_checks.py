@@ -100,7 +100,8 @@ def check_model_file(spec: str) -> None:
 
 
 def not_a_file(path: Path) -> str | None:
-    """Why ``path`` cannot be opened as a regular file, or None (``spikec.app.loader._not_a_file``'s words)."""
+    """Why ``path`` cannot be opened as a regular file (a directory, missing, a NUL byte, a name too long), or None;
+    the loader's check too (this module imports no torch, so the CLI checks paths before importing it)."""
     if "\0" in str(path):
         return "contains a NUL byte"
     try:
