@@ -124,8 +124,19 @@ def test_sj_mean_compiles_to_onnx_saves_and_verifies(tmp_path):
 
 
 def test_sj_mean_outdir_io_outputs_verify(tmp_path):
-    out = spikec.compile(sj_csnn("mean"), X_IMG, targets=("onnx",)).save(tmp_path / "out")
+    c = spikec.compile(sj_csnn("mean"), X_IMG, targets=("onnx",))
+    out = c.save(tmp_path / "out")
     assert spikec.verify(out)["io_outputs"]["equivalent"]
+    # model.onnx says which outputs are running read-outs, and its last step is the source's [B, ...] output
+    import onnx
+    import onnxruntime as ort
+    model = onnx.load(str(out / "model.onnx"))
+    last = {p.key: p.value for p in model.metadata_props}["spikec.read_last"].split(",")
+    assert last == c.report["targets"]["onnx"]["read_last"] == list(c.compiled.before.outputs)
+    sess = ort.InferenceSession(str(out / "model.onnx"), providers=["CPUExecutionProvider"])
+    (got,) = sess.run(None, {sess.get_inputs()[0].name: X_IMG.astype(np.float64)})
+    want = np.asarray(c.run(X_IMG))                        # the proven graph's output: the source's [B, ...]
+    assert got.shape[1:] == want.shape and np.allclose(got[-1], want, rtol=0, atol=1e-12 * np.abs(want).max())
 
 
 def test_snntorch_loop_sum_compiles_exactly():

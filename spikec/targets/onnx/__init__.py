@@ -50,7 +50,7 @@ from onnx import helper
 
 from spikec.compiler.checker import Comparison
 from spikec.compiler.errors import BadInput, UnsupportedOp
-from spikec.compiler.interpreter import Trace
+from spikec.compiler.interpreter import Trace, read_last
 from spikec.compiler.ir import Graph
 from spikec.compiler.verify import verify
 from spikec.ops import OPS
@@ -231,6 +231,9 @@ def onnx_target(graph: Graph, inputs, reference: Trace, options: dict) -> Target
     model = export(graph, steps, dtype, step=step) if step is not None else \
         _export_unrolled(graph, steps, dtype, loop_refusal(graph) or refused)
     form, reason = form_of(model)
+    last = sorted(read_last(graph))
+    if last:   # the file says which outputs are a running read-out whose last step is the model's output
+        model.metadata_props.add(key="spikec.read_last", value=",".join(last))
     data = model.SerializeToString()
     result = check_model_against(model, graph, inputs, reference)
     streaming, step_files = streaming_result(graph, inputs, reference, dtype, step=step, refused=refused)
@@ -247,6 +250,7 @@ def onnx_target(graph: Graph, inputs, reference: Trace, options: dict) -> Target
                                   "real_mismatches", "max_rel_diff", "min_firing_margin",
                                   "probe_outputs_match_plain", "first_mismatches")},
         "outputs": result["outputs"],
+        **({"read_last": last, "read_last_note": READ_LAST_NOTE} if last else {}),
         "streaming": streaming,
         "seconds": round(time.perf_counter() - start, 3),
     }
@@ -291,5 +295,9 @@ def _verify_model(outdir, graph: Graph, inputs, reference: Trace) -> dict:
     except Exception as e:
         return {"equivalent": False, "error": f"onnxruntime could not run {path}: {type(e).__name__}: {e}"}
 
+
+READ_LAST_NOTE = ("these outputs are read-outs over time (x.mean(0) / x.sum(0) in the source): model.onnx gives "
+                  "the running read-out [T, B, ...] and the source's [B, ...] output is its last step, out[-1] "
+                  "(metadata spikec.read_last); the check compares every step against the interpreter")
 
 register_target("onnx", onnx_target, verify=verify_outdir)
