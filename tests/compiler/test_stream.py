@@ -122,7 +122,8 @@ def test_a_run_compared_with_itself_is_add_with_itself(spike):
         margin = np.abs(v)
         slow.add(f"n{i}", v, v, spike, margin)
         fast.add_self(f"n{i}", v, spike, margin)
-    assert same(slow, fast) and (slow.spike_mismatches or slow.real_mismatches)
+    # the check can fail: a NaN spike is a mismatch; a real NaN against the same NaN matches and is counted
+    assert same(slow, fast) and (slow.spike_mismatches if spike else slow.nans_matched == fast.nans_matched == 2)
 
 
 def masked_rule(expected, got):

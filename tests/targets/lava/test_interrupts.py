@@ -23,6 +23,8 @@ import pytest
 from spikec.targets.lava import lava_available
 from spikec.targets.lava import supervisor as sv
 
+from short_tmp import short_tmp
+
 REASON = lava_available()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"Lava does not import here: {REASON}")
 
@@ -159,9 +161,9 @@ def _sigint_default():
 
 def _start(tmp_path, argv, cwd=REPO):
     out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
-    (tmp_path / "tmp").mkdir()   # the run's own TMPDIR: whatever it leaves there is seen
+    tmp = short_tmp(tmp_path / "tmp")   # the run's own TMPDIR: whatever it leaves there is seen
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-               TMPDIR=str(tmp_path / "tmp"))
+               TMPDIR=str(tmp))
     with open(out, "wb") as o, open(err, "wb") as e:
         # its own group, as a shell job; SIGINT as a foreground job has it (a background shell job, like a
         # CI runner started with '&', inherits SIGINT ignored, and Python then leaves it ignored)

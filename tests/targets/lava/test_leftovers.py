@@ -14,6 +14,8 @@ import pytest
 from spikec.targets.lava import lava_available, leftovers
 from spikec.targets.lava import supervisor as sv
 
+from short_tmp import short_tmp
+
 REASON = lava_available()
 REPO = Path(__file__).resolve().parents[3]
 STARTUP = 180.0
@@ -68,8 +70,7 @@ def _kill_everything(proc, sid: int) -> None:
 def live_run_files(tmp_path):
     """Files tagged by a live run (this test process), by a recycled pid (alive, another start time: gone), and
     of the earlier untimed tag form of a live pid."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = short_tmp(tmp_path / "tmp")
     live = leftovers.new_tag()
     pid, start = os.getpid(), leftovers.start_time(os.getpid())
     recycled = f"spikec{pid}xdeadbeefs{start + 1}"
