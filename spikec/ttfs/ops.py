@@ -26,7 +26,7 @@ TTFS-side ops (the deployed graph):
   ttfs_decode   t -> (t_ref - t) / scale                        attrs t_ref, scale (a graph output)
 
 ANN-side helper ops (what the pass maps from):
-  layernorm     over the last dim: gamma * (x - mean) / sqrt(var + eps) + beta   params gamma, beta; attr eps
+  layernorm     (the shared card of spikec/ops/norm.py) over the last dim: gamma * (x - mean) / sqrt(var + eps) + beta
   ttfs_mat      identity (activation "identity") or ReLU ("relu"): marks a value that becomes a TTFS layer
   ttfs_bmul     a * b with numpy broadcasting (then ReLU when activation is "relu"): a product sub-layer
   ttfs_affine   gain * x + bias (gain, bias broadcast against the per-step shape; bias optional)
@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from spikec.compiler.ir import TensorType
-from spikec.ops import OPS, Param, define, register_kernel
+from spikec.ops import Param, define, register_kernel
 from spikec.ops.registry import need as _need
 
 
@@ -85,14 +85,6 @@ def _infer_fire(node, ins):
     return TensorType(t.shape)
 
 
-def _infer_layernorm(node, ins):
-    (t,) = ins
-    n = t.shape[-1]
-    for k in ("gamma", "beta"):
-        _need(node.params[k].shape == (n,), node, f"{k} has shape {node.params[k].shape}, expected ({n},)")
-    return TensorType(t.shape)
-
-
 def _count(*names):
     return lambda n: sum(int(n.params[k].size) for k in names if k in n.params)
 
@@ -112,10 +104,6 @@ define("ttfs_bmul", 2, _broadcast, doc="a * b with numpy broadcasting (then ReLU
 define("ttfs_affine", 1, _infer_affine, count=_count("gain", "bias"),
        params=(Param("gain", BROADCAST, "multiplies x"), Param("bias", BROADCAST, "added", required=False)),
        doc="gain * x + bias")
-if "layernorm" not in OPS:  # a shared LayerNorm op may land in spikec.ops: keep that one
-    define("layernorm", 1, _infer_layernorm, count=_count("gamma", "beta"), dense=True,
-           params=(Param("gamma", "(N,)", "scale over the last dim"), Param("beta", "(N,)", "shift")),
-           doc="LayerNorm over the last dim; attr eps")
 
 
 def _p(node, key):
@@ -174,14 +162,8 @@ def affine_kernel(node, p, x):
     return y + _view(p["bias"], x) if "bias" in p else y
 
 
-def layernorm_kernel(node, p, x):
-    return F.layer_norm(x, (x.shape[-1],), p["gamma"], p["beta"], node.attrs["eps"])
-
-
 for _op, _fn in [("ttfs_encode", encode_kernel), ("ttfs_delay", delay_kernel), ("ttfs_charge", charge_kernel),
                  ("ttfs_dynsyn", dynsyn_kernel), ("ttfs_dynmatmul", dynmatmul_kernel),
                  ("ttfs_fire", fire_kernel), ("ttfs_decode", decode_kernel),
                  ("ttfs_mat", mat_kernel), ("ttfs_bmul", bmul_kernel), ("ttfs_affine", affine_kernel)]:
     register_kernel(_op, _fn)
-if OPS["layernorm"].infer is _infer_layernorm:
-    register_kernel("layernorm", layernorm_kernel)
