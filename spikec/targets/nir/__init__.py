@@ -30,7 +30,7 @@ from spikec.targets import TargetResult, register_target
 from spikec.targets.nir import consumers as consumers_mod
 from spikec.targets.nir import hdf5
 from spikec.targets.nir import interpreter
-from spikec.targets.nir import reach, variants  # noqa: F401  (reach registers its lowerings)
+from spikec.targets.nir import reach, recurrent, variants  # noqa: F401  (reach registers its lowerings)
 from spikec.targets.nir.export import CONSUMER, DISCRETIZATION, DT, FIRING, SCHEME, export_graph
 
 FILE = "model.nir"

@@ -51,6 +51,7 @@ from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.ir import Graph, Node
 from spikec.ops.common import bn_scale_shift
 from spikec.targets.nir import composed, forms, structure
+from spikec.targets.nir.reasons import REASONS, REMEDIES, REMEDY, VARIANT_REASONS  # noqa: F401 (re-exported)
 from spikec.targets.nir.forms import CONSUMER, DT, SCHEME, Form, form_for, tau_for, threshold_for  # noqa: F401
 
 NEVER = float(np.finfo(np.float64).max)  # the threshold of a neuron read out as its membrane only (frontend)
@@ -62,74 +63,6 @@ DISCRETIZATION = ("forward Euler at dt; scheme 'snntorch': beta = 1 - dt/tau, v 
                   "v <- v + dt*(1/tau)*(r*I + v_leak - v), spike v > v_threshold, reset to v_reset; "
                   "state starts at 0; an edge that closes a cycle is read one step late")
 
-REASONS = {
-    "intfire": "integer spikes (multi-spike payloads) have no NIR node: NIR neurons emit binary events",
-    "intfire_unrolled": "virtual sub-steps have no NIR form: NIR has one time base",
-    "substep_sum": "virtual sub-steps have no NIR form: NIR has one time base",
-    "mul": "a dynamic product of two tensors has no NIR node (NIR edges only sum)",
-    "bntt": "per-time-step BN (BNTT) scales each step differently; NIR parameters are static",
-    "step_bias": "a per-time-step bias schedule has no static NIR form",
-    "relu": "NIR has no ReLU node",
-    "dsmpa": "dense attention (DS-MPA) runs on a host and has no NIR node",
-    "silif": "SiLIF is not exported (no NIR neuron with its reset-before-decay form is implemented here)",
-    "csilif": "CSiLIF has a complex state; NIR has no resonate-and-fire neuron",
-    # the frameworks' exact neurons (spikec/frontend): the variants their converters cannot make spikec's lif
-    "rleaky_snntorch": "snnTorch's RLeaky is not lowered to NIR: it resets from the previous step's spike (NIR's LIF "
-                       "resets on the step it fires) and adds its recurrence after beta * mem + x, where a NIR neuron "
-                       "sums its inputs first (another rounding)",
-    "alpha_snntorch": "snnTorch's Alpha has two synaptic currents (syn_exc, syn_inh) with their own decays and "
-                      "mem = tau * (syn_exc + syn_inh); NIR has no neuron with two currents (CubaLIF has one)",
-}
-# ops that lower some variants (their lowering refuses the others with this reason)
-VARIANT_REASONS = {
-    "lif_norse": "Norse's LIFCell / LIFBoxCell read as v or i, resting at v_leak != 0, or with LIFBox's subtract reset, "
-                 "is not lowered to NIR: NIR's LIF and CubaLIF output spikes only, start at 0 and reset to v_reset "
-                 "(its spikes, resting at 0 and reset to a value, are exported: LIFCell as CubaLIF, LIFBoxCell as LIF)",
-    "lif_snntorch": "snnTorch's Leaky with reset_delay=False and a subtract reset, or no reset (or a zero reset with "
-                    "reset_delay=False and a negative threshold), is not lowered to NIR: NIR's LIF resets to v_reset "
-                    "on the step it fires, and the subtract-reset composition written here (LI + Threshold + a "
-                    "-threshold feedback, read one step late) is the default reset_delay=True only",
-    "lif_sj": "SpikingJelly's neuron with a reset value other than 0, decay_input=False, or a tau that is not a power "
-              "of two (its soft reset with decay_input=True is exported, as a CubaLIF cycle), is not lowered to "
-              "NIR: NIR's LIF resets to v_reset on the step it fires and its Euler step (scheme 'norse') computes "
-              "v + (dt/tau) (I - v), which is SpikingJelly's charge V + (X - V) / tau bit for bit only when "
-              "multiplying by 1/tau is dividing by tau (tau a power of two, or ParametricLIFNode's decay k); "
-              "written for snnTorch (scheme 'snntorch', beta v + I) it rounds differently",
-    "synaptic_snntorch": "snnTorch's Synaptic/RSynaptic with no reset, a zero reset with reset_delay=True, a subtract "
-                         "reset with reset_delay=False or a recurrence, a negative threshold, or read as mem, is not "
-                         "lowered to NIR: NIR's CubaLIF resets to v_reset on the step it fires and outputs no "
-                         "membrane (the default subtract reset, reset_delay=True, is an LI + CubaLIF reset cycle); a "
-                         "conv or one-to-one recurrence, or one snnTorch adds after alpha * syn + x (NIR sums a "
-                         "node's inputs first: another rounding), has no exact NIR cycle here",
-    "li_norse": "Norse's LIBoxCell, an LICell read as i, or one resting at v_leak != 0, is not lowered to NIR: NIR's "
-                "CubaLI starts at 0 and outputs v (an LICell read as v, v_leak = 0, is exported as CubaLI)",
-}
-REMEDY = "keep this model on another target (--target none/onnx), or replace the node with an exportable op"
-# what a user can do instead, per op refused by name (else REMEDY): each alternative named here is one that
-# compiles (tests/targets/nir/test_nir_framework_refusals.py compiles each)
-REMEDIES = {
-    "lif_snntorch": "compile with --target onnx, which lowers lif_snntorch exactly (spikes and mem); for NIR, use "
-                    "the default Leaky (subtract reset, reset_delay=True: exported as a CubaLIF reset cycle, or "
-                    "LI/I + Threshold + a reset cycle for its mem or beta = 1), or reset_mechanism='zero' (with "
-                    "reset_delay=False only if every threshold is >= 0) returning only its spikes: spikec converts "
-                    "that to its own lif (NIR LIF)",
-    "synaptic_snntorch": "compile with --target onnx, which lowers synaptic_snntorch exactly (spikes, syn, mem, any "
-                         "recurrence); for NIR, use a Synaptic (not RSynaptic) with reset_mechanism='zero', "
-                         "reset_delay=False and every threshold >= 0, returning its spikes and syn (not mem): spikec "
-                         "converts that to its own lif nodes, which NIR exports",
-    "rleaky_snntorch": "compile with --target onnx, which lowers rleaky_snntorch exactly (spikes and mem, any "
-                       "recurrence); spikec has no NIR form for a recurrent snnTorch neuron",
-    "alpha_snntorch": "compile with --target onnx, which lowers alpha_snntorch exactly (spikes, syn_exc, syn_inh, "
-                      "mem)",
-    "lif_sj": "compile with --target onnx, which lowers lif_sj exactly (LIFNode, ParametricLIFNode, IFNode with "
-              "another hard reset); for NIR, use IFNode, LIFNode(tau=2.0, decay_input=False) (spikec's own lif), "
-              "LIFNode / ParametricLIFNode with a soft reset (v_reset=None) and decay_input=True, or with "
-              "decay_input=True and v_reset=0.0 (tau a power of two), written with --nir-consumer any or norse",
-    "lif_norse": "compile with --target onnx, which lowers lif_norse exactly (spikes, v and i); for NIR, return "
-                 "only the spikes of a LIFCell / LIFBoxCell with v_leak = 0 and reset_method reset_value",
-    "li_norse": "compile with --target onnx, which lowers li_norse exactly (v and i); for NIR, return only v of "
-                "an LICell resting at v_leak = 0",
-}
 # the lowering table: op -> fn(exporter, node) writing the node's NIR form (``@lowering(op)``); an op with no
 # entry is refused with its reason in ``REASONS`` (or as having no NIR mapping)
 LOWERINGS: dict = {}
