@@ -12,17 +12,17 @@ default ``record="all"``) and the graph's parameters; it re-runs nothing. Each w
 order of ``KINDS``. A node's ``constant`` warning is left out when it is already ``silent`` or ``saturated``
 (an all-zero or all-one output is constant too). ``format_warning(w)`` is the CLI's line.
 
-``DECAYS`` is the per-op decay rule, keyed by op: add an entry for a new neuron op.
+``DECAYS`` is each op's decay rule, read from its card (``define(..., decay=Decay(...))``).
 """
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from spikec.compiler.errors import IRError
 from spikec.compiler.interpreter import Trace
 from spikec.compiler.ir import Graph, Node
-from spikec.ops import opdef
+import spikec.frontend  # noqa: F401  (the converters' ops: DECAYS reads their cards too)
+from spikec.ops import Decay, facts, opdef
 
 KINDS = ("decay", "silent", "saturated", "constant")
 ROUNDING = 1e-12  # a decay within this of 0 is 0 (tau == dt can give -1 ulp); within it of 1, 1
@@ -30,65 +30,8 @@ MORE_INPUT = ("give stronger or real verification inputs (--inputs), and check t
               "scale (for a .nir file, its --dt)")
 
 
-@dataclass(frozen=True)
-class DecayRule:
-    """How one op's per-step decays are read off its node.
-
-    ``of(node)`` returns a list of ``(label, values)``: how the message names each decay the op holds
-    (``"beta"``, ``"1 - 1/tau"``) and its values (a scalar or one per channel); empty when the node has none
-    (an IF neuron). ``zero_ok``: a decay of exactly 0 is a documented stateless form of the op (``lif`` with
-    ``beta = 0`` is the "spike after BN" neuron, and NIR's ``Threshold``), not a loss of memory to warn about.
-    """
-    of: Callable[[Node], list[tuple[str, np.ndarray]]]
-    zero_ok: bool = False
-
-
-def _f64(node: Node, name: str) -> np.ndarray:
-    return np.asarray(node.params[name], dtype=np.float64)
-
-
-def _param(name: str) -> Callable[[Node], list[tuple[str, np.ndarray]]]:
-    return lambda n: [(name, _f64(n, name))] if name in n.params else []
-
-
-def _params(*names: str):
-    return lambda n: [(name, _f64(n, name)) for name in names if name in n.params]
-
-
-def _csilif(n: Node):
-    return [("|a| = hypot(a_re, a_im)", np.hypot(_f64(n, "a_re"), _f64(n, "a_im")))]
-
-
-def _spikingjelly(n: Node):
-    """``lif_sj``: ``H = V - (V - r)/tau + X`` (LIFNode) or ``H = V - (V - r) k + X`` (ParametricLIFNode,
-    param ``decay`` = k); either way the membrane keeps ``1 - 1/tau`` or ``1 - k`` of itself. IF: none."""
-    if "tau" in n.params:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return [("1 - 1/tau", 1 - 1 / _f64(n, "tau"))]
-    return [("1 - k (param decay = sigmoid(w))", 1 - _f64(n, "decay"))] if "decay" in n.params else []
-
-
-def _norse(n: Node):
-    """``lif_norse`` / ``li_norse``: Euler steps ``v + a_mem ((v_leak - v) + i)`` and ``i + (-a_syn) i``, so
-    the membrane keeps ``1 - dt*tau_mem_inv`` of itself and the current ``1 - dt*tau_syn_inv``."""
-    return [(f"1 - {name}", 1 - _f64(n, name)) for name in ("dt_tau_mem_inv", "dt_tau_syn_inv") if name in n.params]
-
-
-DECAYS: dict[str, DecayRule] = {
-    "lif": DecayRule(_param("beta"), zero_ok=True),
-    "intfire": DecayRule(_param("beta"), zero_ok=True),
-    "intfire_unrolled": DecayRule(_param("beta"), zero_ok=True),
-    "silif": DecayRule(_param("decay")),
-    "csilif": DecayRule(_csilif),
-    "lif_snntorch": DecayRule(_param("beta"), zero_ok=True),   # snnTorch's beta = 0 is its stateless Leaky
-    "synaptic_snntorch": DecayRule(_params("alpha", "beta"), zero_ok=True),
-    "rleaky_snntorch": DecayRule(_param("beta"), zero_ok=True),
-    "alpha_snntorch": DecayRule(_params("alpha", "beta"), zero_ok=True),
-    "lif_sj": DecayRule(_spikingjelly),
-    "lif_norse": DecayRule(_norse),
-    "li_norse": DecayRule(_norse),
-    "sdna_pairwise": DecayRule(_param("beta"), zero_ok=True),  # the pair neurons (an intfire each)
-}
+# op -> its card's decay rule (``spikec.ops.Decay``: ``of(node)`` -> [(label, values)], ``zero_ok``), live
+DECAYS = facts("decay")
 
 
 @dataclass(frozen=True)
@@ -224,7 +167,7 @@ def _constant(node: Node, values: np.ndarray, given: _Inputs):
         f"that the output depends on the input at all (a silent layer upstream, zero weights).")
 
 
-def _decay(node: Node, rule: DecayRule):
+def _decay(node: Node, rule: Decay):
     """The first of the op's decays with a value outside (0, 1] (0 allowed when ``zero_ok``), described."""
     for label, d in rule.of(node):
         d = np.atleast_1d(np.asarray(d, dtype=np.float64))

@@ -94,7 +94,7 @@ def _shift_kernel(node, p, x):
     return y + channel(p["bias"], x.dim() - 1) if "bias" in p else y
 
 
-define("loihi_lif", 1, _infer_lif, count=_lif_count, stateful=True,
+define("loihi_lif", 1, _infer_lif, count=_lif_count, stateful=True, neuron=True,
        params=tuple(Param(k, PER_CHANNEL, LIF_DOCS[k]) for k in LIF_PARAMS),
        doc="Loihi 2's fixed-point LIF (Lava's PyLifModelBitAcc; subtract reset: SpikecLIF); attrs reset, read")
 define("loihi_shift", 1, _infer_shift, count=lambda n: sizes(n, "bias"),

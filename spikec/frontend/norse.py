@@ -50,9 +50,9 @@ from spikec.frontend.exact_neurons import float_only, require_stepping
 from spikec.frontend.norse_common import (HEAVISIDE_METHODS, MEM, SYN, _check_method, _check_rest,  # noqa: F401
                                           _exact_type, _factor, _param, _record_states)
 from spikec.frontend.registry import on_framework, refuse, register_converter
-from spikec.ops import define, register_kernel
+from spikec.ops import Decay, define, register_kernel
 from spikec.ops.common import channel, per_channel
-from spikec.ops.registry import need
+from spikec.ops.registry import f64, need
 
 
 # -- converters ------------------------------------------------------------------------------
@@ -230,8 +230,16 @@ def norse_kernel(node, p, x):
     return (out, margins) if read == "spikes" else out
 
 
-define("lif_norse", 1, _infer(True), (MEM, "v_leak", "threshold", "v_reset"), (SYN,), stateful=True)
-define("li_norse", 1, _infer(False), (MEM, "v_leak"), (SYN,), stateful=True)
+def norse_decays(n) -> list:
+    """Euler steps ``v + a_mem ((v_leak - v) + i)`` and ``i + (-a_syn) i``: the membrane keeps ``1 - dt*tau_mem_inv``
+    of itself and the current ``1 - dt*tau_syn_inv``."""
+    return [(f"1 - {name}", 1 - f64(n, name)) for name in (MEM, SYN) if name in n.params]
+
+
+define("lif_norse", 1, _infer(True), (MEM, "v_leak", "threshold", "v_reset"), (SYN,), stateful=True, neuron=True,
+       decay=Decay(norse_decays), state=("v", "i"), threshold_margin=True)
+define("li_norse", 1, _infer(False), (MEM, "v_leak"), (SYN,), stateful=True, decay=Decay(norse_decays),
+       state=("v", "i"))
 register_kernel("lif_norse", norse_kernel)
 register_kernel("li_norse", norse_kernel)
 

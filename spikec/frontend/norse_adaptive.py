@@ -224,9 +224,11 @@ def _schema(op):
     return scalars + extra + weights
 
 
-define("lif_adex_norse", 1, _infer, count=_count, stateful=True, params=_schema("lif_adex_norse"),
+define("lif_adex_norse", 1, _infer, count=_count, stateful=True, neuron=True, state=("v", "i", "a", "e", "z"),
+       params=_schema("lif_adex_norse"),
        doc="Norse's adaptive exponential LIF (LIFAdExCell, LIFAdEx, and recurrent), exact; attr read spikes|v|i|a")
-define("lsnn_norse", 1, _infer, count=_count, stateful=True, params=_schema("lsnn_norse"),
+define("lsnn_norse", 1, _infer, count=_count, stateful=True, neuron=True, state=("v", "i", "b", "z"),
+       params=_schema("lsnn_norse"),
        doc="Norse's LSNN, an adaptive threshold (LSNNCell, LSNN, and recurrent), exact; attr read spikes|v|i|b")
 register_kernel("lif_adex_norse", lif_adex_norse_kernel)
 register_kernel("lsnn_norse", lsnn_norse_kernel)

@@ -122,6 +122,6 @@ _SCHEMA = (Param("input_weights", "(N, I)", "Norse's input_weights: F.linear(x, 
                (MEM, "dt * tau_mem_inv, rounded as Norse rounds it"), (SYN, "dt * tau_syn_inv, rounded as Norse does"),
                ("v_leak", "rest potential (the state starts there)"), ("threshold", "v_th: fires on v~ - v_th > 0"),
                ("v_reset", "the membrane after a spike"))))
-define(OP, 1, _infer, count=_count, stateful=True, params=_SCHEMA,
+define(OP, 1, _infer, count=_count, stateful=True, neuron=True, state=("v", "i", "z"), params=_SCHEMA,
        doc="Norse's recurrent LIF (LIFRecurrentCell / LIFRecurrent), exact; attr read spikes | v | i")
 register_kernel(OP, lif_recurrent_norse_kernel)

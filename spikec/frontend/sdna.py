@@ -24,7 +24,7 @@ from spikec.compiler.ir import TensorType
 from spikec.frontend.registry import refuse, register_converter
 from spikec.frontend.torch_modules import bn_statistics
 from spikec.nn.sdna import SDNALinear, SDNAPairwise, sdna_pairwise, window_scale
-from spikec.ops import define, register_kernel
+from spikec.ops import decay_params, define, register_kernel
 from spikec.ops.common import per_channel as _per_channel, sizes as _sizes
 from spikec.ops.registry import need as _need
 
@@ -115,7 +115,8 @@ def sdna_pairwise_kernel(node, p, q, k, v):
 
 
 define("sdna_pairwise", 3, _infer_pairwise, NEURON_PARAMS, BN_PARAMS,
-       count=lambda n: _sizes(n, "bn_gamma", "bn_beta"), stateful=True)
+       count=lambda n: _sizes(n, "bn_gamma", "bn_beta"), stateful=True, neuron=True,
+       decay=decay_params("beta", zero_ok=True))   # the pair neurons (an intfire each)
 register_kernel("sdna_pairwise", sdna_pairwise_kernel)
 register_converter(SDNALinear, sdna_linear)
 register_converter(SDNAPairwise, sdna_pairwise_converter)

@@ -362,7 +362,7 @@ def lif_sinabs_kernel(node, p, x):
     return (torch.stack(outs), torch.stack(margins)) if margins else torch.stack(outs)
 
 
-define("lif_sinabs", 1, infer_lif_sinabs, stateful=True,
+define("lif_sinabs", 1, infer_lif_sinabs, stateful=True, neuron=True, state=("v", "i"), threshold_margin=True,
        doc="Sinabs IAF / LIF / ExpLeak (and Squeeze forms) in Sinabs's order and dtypes",
        params=(Param("alpha_mem", "()", "membrane decay: exp(-1 / tau_mem), the trained alpha, 1 for IAF"),
                Param("alpha_syn", "()", "synaptic decay exp(-1 / tau_syn) (absent: no synaptic current)", False),

@@ -72,7 +72,7 @@ import torch.nn.functional as F
 
 from spikec.compiler.ir import TensorType
 from spikec.frontend.exact_neurons import float_only
-from spikec.ops import define, register_kernel
+from spikec.ops import decay_params, define, register_kernel
 from spikec.ops.common import channel, per_channel, sizes
 from spikec.ops.registry import need
 
@@ -267,11 +267,16 @@ def alpha_snntorch_kernel(node, p, x):
 
 
 _RECURRENT_PARAMS = ("V", "weight", "bias")
-define("lif_snntorch", 1, _infer, ("beta", "threshold"), count=_count, stateful=True)
+# snnTorch's beta = 0 is its stateless Leaky: a zero decay is no warning
+define("lif_snntorch", 1, _infer, ("beta", "threshold"), count=_count, stateful=True, neuron=True,
+       decay=decay_params("beta", zero_ok=True), state=("mem",), threshold_margin=True)
 define("synaptic_snntorch", 1, _infer, ("alpha", "beta", "threshold"), _RECURRENT_PARAMS, count=_count,
-       stateful=True)
-define("rleaky_snntorch", 1, _infer, ("beta", "threshold"), _RECURRENT_PARAMS, count=_count, stateful=True)
-define("alpha_snntorch", 1, _infer, ("alpha", "beta", "threshold", "tau"), count=_count, stateful=True)
+       stateful=True, neuron=True, decay=decay_params("alpha", "beta", zero_ok=True), state=("syn", "mem", "spk"),
+       threshold_margin=True)
+define("rleaky_snntorch", 1, _infer, ("beta", "threshold"), _RECURRENT_PARAMS, count=_count, stateful=True,
+       neuron=True, decay=decay_params("beta", zero_ok=True), state=("mem", "spk"), threshold_margin=True)
+define("alpha_snntorch", 1, _infer, ("alpha", "beta", "threshold", "tau"), count=_count, stateful=True, neuron=True,
+       decay=decay_params("alpha", "beta", zero_ok=True), state=("syn_exc", "syn_inh", "mem"))
 register_kernel("lif_snntorch", lif_snntorch_kernel)
 register_kernel("synaptic_snntorch", recurrent_kernel)
 register_kernel("rleaky_snntorch", recurrent_kernel)

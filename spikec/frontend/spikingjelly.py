@@ -36,6 +36,7 @@ reset value is not ``v_reset``.
 import logging
 import numbers
 
+import numpy as np
 import torch
 
 from spikec.compiler.errors import UnsupportedOp
@@ -43,7 +44,8 @@ from spikec.compiler.ir import TensorType
 from spikec.frontend.exact_neurons import float_only, require_stepping
 from spikec.frontend.spikingjelly_nonlinear import CHARGE
 from spikec.frontend.registry import on_framework, refuse, register_converter
-from spikec.ops import define, need, register_kernel
+from spikec.ops import Decay, define, need, register_kernel
+from spikec.ops.registry import f64
 
 # Surrogates whose spiking forward is spikingjelly's heaviside, (x >= 0).to(x) (read in SpikingJelly 2.0's
 # surrogate.py; PoissonPass and MultiLevelSpikeCount are not).
@@ -194,7 +196,17 @@ def lif_sj_kernel(node, p, x):
     return torch.stack(spikes), torch.stack(margins)
 
 
-define("lif_sj", 1, infer_lif_sj, ("threshold",), ("tau", "decay", "v_reset"), stateful=True)
+def lif_sj_decays(n) -> list:
+    """``H = V - (V - r)/tau + X`` (LIFNode) or ``H = V - (V - r) k + X`` (ParametricLIFNode, param ``decay`` = k):
+    either way the membrane keeps ``1 - 1/tau`` or ``1 - k`` of itself. IF: none."""
+    if "tau" in n.params:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return [("1 - 1/tau", 1 - 1 / f64(n, "tau"))]
+    return [("1 - k (param decay = sigmoid(w))", 1 - f64(n, "decay"))] if "decay" in n.params else []
+
+
+define("lif_sj", 1, infer_lif_sj, ("threshold",), ("tau", "decay", "v_reset"), stateful=True, neuron=True,
+       decay=Decay(lif_sj_decays), state=("v",), threshold_margin=True)
 register_kernel("lif_sj", lif_sj_kernel)
 
 

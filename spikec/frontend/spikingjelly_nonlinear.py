@@ -72,11 +72,12 @@ def _schema(op):
                                                                                        DOCS["v_reset"], False),)
 
 
-define("qif_sj", 1, _infer, stateful=True, params=_schema("qif_sj"),
+define("qif_sj", 1, _infer, stateful=True, neuron=True, state=("v",), threshold_margin=True, params=_schema("qif_sj"),
        doc="SpikingJelly QIFNode, its torch reference step")
-define("eif_sj", 1, _infer, stateful=True, params=_schema("eif_sj"),
+define("eif_sj", 1, _infer, stateful=True, neuron=True, state=("v",), threshold_margin=True, params=_schema("eif_sj"),
        doc="SpikingJelly EIFNode, its torch reference step")
-define("izhikevich_sj", 1, _infer, stateful=True, params=_schema("izhikevich_sj"),
+define("izhikevich_sj", 1, _infer, stateful=True, neuron=True, state=("v", "w"), threshold_margin=True,
+       params=_schema("izhikevich_sj"),
        doc="SpikingJelly IzhikevichNode, its torch reference step")
 for _op in CHARGE:
     register_kernel(_op, nonlinear_sj_kernel)

@@ -70,7 +70,7 @@ def _count(node) -> int:
     return sizes(node, "weight", "weight_rec", *NEURON_PARAMS) if node.attrs.get("read", "spikes") == "spikes" else 0
 
 
-define("xylo_lif", 1, _infer, count=_count, stateful=True,
+define("xylo_lif", 1, _infer, count=_count, stateful=True, neuron=True,
        params=(Param("weight", "(N, C)", DOCS["weight"]),
                Param("weight_rec", "(N, N)", DOCS["weight_rec"], required=False),
                *(Param(k, PER_CHANNEL, DOCS[k]) for k in NEURON_PARAMS)),

@@ -12,11 +12,12 @@ Parameters are a scalar or one value per channel, ``()`` or ``(C,)`` (``shape[0]
   substep_sum       sums the D sub-steps of each physical step, plus an optional per-channel bias once
 Neurons take attr ``output``: "spikes" (default) or "membrane" (the pre-reset ``U``, real).
 """
+import numpy as np
 import torch
 
 from spikec.compiler.ir import TensorType
 from spikec.ops.common import NeuronOut, channel, float_only, per_channel, sizes
-from spikec.ops.registry import PER_CHANNEL, Param, define, need
+from spikec.ops.registry import PER_CHANNEL, Decay, Param, decay_params, define, f64, need
 
 LIF_PARAMS = ("beta", "alpha", "bias", "threshold", "v_reset")
 INTFIRE_PARAMS = ("beta", "alpha", "threshold")
@@ -168,20 +169,28 @@ def infer_substep_sum(node, ins):
     return TensorType(t.shape, "integer", (t.ceiling or 1) * t.substeps)
 
 
-define("lif", 1, neuron_type(LIF_PARAMS, _binary), kernel=lif, stateful=True, neuron=True, params=LIF_SCHEMA,
-       doc="leaky integrate-and-fire, binary spikes; attr reset 'subtract' | 'zero'")
-define("intfire", 1, neuron_type(INTFIRE_PARAMS + ("bias",),
-                                 lambda n, t: TensorType(t.shape, "integer", n.attrs["max_spikes"])),
-       kernel=intfire, stateful=True, neuron=True, params=INTFIRE_SCHEMA,
-       doc="integer-firing neuron, spike counts 0..D; attrs max_spikes D, rounding 'round' | 'floor'")
-define("silif", 1, neuron_type(("decay", "b", "threshold"), _binary), count=lambda n: 3 * n.params["b"].size,
-       kernel=silif, stateful=True, neuron=True, params=SILIF_SCHEMA,
-       doc="SiLIF: reset before the decay, u_t = decay (u_{t-1} - kappa s_{t-1}) + b x_t; attr kappa")
-define("csilif", 1, neuron_type(("a_re", "a_im", "b", "threshold"), _binary), count=lambda n: 5 * n.params["b"].size,
-       kernel=csilif, stateful=True, neuron=True, params=CSILIF_SCHEMA,
-       doc="complex SiLIF (a resonator), fires on 2 Re m; attr kappa")
-define("intfire_unrolled", 1, infer_unrolled, kernel=intfire_unrolled, stateful=True, neuron=True, time_base=True,
-       params=INTFIRE_SCHEMA, doc="intfire's count replayed as D binary sub-step spikes (a new time base)")
-define("substep_sum", 1, infer_substep_sum, count=lambda n: sizes(n, "bias"), kernel=substep_sum, time_base=True,
-       params=(Param("bias", "(C,)", "added once per physical step", required=False),),
-       doc="sums the D sub-steps of each physical step")
+# Other modules name these ops through the constants below (the card is the one place an op is named by string).
+LIF = define("lif", 1, neuron_type(LIF_PARAMS, _binary), kernel=lif, stateful=True, neuron=True, params=LIF_SCHEMA,
+             decay=decay_params("beta", zero_ok=True), state=("h",), threshold_margin=True,
+             doc="leaky integrate-and-fire, binary spikes; attr reset 'subtract' | 'zero'").name
+INTFIRE = define("intfire", 1, neuron_type(INTFIRE_PARAMS + ("bias",),
+                                           lambda n, t: TensorType(t.shape, "integer", n.attrs["max_spikes"])),
+                 kernel=intfire, stateful=True, neuron=True, params=INTFIRE_SCHEMA,
+                 decay=decay_params("beta", zero_ok=True), state=("h",),
+                 doc="integer-firing neuron, spike counts 0..D; attrs max_spikes D, rounding 'round' | 'floor'").name
+SILIF = define("silif", 1, neuron_type(("decay", "b", "threshold"), _binary), count=lambda n: 3 * n.params["b"].size,
+               kernel=silif, stateful=True, neuron=True, params=SILIF_SCHEMA, decay=decay_params("decay"),
+               state=("u", "s"), threshold_margin=True,
+               doc="SiLIF: reset before the decay, u_t = decay (u_{t-1} - kappa s_{t-1}) + b x_t; attr kappa").name
+CSILIF = define("csilif", 1, neuron_type(("a_re", "a_im", "b", "threshold"), _binary),
+                count=lambda n: 5 * n.params["b"].size, kernel=csilif, stateful=True, neuron=True,
+                params=CSILIF_SCHEMA, state=("m_re", "m_im", "s"), threshold_margin=True,
+                decay=Decay(lambda n: [("|a| = hypot(a_re, a_im)", np.hypot(f64(n, "a_re"), f64(n, "a_im")))]),
+                doc="complex SiLIF (a resonator), fires on 2 Re m; attr kappa").name
+# no one-step form: each physical step is D sub-steps
+INTFIRE_UNROLLED = define("intfire_unrolled", 1, infer_unrolled, kernel=intfire_unrolled, stateful=True, neuron=True,
+                          time_base=True, params=INTFIRE_SCHEMA, decay=decay_params("beta", zero_ok=True),
+                          doc="intfire's count replayed as D binary sub-step spikes (a new time base)").name
+SUBSTEP_SUM = define("substep_sum", 1, infer_substep_sum, count=lambda n: sizes(n, "bias"), kernel=substep_sum,
+                     time_base=True, params=(Param("bias", "(C,)", "added once per physical step", required=False),),
+                     doc="sums the D sub-steps of each physical step").name

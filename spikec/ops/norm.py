@@ -67,7 +67,7 @@ def scale(ctx, node, p, x):
 define("batchnorm", 1, infer_bn, count=lambda n: sizes(n, "gamma", "beta"), kernel=batchnorm, params=BN_PARAMS,
        doc="inference BatchNorm per channel; attr eps")
 define("bntt", 1, infer_bntt, count=lambda n: sizes(n, "gamma", "beta"), kernel=bntt, stateful=True, per_step=True,
-       params=BNTT_PARAMS, doc="one inference BatchNorm per time step; attr eps")
+       state=("step",), params=BNTT_PARAMS, doc="one inference BatchNorm per time step; attr eps")
 define("scale", 1, lambda node, ins: TensorType(ins[0].shape), kernel=scale, doc="y = a x + b; attrs a, b (scalars)")
 
 

@@ -9,8 +9,11 @@ from their own modules. The registry imports no op module: ``spikec.ops`` import
 """
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Callable
+
+import numpy as np
 
 from spikec.compiler.errors import IRError, ShapeError
 from spikec.compiler.ir import Node, TensorType
@@ -54,6 +57,26 @@ class Cost:
     ac_share: bool = False
 
 
+@dataclass(frozen=True)
+class Decay:
+    """How a neuron's per-step decays are read off its node (``spikec.app.vacuity`` warns when one leaves
+    ``(0, 1]``). ``of(node)``: a list of ``(label, values)``, how a message names each decay the op holds
+    (``"beta"``, ``"1 - 1/tau"``) and its values (a scalar or one per channel); empty when the node has none (an
+    IF neuron). ``zero_ok``: a decay of exactly 0 is a documented stateless form of the op (``lif`` with
+    ``beta = 0`` is the "spike after BN" neuron, and NIR's ``Threshold``), not a loss of memory."""
+    of: Callable[[Node], list]
+    zero_ok: bool = False
+
+
+def f64(node: Node, name: str) -> np.ndarray:
+    return np.asarray(node.params[name], dtype=np.float64)
+
+
+def decay_params(*names: str, zero_ok: bool = False) -> Decay:
+    """The decay rule of an op whose decays are its parameters ``names`` (those the node holds)."""
+    return Decay(lambda n: [(name, f64(n, name)) for name in names if name in n.params], zero_ok)
+
+
 def schema_of(required=(), optional=()) -> tuple[Param, ...]:
     """The schema of an op defined by parameter names only: every layout ``unspecified``."""
     return tuple(Param(n) for n in required) + tuple(Param(n, required=False) for n in optional)
@@ -85,6 +108,12 @@ class OpDef:
     cost: Cost | None = None           # how the cost model counts a synaptic op
     module: str = ""                   # the module that defined the op
     doc: str = ""                      # one line: what the op computes
+    # facts that span layers, read from here by every layer that needs them (no other list of ops)
+    decay: Decay | None = None         # a neuron's decays: how they are read off a node
+    state: tuple[str, ...] = ()        # the variables its one-step form carries to the next step (ONNX streaming's
+    #                                    state.<node>.<var>; some only under some attrs); () : no one-step form
+    threshold_margin: bool = False     # binary spikes S = [U >= threshold] (or >), firing margin |U - threshold|:
+    #                                    the membrane U is read back from margin and spike
 
     def __post_init__(self):
         if not self.params:
@@ -121,6 +150,33 @@ def define(name, arity, infer, required=(), optional=(), count=lambda n: 0, kern
     OPS[name] = OpDef(name, arity, tuple(required), tuple(optional), infer, count, kernel,
                       params=tuple(params or ()), module=module, **flags)
     return OPS[name]
+
+
+class Facts(Mapping):
+    """A live view of one card fact: op name -> the fact, over the registered ops that have it (true-valued).
+    Read at lookup, so an op a later module registers is in it (``facts("decay").get(node.op)``)."""
+
+    def __init__(self, fact: str):
+        self.fact = fact
+
+    def __getitem__(self, op: str):
+        value = getattr(OPS[op], self.fact) if op in OPS else None
+        if not value:
+            raise KeyError(op)
+        return value
+
+    def __iter__(self):
+        return iter([name for name, d in OPS.items() if getattr(d, self.fact)])
+
+    def __len__(self) -> int:
+        return sum(1 for d in OPS.values() if getattr(d, self.fact))
+
+
+def facts(fact: str) -> Facts:
+    """The ops holding card fact ``fact`` (an ``OpDef`` field: ``"neuron"``, ``"decay"``, ``"state"``, ...)."""
+    if fact not in OpDef.__dataclass_fields__:
+        raise IRError(f"no card fact {fact!r}", remedy=f"one of {', '.join(OpDef.__dataclass_fields__)}")
+    return Facts(fact)
 
 
 def register_kernel(op: str, fn) -> None:

@@ -50,13 +50,13 @@ def step_bias(ctx, node, p, x):
     return torch.stack([x[t] + channel(p["bias"][t], x.dim() - 1) for t in range(x.shape[0])])
 
 
-define("tdm", 1, infer_tdm, count=lambda n: sizes(n, "lam"), kernel=tdm, stateful=True,
+define("tdm", 1, infer_tdm, count=lambda n: sizes(n, "lam"), kernel=tdm, stateful=True, state=("prev",),
        params=(Param("lam", "(C,)", "weight of the temporal difference"),),
        doc="temporal difference y_t = (1 + lam) x_t - lam x_{t-1}")
-define("delay", 1, lambda n, i: i[0], kernel=delay, stateful=True, time_base=True,
+define("delay", 1, lambda n, i: i[0], kernel=delay, stateful=True, time_base=True, state=("buffer",),
        doc="y_t = x_{t - steps}, zeros before; attr steps (physical steps, on any time base)")
 define("step_bias", 1, infer_step_bias, count=lambda n: sizes(n, "bias"), kernel=step_bias, stateful=True,
-       per_step=True, params=(Param("bias", "(T, C)", "the bias of each time step"),),
+       per_step=True, state=("step",), params=(Param("bias", "(T, C)", "the bias of each time step"),),
        doc="y_t = x_t + bias[t]: a per-time-step bias schedule")
 
 
@@ -74,6 +74,7 @@ def time_sum(ctx, node, p, x):
     return (out / x.shape[0] if node.attrs.get("mean") else out).to(x.dtype)
 
 
+# no one-step form (state ()): its output is the run's read-out at the last step, not a stream
 define("time_sum", 1, lambda n, i: TensorType(i[0].shape), kernel=time_sum, stateful=True,
        doc="y_t = sum_{s <= t} x_s (attr mean: divided by the run's T): a rate read-out over time; attr read "
            "'last': the model's output is this value at the last step ([B, ...], torch's x.sum(0) / x.mean(0)); attr dtype "
