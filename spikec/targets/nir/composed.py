@@ -207,3 +207,31 @@ def norse_lif(ex, node, refuse_reason: str, remedy: str) -> None:
     ex.exact_params &= ok
     ex.single(node, ex.add(node.name, state, node.inputs))
     ex.notes.append(f"{node.name}: {note}")
+
+
+LIF_NOTE = ("subtract reset as CubaLIF (its current the neuron's U / alpha, tau_mem = dt: fires on current >= "
+            "threshold) + a -beta*threshold/alpha feedback through an identity back into it")
+
+
+def lif_subtract(ex, node, beta, alpha, bias, theta) -> str | None:
+    """spikec's own subtract-reset ``lif`` read as spikes (``U_t = beta (U_{t-1} - θ S_{t-1}) + alpha X_t``, ``S =
+    [U >= θ]``): the Leaky's CubaLIF cycle with the input gain ``alpha`` and the feedback ``-beta θ / alpha`` (in the
+    current's units, ``U / alpha``), which snnTorch, Norse and SpikingJelly read. None (the LI + Threshold form) for a
+    bias, ``θ < 0``, ``alpha <= 0``, mixed ``beta = 1`` / ``< 1`` or a feedback varying within a channel."""
+    shape = node.type.shape
+    integrate = bool((beta == 1).all())
+    fb = (beta * theta / alpha).reshape(shape[0], -1)
+    if (bias != 0).any() or (theta < 0).any() or (alpha <= 0).any() or not (fb == fb[:, :1]).all() or \
+            not (integrate or ((beta >= 0) & (beta < 1)).all()):
+        return None
+    ones, zeros = np.ones_like(beta), np.zeros_like(beta)
+    mem = {"beta": zeros, "alpha": ones, "bias": zeros, "theta": theta, "v_reset": zeros}
+    cuba, ok = forms.cuba(ex.form, {"beta": zeros if integrate else beta, "alpha": alpha}, mem, True)
+    if integrate:   # 1 - dt/tau_syn rounds to 1.0 and w_in dt/tau_syn is 1.0 exactly in float64
+        cuba.tau_syn = np.full_like(beta, ex.form.dt * forms.IF_AS_LIF)
+        cuba.w_in = np.full_like(beta, forms.IF_AS_LIF)
+    ex.exact_params &= ok and bool((alpha == 1).all())
+    name = ex.add(node.name, cuba, node.inputs)
+    _reset_cycle(ex, node, name, name, fb[:, 0], True)
+    ex.notes.append(f"{node.name}: {LIF_NOTE} (read one step late)")
+    return name

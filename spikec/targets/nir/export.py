@@ -397,6 +397,12 @@ def _synapse_of(ex: _Exporter, node: Node, beta, bias) -> bool:
                 and (not reads_membrane or (p["threshold"] >= NEVER).all()))
 
 
+def _lif_key(node: Node) -> tuple:
+    """Neurons with one input, parameters and reset are one NIR neuron (a spike and a membrane read of it)."""
+    raw = tuple(sorted((k, np.asarray(v, dtype=np.float64).tobytes()) for k, v in node.params.items()))
+    return "lif", node.inputs, raw, node.attrs["reset"]
+
+
 @lowering("lif")
 def _lif(ex: _Exporter, node: Node):
     p = {k: np.asarray(v, dtype=np.float64) for k, v in node.params.items()}
@@ -427,7 +433,7 @@ def _lif(ex: _Exporter, node: Node):
         state, ok = forms.li(ex.form, beta, alpha, bias)
         ex.exact_params &= ok
         return ex.single(node, ex.add(node.name, state, node.inputs))
-    key = ("lif", node.inputs, tuple(sorted((k, v.tobytes()) for k, v in p.items())), node.attrs["reset"])
+    key = _lif_key(node)
     known = ex.neurons.setdefault(key, {})
     if reset == "zero":
         if membrane:
@@ -438,7 +444,13 @@ def _lif(ex: _Exporter, node: Node):
         name = ex.hard_reset(node, beta, alpha, bias, theta, v_reset)
         known["spikes"] = name
         return ex.single(node, name)
-    if "membrane" not in known:
+    membrane_read = any(n.op == "lif" and n.attrs.get("output", "spikes") == "membrane" and _lif_key(n) == key
+                        for n in ex.graph.nodes)
+    if not known and not membrane_read:   # spikes only: the CubaLIF cycle the consumers read, where it applies
+        known["spikes"] = composed.lif_subtract(ex, node, beta, alpha, bias, theta)
+        if known["spikes"] is None:
+            del known["spikes"]
+    if "membrane" not in known and "spikes" not in known:
         known["membrane"], known["spikes"] = ex.subtract_reset(node, beta, alpha, bias, theta)
     ex.single(node, known["membrane" if membrane else "spikes"])
 

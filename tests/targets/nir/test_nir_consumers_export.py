@@ -15,7 +15,7 @@ from spikec.compiler.interpreter import run
 from spikec.frontend import ConvertContext
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.verify import verify
-from spikec.targets.nir import consumers, interpreter, nir_target
+from spikec.targets.nir import composed, consumers, interpreter, nir_target
 from spikec.targets.nir.export import export_graph
 from spikec.targets.nir.frontend import load_nir
 
@@ -207,16 +207,55 @@ def test_cubalif_for_snntorch_is_run_by_snntorch(tmp_path):
     assert snn["ran"] is True and snn["spike_exact"] is True and snn["spike_count"] > 0
 
 
-# -- a neuron no consumer can express: said per consumer, exact in spikec's interpreter -----------------------
-def test_subtract_reset_is_reported_per_consumer():
+# -- spikec's subtract-reset lif: the CubaLIF cycle the consumers run; with its membrane read, LI + Threshold ---------
+def _subtract_graph(beta, alpha, theta, membrane=False):
     ctx = ConvertContext()
     node = Node("input", "input", (), TensorType((6,), "binary"))
     ctx.nodes.append(node)
     ctx.types["input"] = node.type
-    y = ctx.emit("fc", "linear", ["input"], {}, {"weight": np.random.default_rng(12).normal(0.4, 0.3, (3, 6))})
-    out = ctx.emit("soft", "lif", [y], {"reset": "subtract"},
-                   {"beta": 0.75, "alpha": 1.0, "bias": 0.0, "threshold": 1.0, "v_reset": 0.0})
-    graph = verify(Graph(tuple(ctx.nodes), (out,)))
+    y = ctx.emit("fc", "linear", ["input"], {}, {"weight": np.random.default_rng(12).normal(0.4, 0.3, (4, 6))})
+    p = {"beta": beta, "alpha": alpha, "bias": 0.0, "threshold": theta, "v_reset": 0.0}
+    out = ctx.emit("soft", "lif", [y], {"reset": "subtract"}, p)
+    outs = (out, ctx.emit("soft.membrane", "lif", [y], {"reset": "subtract", "output": "membrane"}, p)) \
+        if membrane else (out,)
+    return verify(Graph(tuple(ctx.nodes), outs))
+
+
+@pytest.mark.parametrize("beta, alpha, theta", [(0.75, 1.0, 1.0), (1.0, 1.0, 1.0), (0.75, 0.5, 0.7),
+                                                 (np.array([0.5, 0.6, 0.7, 0.8]), 1.0, 1.0)])
+def test_subtract_reset_spikes_run_in_the_consumers(beta, alpha, theta):
+    """U_t = beta (U_{t-1} - θ S_{t-1}) + alpha X_t, S = [U >= θ]: a CubaLIF whose current is U/alpha, and the
+    -beta θ/alpha feedback through an identity; snnTorch, Norse and SpikingJelly (one value per parameter) run it."""
+    graph = _subtract_graph(beta, alpha, theta)
+    x = spikes((6,), seed=13)
+    assert run(graph, x).values["soft"].sum() > 100
+    report, _ = target(graph, x)
+    assert report["exact"] is True and report["ok"] is True and report["nodes"]["CubaLIF"] == 1
+    assert "Threshold" not in report["nodes"] and any(composed.LIF_NOTE in n for n in report["notes"])
+    runs = ("snntorch", "norse") + (("spikingjelly",) if np.ndim(beta) == 0 else ())
+    for name in runs:
+        c = report["consumers"][name]
+        assert c["ran"] and c["spike_exact"] and c["spike_count"] > 100, (name, c)
+
+
+def test_subtract_reset_feedback_is_needed():
+    """Without the -beta θ/alpha feedback the same CubaLIF is a zero-reset neuron: other spikes in Norse."""
+    graph = _subtract_graph(0.75, 1.0, 1.0)
+    x = spikes((6,), seed=13)
+    g = export_graph(graph).graph
+    fb = [n for n in g.nodes if n.endswith("_reset")]
+    assert len(fb) == 1
+    g.nodes[fb[0]].weight = np.zeros_like(g.nodes[fb[0]].weight)
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        nir.write(f"{d}/m.nir", g)
+        y, _ = consumers.run_consumer("norse", f"{d}/m.nir", x, 1e-4, (4,))
+    assert (y != run(graph, x).values["soft"]).any()
+
+
+def test_subtract_reset_with_membrane_read_is_reported_per_consumer():
+    """Its membrane read too: LI + Threshold + the feedback, which no consumer reads (said per consumer)."""
+    graph = _subtract_graph(0.75, 1.0, 1.0, membrane=True)
     x = spikes((6,), seed=13)
     assert run(graph, x).values["soft"].sum() > 0
     report, _ = target(graph, x)
