@@ -44,7 +44,7 @@ from spikec.compiler.errors import BadInput
 from spikec.compiler.interpreter import run
 from spikec.compiler.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
-from spikec.targets.lava import chip, chip_variant, cores, products
+from spikec.targets.lava import chip, chip_variant, cores, products, standard_readout
 from spikec.targets.lava import ops as _ops  # noqa: F401  (defines the lava_* ops)
 from spikec.targets.lava.compare import compare
 from spikec.targets.lava.limits import int_inputs
@@ -193,8 +193,15 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     if variant is not None:
         report["approximate_variant"] = variant
         report["summary"] += "\n             " + chip_variant.line(variant)
+    standard_readout.add_to_report(report, net, q.graph, trace)
     chip.add_to_report(report, net, arrays)
-    return TargetResult(report, exact and netx_ok and checks["ok"] and variant is None, files)
+    return TargetResult(report, exact and netx_ok and checks["ok"] and variant is None
+                        and _readouts_ok(report.get("standard_readouts")), files)
+
+
+def _readouts_ok(m: dict | None) -> bool:
+    """Every standard LIF read-out's synaptic sum within its exact range and its static bound on these inputs."""
+    return all(v["within"] and v["within_bound"] for v in (m or {}).values())
 
 
 def _variant(graph, inputs, reference, options) -> tuple:
@@ -355,11 +362,13 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     netx_ok = netx_check is None or netx_check.get("bit_exact") is not False
     placement = _placement_check(outdir, net, arrays, trace.values, requantized.get("equal") is not None)
     rewrite = next((r for r in placed.rewrites if "rewritten" in r), None) if placed else None
-    return {"equivalent": result["bit_exact"] and not lowered and netx_ok and checks["ok"]
+    readouts = standard_readout.measured(net, q, trace)
+    return {"equivalent": result["bit_exact"] and not lowered and netx_ok and checks["ok"] and _readouts_ok(readouts)
             and requantized.get("equal") is not False and products.proven(placed) and placement["ok"] is not False,
             "bit_exact": result["bit_exact"] and products.proven(placed), "netx": netx_check,
             "quantization_checks": checks, **({"products_rewrite_check": rewrite} if rewrite else {}),
             "quantized_rederived": requantized, "placement_check": placement,
+            **({"standard_readouts": readouts} if readouts else {}),
             "spikes_compared": result["spikes_compared"], "values_compared": result["values_compared"],
             "states_compared": result["states_compared"], "max_rel_diff": 0.0,
             "arrays_differing_from_lowering": lowered,

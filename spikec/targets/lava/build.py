@@ -2,8 +2,11 @@
 
 Runs where Lava runs (the runner's job process, ``runner.py``). Samples run side by side in one network
 (``layout.fold``). Recording: ``Var.get`` moves data element by element, so spikes go to Recorder
-processes and states to StateProbes that write ``.npy`` files directly.
+processes and states to StateProbes that write ``.npy`` files directly. A read-out that is Lava's LIF
+(``standard_readout.py``) is read by Lava's own Monitor instead: ``finish`` (after the run, before the runtime
+stops) fetches its ``u``, adds the bias as the host does and writes the values where a Recorder would.
 """
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,11 +42,42 @@ def build(net: dict, arrays: dict, x: dict, steps: int, workdir: Path):
         dst = getattr(procs[c["dst"]], c["dst_port"])
         (src.flatten() if c.get("flatten") else src).connect(dst)
     for r in net["recorded"]:
-        port = getattr(procs[r["proc"]], r["port"])
         files[("spikes", r["name"])] = workdir / f"{r['name']}.out.npy"
+        if r.get("via") == "monitor":
+            aux.append(monitor_read(net, arrays, r, procs, batch, steps, files[("spikes", r["name"])]))
+            continue
+        port = getattr(procs[r["proc"]], r["port"])
         aux.append(Recorder(shape=port.shape, steps=steps, path=files[("spikes", r["name"])]))
         port.connect(aux[-1].a_in)
     return procs, aux, files
+
+
+@dataclass(frozen=True)
+class MonitorRead:
+    """Lava's Monitor on a standard LIF read-out's ``u``; ``finish`` writes its host values to ``path``."""
+    monitor: object
+    proc: object
+    var: str
+    bias: np.ndarray          # folded Lava layout
+    start: int
+    path: Path
+
+
+def monitor_read(net: dict, arrays: dict, r: dict, procs: dict, batch: int, steps: int, path: Path) -> MonitorRead:
+    from lava.proc.monitor.process import Monitor
+    p = next(p for p in net["processes"] if p["name"] == r["proc"])
+    monitor = Monitor()
+    monitor.probe(getattr(procs[r["proc"]], r["port"]), steps)
+    return MonitorRead(monitor, procs[r["proc"]], r["port"], fold(arrays[p["bias"]], batch), p["bias_from_step"], path)
+
+
+def finish(aux: list) -> None:
+    """After the run (the runtime still up): each Monitor's data as the read-out's values, written to its path."""
+    from spikec.targets.lava.standard_readout import host_values
+    for a in aux:
+        if isinstance(a, MonitorRead):
+            u = a.monitor.get_data()[a.proc.name][a.var]
+            np.save(a.path, host_values(u, a.bias, a.start))
 
 
 def _build_process(p: dict, arrays: dict, batch: int, t: int, workdir: Path, files: dict, aux: list):
@@ -117,6 +151,8 @@ def _build_population(p: dict, arrays: dict, batch: int, aux: list):
         return LIF(shape=shape, du=p["du"], dv=p["dv"], vth=p["vth"], bias_mant=0, bias_exp=0, name=name)
     if typ == "OR":
         return LIF(shape=shape, du=4095, dv=4095, vth=0, bias_mant=0, bias_exp=0, name=name)
+    if typ == "LIFReadout":   # standard_readout.py: its u is the read-out, the bias added by the host
+        return LIF(shape=shape, du=p["du"], dv=p["dv"], vth=p["vth"], bias_mant=0, bias_exp=0, name=name)
     if typ == "SpikecLIF":
         extra = {k: get(k) for k in PARAMS[typ] if f"{name}/{k}" in arrays}
         return SpikecLIF(shape=shape, bias_mant=get("bias_mant"), bias_exp=get("bias_exp"), reset=p["reset"],

@@ -4,7 +4,8 @@ The rule (``chip_ready``). lava-nc 0.10.0, the open package spikec runs, ships C
 process in ``lava.proc`` has a model requiring ``Loihi2NeuroCore``. The Loihi 2 (NeuroCore microcode) models
 of Lava's standard processes are in Intel's closed ``lava-loihi``, given to the INRC with hardware access. So a
 process is ``chip_ready: true`` when it is a *standard Lava process class that Intel's Loihi 2 stack
-implements*: ``LIF`` (lava.proc.lif; the OR and AND layers are LIFs too), ``Dense`` / ``DelayDense``
+implements*: ``LIF`` (lava.proc.lif; the OR and AND layers and the standard read-outs, standard_readout.py, are
+LIFs too), ``Dense`` / ``DelayDense``
 (lava.proc.dense), ``Conv`` (lava.proc.conv) --
 the classes lava-dl's netx builds its networks from and Intel's tutorials run with ``Loihi2HwCfg``. Every
 spikec process (``procs/process.py``: SpikecLIF, SpikecIntFire, SpikecSiLIF, SpikecCSiLIF, Readout, Relay,
@@ -22,6 +23,7 @@ STANDARD = {
     "LIF": "lava.proc.lif.process.LIF",
     "OR": "lava.proc.lif.process.LIF",
     "AND": "lava.proc.lif.process.LIF",
+    "LIFReadout": "lava.proc.lif.process.LIF",
     "Dense": "lava.proc.dense.process.Dense",
     "DelayDense": "lava.proc.dense.process.DelayDense",
     "Conv": "lava.proc.conv.process.Conv",
@@ -49,9 +51,10 @@ REMEDY = {
                      "spikes (lava-loihi, not in the open package)",
     "SpikecSiLIF": "Loihi 2's resonate-and-fire microcode neuron (lava-loihi's RF process), not in the open package",
     "SpikecCSiLIF": "Loihi 2's resonate-and-fire microcode neuron (lava-loihi's RF process), not in the open package",
-    "Readout": "a standard LIF with du = 4095, whose u = 64 a (nothing carried, unlike v) Lava's Monitor reads each "
-               "step, the bias added by the host (exact while |a| < 2^17; not built), or read the output layer's "
-               "spikes instead of a real-valued read-out",
+    "Readout": "the standard read-out (standard_readout.py: Lava's LIF with du = 4095, its u = 64 a read by Lava's "
+               "Monitor each step, the bias added by the host), which needs one Lava step per physical step, synapse "
+               "inputs only, no process reading the value and a synaptic sum within [-131071, 131072] on every "
+               "input (smaller weights or fewer inputs per read-out neuron); or read the output layer's spikes",
     "Relay": "fold the delay into the synapses it feeds (DelayDense; Loihi 2 axon delays), or, for binary spikes, "
              "one identity stage per Lava step of delay (a 1x1 depthwise Conv into an OR-layer LIF, du = dv = 4095, "
              "vth = 0; not built)",
@@ -59,7 +62,8 @@ REMEDY = {
     "Host": "binary operands (spiking Q, K, V, attention), so that products run on chip as AND neurons; or run the "
             "op on Loihi 2's embedded CPUs (not modelled here)",
 }
-RULE = ("chip_ready: a standard Lava process class (LIF, Dense, DelayDense, Conv; AND and OR layers are LIFs) whose Loihi 2 model is in "
+RULE = ("chip_ready: a standard Lava process class (LIF, Dense, DelayDense, Conv; AND and OR layers and read-outs are "
+        "LIFs) whose Loihi 2 model is in "
         "Intel's closed lava-loihi; lava-nc 0.10 itself ships CPU models only. Custom spikec processes are "
         "CPU-only. Not a claim about the chip's arithmetic (untested here)")
 
@@ -71,6 +75,11 @@ def verdict(p: dict) -> dict:
         why = f"standard Lava process {STANDARD[typ]}, implemented on Loihi 2 by Intel's lava-loihi"
         if typ == "OR":
             why += " (an OR layer: du = dv = 4095, vth = 0)"
+        if typ == "LIFReadout":
+            why += (" (a read-out: du = dv = 4095, vth = 131071, no bias; its current u = a << 6 read with Lava's "
+                    "Monitor each step, the bias added by the host" +
+                    (f"; exact: a in [{p['a_bound'][0]}, {p['a_bound'][1]}] on any input, within "
+                     f"[{p['a_exact'][0]}, {p['a_exact'][1]}]" if "a_bound" in p else "") + ")")
         if typ == "AND":
             why += " (two-input AND neurons: du = dv = 4095, vth = 1, weight-1 synapses: fires iff both inputs spiked)"
         if p.get("bias_on_after_step") and typ == "LIF":
@@ -130,8 +139,10 @@ def blockers(net: dict, arrays: dict | None = None) -> list[dict]:
         if p["type"] == "SpikecLIF":
             reasons = _lif_blockers(p, net, arrays or {})
         else:
-            reasons = [(CUSTOM.get(p["type"], f"custom process {p['type']}"),
-                        REMEDY.get(p["type"], "a standard Lava process in its place"))]
+            why = CUSTOM.get(p["type"], f"custom process {p['type']}")
+            if p.get("standard_readout_refused"):   # why the read-out is not Lava's LIF
+                why += f"; not Lava's LIF because {p['standard_readout_refused']}"
+            reasons = [(why, REMEDY.get(p["type"], "a standard Lava process in its place"))]
         out.append({"name": p["name"], "type": p["type"], "why": "; ".join(w for w, _ in reasons),
                     "remedy": "; ".join(dict.fromkeys(r for _, r in reasons))})
     return out

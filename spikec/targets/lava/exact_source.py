@@ -165,7 +165,7 @@ def check(graph: Graph, q: Graph, net: dict, arrays: dict, x: dict) -> dict:
     lava = run_lava(net, arrays, xi)
     steps = next(iter(xi.values())).shape[0]
     result = compare(net, _Values(values), lava, steps)
-    result.update(sim_seconds=lava["sim_seconds"], build_seconds=lava["build_seconds"])
+    result.update(sim_seconds=lava["sim_seconds"], build_seconds=lava["build_seconds"], values=_Values(values))
     return result
 
 
@@ -196,9 +196,12 @@ def compile_exact(graph: Graph, inputs, reference, options) -> TargetResult:
         "seconds": round(time.perf_counter() - start, 3),
     }
     report["summary"] = summary(report)
+    from spikec.targets.lava import standard_readout
+    standard_readout.add_to_report(report, net, q, result["values"])
     from spikec.targets.lava.written import LavaDir
     files = {"lava": LavaDir(lambda p: _write(p, q, net, arrays), q, net, arrays)}   # its reader: compile_lava
-    return TargetResult(report, result["bit_exact"], files)
+    from spikec.targets.lava import _readouts_ok
+    return TargetResult(report, result["bit_exact"] and _readouts_ok(report.get("standard_readouts")), files)
 
 
 def summary(r: dict) -> str:
@@ -239,12 +242,16 @@ def verify_exact(graph: Graph, inputs, q_written: Graph, net: dict, arrays: dict
     rederived = graph_to_json(q) == graph_to_json(q_written) and all(
         n.name in q_written and all(np.array_equal(v, q_written.node(n.name).params.get(k)) for k, v in n.params.items())
         for n in q.nodes)
-    _, fresh = lower(q_written)
+    from spikec.targets.lava import _network_differences, _readouts_ok, standard_readout
+    fresh_net, fresh = lower(q_written)
     lowered = [k for k in sorted(set(fresh) | set(arrays))
                if k not in fresh or k not in arrays or not np.array_equal(fresh[k], arrays[k])]
+    lowered += _network_differences(fresh_net, net)   # the document too (a process type, a read-out's state read)
     x = inputs if isinstance(inputs, dict) else {graph.inputs[0].name: inputs}
     result = check(graph, q_written, net, arrays, x)
-    return {"equivalent": bool(result["bit_exact"] and rederived and not lowered),
+    readouts = standard_readout.measured(net, q_written, result["values"])
+    return {"equivalent": bool(result["bit_exact"] and rederived and not lowered and _readouts_ok(readouts)),
+            **({"standard_readouts": readouts} if readouts else {}),
             "bit_exact": result["bit_exact"], "bit_exact_vs_source": result["bit_exact"], "exact_source": True,
             "quantized_rederived": {"equal": rederived}, "arrays_differing_from_lowering": lowered,
             "spikes_compared": result["spikes_compared"], "values_compared": result["values_compared"],

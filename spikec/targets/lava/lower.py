@@ -30,14 +30,14 @@ import numpy as np
 
 from spikec.compiler.errors import BadInput, IRError, UnsupportedOp
 from spikec.compiler.ir import Graph, Node, TensorType, thaw
-from spikec.targets.lava import ops as lops
+from spikec.targets.lava import ops as lops, standard_readout
 from spikec.targets.lava.fixed_point import PAYLOAD_BITS
 from spikec.targets.lava.layout import conv_weight_to_lava, flatten_perm, lava_shape, per_neuron
 
 FORMAT, VERSION = "spikec-lava-network", 2
 MAX_AXON_DELAY = 62          # DelayDense on Loihi 2: delays 0..62
 POPULATION_TYPES = ("LIF", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout", "SpikecAND",
-                    "AND")
+                    "AND", "LIFReadout")
 STATE_VARS = {"LIF": ("v", "u"), "SpikecLIF": ("v", "u"), "SpikecIntFire": ("v", "u"), "SpikecSiLIF": ("v",),
               "SpikecCSiLIF": ("v", "w")}
 PARAMS = {"SpikecLIF": ("du", "dv", "vth", "v_reset", "bias_u"), "SpikecIntFire": ("du", "dv", "vth"),
@@ -239,7 +239,10 @@ def _lower_population(lo: _Lowered, n: Node) -> None:
     base = {"name": n.name, "ir_node": n.name, "ir_shape": list(shape), "lava_shape": lava_shape(shape),
             "inputs": [src for src, _ in names], "input": names[0][0], "start": phi, "latency": phi, "period": P,
             "emit": emit, "substeps": n.type.substeps}
-    lo.procs.append(spec.process(n, base, lo.arrays))
+    record = spec.process(n, base, lo.arrays)
+    if spec.readout:   # Lava's LIF where exact on every input, else spikec's Readout (standard_readout.py)
+        record = standard_readout.choose(lo.q, n, record, terms)
+    lo.procs.append(record)
     for src, port in names:
         lo.conns.append({"src": src, "port": port, "dst": n.name, "dst_port": "a_in"})
     lo.origin[n.name] = _origin(n.name, "s_out", phi, emit, shape)
@@ -247,9 +250,11 @@ def _lower_population(lo: _Lowered, n: Node) -> None:
         _lower_recurrence(lo, n)
     if lops.output_of(n) != "spikes":
         return   # a read-out integrator: its state is its output (recorded by _lower_population_node)
-    lo.recorded.append({"name": n.name, "proc": n.name, "port": "s_out", "ir_node": n.name, "start": phi,
-                        "substeps": n.type.substeps, "ir_shape": list(shape),
-                        "what": "output" if spec.readout else "payload" if n.type.kind == "integer" else "spikes"})
+    monitored = record["type"] == "LIFReadout"   # its current u, read by Lava's Monitor; the host adds the bias
+    lo.recorded.append({"name": n.name, "proc": n.name, "port": "u" if monitored else "s_out", "ir_node": n.name,
+                        "start": phi, "substeps": n.type.substeps, "ir_shape": list(shape),
+                        "what": "output" if spec.readout else "payload" if n.type.kind == "integer" else "spikes",
+                        **({"via": "monitor"} if monitored else {})})
 
 
 def _lif_process(n: Node, base: dict, arrays: dict) -> dict:

@@ -11,6 +11,10 @@ step ``t`` of an input is sent at Lava step ``t * period``; output ``name``'s ph
 step ``starts[name] + t * period`` (0-based), silence elsewhere. ``helpers`` are spikec's VarWriters that switch
 a LIF's bias on at its first update (``chip.py``: CPU processes; on the chip, a ``Var.set`` between two runs).
 
+A read-out that is Lava's LIF (``standard_readout.py``, type ``LIFReadout``) sends nothing: ``outputs[name]`` is
+then its Var ``u``, and its value is ``(u >> 6) + bias`` from its start on (``readout_bias[name]``, batch folded):
+probe ``u`` with Lava's Monitor and apply ``standard_readout.host_values``, as ``run`` does.
+
 ``Network.run(x)`` does all of that for you: RingBuffer sources, Lava's sink RingBuffers on the model's
 outputs, ``Loihi2SimCfg(select_tag="fixed_pt")`` unless given another run configuration, the runtime stopped
 in any case; it returns the outputs as ``[T, B, *ir]`` integers, equal bit for bit to the integer reference
@@ -24,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from spikec.compiler.errors import BadInput
-from spikec.targets.lava.layout import fold_data, folded_shape, unfold_data
+from spikec.targets.lava.layout import fold, fold_data, folded_shape, unfold_data
 from spikec.targets.lava.lower import POPULATION_TYPES, lava_steps, load_network
 
 
@@ -41,6 +45,7 @@ class Network:
     period: int                      # Lava steps per physical step
     batch: int
     helpers: list = field(default_factory=list)
+    readout_bias: dict = field(default_factory=dict)   # standard LIF read-out name -> its folded bias (host side)
     spec: dict = field(default_factory=dict, repr=False)   # network.json
     _ran: bool = field(default=False, repr=False)
 
@@ -88,17 +93,29 @@ class Network:
             for port, flat in zip(ports, self.flattened[name]):
                 (src.s_out.flatten() if flat else src.s_out).connect(port)
             first = first or src
-        sinks = {}
+        sinks, monitors = {}, {}
         for name in record or self.output_names:
+            if name in self.readout_bias:   # a standard LIF read-out: its u, read by Lava's Monitor
+                from lava.proc.monitor.process import Monitor
+                monitors[name] = Monitor()
+                monitors[name].probe(self.outputs[name], steps)
+                continue
             sinks[name] = Sink(shape=self.outputs[name].shape, buffer=steps)
             self.outputs[name].connect(sinks[name].a_in)
         self._ran = True
         try:
             first.run(condition=RunSteps(num_steps=steps), run_cfg=run_cfg or Loihi2SimCfg(select_tag="fixed_pt"))
             data = {name: s.data.get() for name, s in sinks.items()}
+            data.update({name: self._host_values(name, m) for name, m in monitors.items()})
         finally:
             first.stop()
         return {name: self.decode(name, d, t) for name, d in data.items()}
+
+    def _host_values(self, name: str, monitor) -> np.ndarray:
+        from spikec.targets.lava.standard_readout import host_values
+        r = next(r for r in self.spec["recorded"] if r["name"] == name)
+        u = monitor.get_data()[self.processes[r["proc"]].name][r["port"]]
+        return host_values(u, self.readout_bias[name], r["start"])
 
 
 def network(outdir, batch: int = 1, steps: int | None = None) -> Network:
@@ -128,11 +145,14 @@ def network(outdir, batch: int = 1, steps: int | None = None) -> Network:
         src = getattr(procs[c["src"]], c["port"])
         (src.flatten() if c.get("flatten") else src).connect(dst)
     outputs = {r["name"]: getattr(procs[r["proc"]], r["port"]) for r in net["recorded"]}
+    kinds = {p["name"]: p for p in net["processes"]}
+    readout_bias = {r["name"]: fold(arrays[kinds[r["proc"]]["bias"]], batch) for r in net["recorded"]
+                    if r.get("via") == "monitor"}
     names = [r["name"] for r in net["recorded"] if r["name"] in net["outputs"] or r["ir_node"] in net["outputs"]]
     return Network(processes=procs, inputs=inputs, outputs=outputs, output_names=names or list(outputs),
                    input_shapes={i["name"]: folded_shape(i["lava_shape"], batch) for i in net["inputs"]},
                    flattened=flattened, starts={r["name"]: r["start"] for r in net["recorded"]},
-                   period=net["period"], batch=batch, helpers=helpers, spec=net)
+                   period=net["period"], batch=batch, helpers=helpers, readout_bias=readout_bias, spec=net)
 
 
 def _recorded_steps(outdir: Path) -> int:

@@ -57,7 +57,7 @@ def _chip(q, net: dict, trace, samples: int) -> dict:
     spikes, per_pop = 0, {}
     for p in pops:
         v = trace.values.get(p["name"])
-        if p["type"] == "Readout" or v is None:
+        if p["type"] in ("Readout", "LIFReadout") or v is None:
             continue
         s = int(np.abs(np.asarray(v)).sum())
         per_pop[p["name"]] = round(s / samples, 3)

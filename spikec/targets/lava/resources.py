@@ -100,6 +100,8 @@ def _conv_synapses(p, w) -> int:
 def _payload(p: dict) -> str:
     if p["type"] == "Readout":
         return "graded 24-bit (integer read-out)"
+    if p["type"] == "LIFReadout":
+        return "none sent: its current u (24-bit) read by the host each step (Lava's Monitor)"
     if p["type"] == "SpikecIntFire":
         d = p["max_spikes"]
         return (f"binary spikes over {d} Lava sub-steps (unrolled integer neuron)" if p["unrolled"] else
@@ -141,7 +143,7 @@ def partitions(net: dict) -> dict:
     return {"chip": {"processes": len(chip), "populations": [p["name"] for p in net["processes"]
                                                              if p["type"] in ("LIF", "AND", "SpikecLIF", "SpikecIntFire",
                                                                               "SpikecSiLIF", "SpikecCSiLIF", "OR",
-                                                                              "Readout")]},
+                                                                              "Readout", "LIFReadout")]},
             "host": hosts, "crossing": crossing,
             "values_per_step": sum(c["values_per_step"] for c in crossing),
             "bit_exactness": "the chip partition is compared bit for bit with host values recorded: every value a "
@@ -180,7 +182,7 @@ def resources(net: dict, arrays: dict) -> dict:
         fan_in[name] = syns[-1]["synapses"]
     for p in net["processes"]:
         if p["type"] not in ("LIF", "AND", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout",
-                             "SpikecAND"):
+                             "SpikecAND", "LIFReadout"):
             continue
         neurons = int(np.prod(p["lava_shape"]))
         s = sum(fan_in.get(i, 0) for i in p.get("inputs", [p.get("input")]))

@@ -57,7 +57,7 @@ def network_job(path: Path, spec: dict) -> dict:
     import_lava()
     from lava.magma.core.run_conditions import RunSteps
     from lava.magma.core.run_configs import Loihi2SimCfg
-    from spikec.targets.lava.build import build
+    from spikec.targets.lava.build import build, finish
 
     net = json.loads((path / "network.json").read_text())
     with np.load(path / "params.npz", allow_pickle=False) as z:
@@ -77,6 +77,7 @@ def network_job(path: Path, spec: dict) -> dict:
         start = time.perf_counter()
         try:
             source.run(condition=RunSteps(num_steps=steps), run_cfg=Loihi2SimCfg(select_tag="fixed_pt"))
+            finish(aux)   # Lava's Monitors read while the runtime is up
         finally:
             source.stop()
         sim_s += time.perf_counter() - start
@@ -128,6 +129,7 @@ def _prewarm() -> None:
         import lava.proc.dense.process  # noqa: F401
         import lava.proc.io.source  # noqa: F401
         import lava.proc.lif.process  # noqa: F401
+        import lava.proc.monitor.process  # noqa: F401
         import spikec.targets.lava.build  # noqa: F401
         import spikec.targets.lava.procs.models  # noqa: F401
     except Exception:   # a job importing them again reports the failure in its result

@@ -22,7 +22,7 @@ def test_every_emitted_type_has_a_stated_verdict():
         assert typ in chip.STANDARD or typ in chip.CUSTOM, typ
         assert ("no Loihi 2 microcode model" in v["why"]) != v["chip_ready"]
     assert {t for t in EMITTED if chip.verdict({"type": t})["chip_ready"]} == {"LIF", "OR", "AND", "Dense",
-                                                                               "DelayDense", "Conv"}
+                                                                               "DelayDense", "Conv", "LIFReadout"}
 
 
 def test_a_lif_whose_bias_is_switched_on_says_so():
@@ -60,10 +60,10 @@ def test_a_compiled_network_reports_chip_ready_per_process():
     t = c.report["target"]
     assert t["bit_exact"]
     kinds = {p["name"]: (p["type"], p["chip_ready"]) for p in t["processes"]}
-    assert all(ok == (typ in ("LIF", "Conv", "Dense")) for typ, ok in kinds.values()), kinds
+    assert all(ok == (typ in ("LIF", "Conv", "Dense", "LIFReadout")) for typ, ok in kinds.values()), kinds
     assert all(p["why"] for p in t["processes"])
     r = t["chip_readiness"]
-    assert r["chip_ready"] == sum(ok for _, ok in kinds.values()) and r["cpu_only"] == 2   # SpikecLIF, Readout
+    assert r["chip_ready"] == sum(ok for _, ok in kinds.values()) and r["cpu_only"] == 1   # SpikecLIF
     assert "chip-ready: " in t["summary"].splitlines()[-1]
 
 

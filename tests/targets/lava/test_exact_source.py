@@ -38,7 +38,7 @@ def test_example_is_bit_exact_against_its_source(shipped):
     t = c.report["target"]
     assert t["bit_exact_vs_source"] is True and t["exact_source"] is True and not t["mismatch_counts"]
     assert t["spikes_compared"] > 0 and t["values_compared"] > 0 and t["states_compared"] > 0
-    assert {p["type"] for p in t["processes"]} >= {"LIF", "SpikecLIF", "Conv", "Dense", "Readout"}
+    assert {p["type"] for p in t["processes"]} >= {"LIF", "SpikecLIF", "Conv", "Dense", "LIFReadout"}
     assert "bit_exact_vs_source true" in t["summary"]
 
 

@@ -43,7 +43,7 @@ def test_random_networks_are_bit_exact_in_lava(factory, seed, steps):
     # the comparison is not vacuous: there is spiking activity in every population
     assert all(v.get("fixed_rate", 1) > 0 for v in t["float_vs_fixed"]["per_layer"].values())
     # latencies grow by one per synapse process along the chain
-    lat = [p["latency"] for p in t["processes"] if p["type"] in ("LIF", "SpikecLIF", "Readout")]
+    lat = [p["latency"] for p in t["processes"] if p["type"] in ("LIF", "SpikecLIF", "Readout", "LIFReadout")]
     assert lat == sorted(lat) and lat[0] == 1
 
 
@@ -52,7 +52,7 @@ def test_both_neuron_processes_and_traps_in_one_compile():
     assert t["bit_exact"], t["first_mismatches"]
     assert t["spikes_compared"] == 12 * 3 * (6 * 9 * 6 + 8 * 5 * 2) and t["values_compared"] == 12 * 3 * 4
     kinds = {p["type"] for p in t["processes"]}
-    assert {"LIF", "SpikecLIF", "Conv", "Dense", "Readout"} <= kinds
+    assert {"LIF", "SpikecLIF", "Conv", "Dense", "LIFReadout"} <= kinds   # the read-out: Lava's LIF
     layers = t["quantization"]["layers"]
     assert layers["layers.3"]["reset"] == "subtract" and layers["layers.3"]["process"] == "SpikecLIF"
     assert layers["layers.1"]["process"] == "LIF"
@@ -112,6 +112,10 @@ def test_demo_compiles_for_lava_bit_exact(tmp_path):
     assert samples > 16 and t["bit_exact"] and t["spikes_compared"] == 8 * samples * (8 * 8 * 8 + 16 * 4 * 4)
     assert t["float_vs_fixed"]["outputs"]["head.1"]["class_agreement"] >= 0.9
     assert (out / "lava" / "network.json").exists() and (out / "lava" / "quantized" / "graph.json").exists()
+    kinds = {p["name"]: p["type"] for p in t["processes"]}   # make demo: all but lif1 (subtract reset) chip-ready
+    assert kinds["head.1"] == "LIFReadout" and kinds["lif1"] == "SpikecLIF"
+    assert (t["chip_readiness"]["chip_ready"], t["chip_readiness"]["processes"]) == (5, 6)
+    assert t["standard_readouts"]["head.1"]["within"] and t["standard_readouts"]["head.1"]["within_bound"]
     import spikec                            # the deployment, usable from Python without Lava
     model = spikec.load(out)
     with np.load(out / "io.npz") as z:

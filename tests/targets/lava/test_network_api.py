@@ -90,7 +90,7 @@ def test_ports_follow_the_written_network(tmp_path):
     assert net.starts == {"layers.1": 1, "layers.3": 2, "layers.4.1": 3}
     kinds = {n: type(p).__name__ for n, p in net.processes.items()}
     assert kinds == {"layers.0.0": "Conv", "layers.1": "LIF", "layers.2.0": "Conv", "layers.3": "SpikecLIF",
-                     "layers.4.1.synapse": "Dense", "layers.4.1": "Readout"}, kinds
+                     "layers.4.1.synapse": "Dense", "layers.4.1": "LIF"}, kinds   # the read-out: Lava's LIF
 
 
 @pytest.mark.parametrize("factory", ["dense_soft", "intfire_dense", "host_partition"])
