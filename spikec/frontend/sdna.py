@@ -26,6 +26,7 @@ from spikec.frontend.torch_modules import bn_statistics
 from spikec.nn.sdna import SDNALinear, SDNAPairwise, sdna_pairwise, window_scale
 from spikec.ops import decay_params, define, register_kernel
 from spikec.ops.common import per_channel as _per_channel, sizes as _sizes
+from spikec.ops.neurons import INTFIRE
 from spikec.ops.registry import need as _need
 
 BN_PARAMS = ("bn_gamma", "bn_beta", "bn_mean", "bn_var")
@@ -62,7 +63,7 @@ def sdna_linear(ctx, m: SDNALinear, name, q, k, v):
     if bn is not None:
         params, eps = bn
         x = ctx.emit(f"{name}.gate_bn", "batchnorm", [x], {"eps": eps}, params, scope=name)
-    gate = ctx.emit(f"{name}.gate", "intfire", [x], _gate_attrs(m), _gate_params(m), scope=name)
+    gate = ctx.emit(f"{name}.gate", INTFIRE, [x], _gate_attrs(m), _gate_params(m), scope=name)
     return ctx.emit(name, "mul", [q, gate], scope=name)
 
 

@@ -64,6 +64,7 @@ from spikec.compiler.ir import TensorType
 from spikec.frontend.exact_neurons import float_only
 from spikec.frontend.registry import on_framework, refuse, register_converter
 from spikec.ops import Param, define, register_kernel
+from spikec.ops.neurons import LIF
 from spikec.ops.registry import need
 
 MERGED, BATCH_FIRST = "B*T", "B,T"        # the layouts SinabsNet feeds its network
@@ -231,7 +232,7 @@ def sinabs_neuron(ctx, m, name, x):
     attrs, params = _config(m, name)
     lif = _as_lif(attrs, params)
     if lif is not None:
-        return ctx.emit(name, "lif", [x], *lif, scope=name)
+        return ctx.emit(name, LIF, [x], *lif, scope=name)
     return ctx.emit(name, "lif_sinabs", [x], attrs, params, scope=name)
 
 

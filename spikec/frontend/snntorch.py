@@ -48,9 +48,10 @@ import torch
 from torch import nn
 
 from spikec.compiler.errors import UnsupportedOp
-from spikec.frontend import snntorch_neurons  # noqa: F401  (defines the framework-exact ops)
+from spikec.frontend.snntorch_neurons import ALPHA_SNNTORCH, LIF_SNNTORCH, RLEAKY_SNNTORCH, SYNAPTIC_SNNTORCH
 from spikec.frontend.exact_neurons import require_stepping
 from spikec.frontend.registry import on_framework, refuse, register_converter
+from spikec.ops.neurons import LIF
 
 NEVER = float(np.finfo(np.float64).max)  # the threshold of a lif read out as its membrane only
 CONVERTED = ("Leaky", "Lapicque", "Synaptic", "RLeaky", "RSynaptic", "Alpha")
@@ -160,14 +161,14 @@ def _leaky(ctx, leaky, name, x, who):
     attrs, params = {"reset": reset, "reset_delay": delay}, {"beta": beta, "threshold": theta}
 
     def exact_mem():
-        return ctx.emit(f"{name}.mem", "lif_snntorch", [x], {**attrs, "read": "mem"}, params, scope=name)
+        return ctx.emit(f"{name}.mem", LIF_SNNTORCH, [x], {**attrs, "read": "mem"}, params, scope=name)
     if reset == "zero" and (delay or bool((theta >= 0).all())):
         lif = _lif_params(beta, theta)
-        spikes = ctx.emit(name, "lif", [x], {"reset": "zero"}, lif, scope=name)
+        spikes = ctx.emit(name, LIF, [x], {"reset": "zero"}, lif, scope=name)
         mem = exact_mem if not delay else \
-            lambda: ctx.emit(f"{name}.mem", "lif", [x], {"reset": "zero", "output": "membrane"}, lif, scope=name)
+            lambda: ctx.emit(f"{name}.mem", LIF, [x], {"reset": "zero", "output": "membrane"}, lif, scope=name)
     else:
-        spikes, mem = ctx.emit(name, "lif_snntorch", [x], attrs, params, scope=name), exact_mem
+        spikes, mem = ctx.emit(name, LIF_SNNTORCH, [x], attrs, params, scope=name), exact_mem
     return _graded(ctx, name, spikes, graded), mem
 
 
@@ -219,10 +220,10 @@ def _lapicque(ctx, m, name, x, who):
         if float(a) != 1.0:
             gain = ctx.emit(f"{name}.gain_{label}", "scale", [gain], {"a": float(a), "b": 0.0}, scope=name)
     if reset == "zero":
-        op, attrs = "synaptic_snntorch", {"reset": reset, "reset_delay": True, "recurrent": "none"}
+        op, attrs = SYNAPTIC_SNNTORCH, {"reset": reset, "reset_delay": True, "recurrent": "none"}
         params = {"alpha": torch.zeros((), dtype=torch.float64), "beta": decay, "threshold": theta}
     else:
-        op, attrs = "lif_snntorch", {"reset": reset, "reset_delay": True}
+        op, attrs = LIF_SNNTORCH, {"reset": reset, "reset_delay": True}
         params = {"beta": decay, "threshold": theta}
     spikes = ctx.emit(name, op, [gain], attrs, params, scope=name)
     mem = lambda: ctx.emit(f"{name}.mem", op, [gain], {**attrs, "read": "mem"}, params, scope=name)
@@ -246,14 +247,14 @@ def synaptic(ctx, m, name, x):
     delay = bool(m.reset_delay)
     attrs = {"reset": reset, "reset_delay": delay, "recurrent": "none"}
     params = {"alpha": alpha, "beta": beta, "threshold": theta}
-    syn = functools.cache(lambda: ctx.emit(f"{name}.syn", "lif", [x], {"reset": "subtract", "output": "membrane"},
+    syn = functools.cache(lambda: ctx.emit(f"{name}.syn", LIF, [x], {"reset": "subtract", "output": "membrane"},
                                            {"beta": alpha, "alpha": 1.0, "bias": 0.0, "threshold": NEVER,
                                             "v_reset": 0.0}, scope=name))
     if reset == "zero" and not delay and bool((theta >= 0).all()):
-        spikes = ctx.emit(name, "lif", [syn()], {"reset": "zero"}, _lif_params(beta, theta), scope=name)
+        spikes = ctx.emit(name, LIF, [syn()], {"reset": "zero"}, _lif_params(beta, theta), scope=name)
     else:
-        spikes = ctx.emit(name, "synaptic_snntorch", [x], attrs, params, scope=name)
-    mem = lambda: ctx.emit(f"{name}.mem", "synaptic_snntorch", [x], {**attrs, "read": "mem"}, params, scope=name)
+        spikes = ctx.emit(name, SYNAPTIC_SNNTORCH, [x], attrs, params, scope=name)
+    mem = lambda: ctx.emit(f"{name}.mem", SYNAPTIC_SNNTORCH, [x], {**attrs, "read": "mem"}, params, scope=name)
     return _returns(m, _graded(ctx, name, spikes, graded), syn, mem)
 
 
@@ -306,13 +307,13 @@ def _recurrent(ctx, m, name, x, cls, op, synaptic_):
 
 def rleaky(ctx, m, name, x):
     import snntorch
-    spikes, state = _recurrent(ctx, m, name, x, snntorch.RLeaky, "rleaky_snntorch", False)
+    spikes, state = _recurrent(ctx, m, name, x, snntorch.RLeaky, RLEAKY_SNNTORCH, False)
     return _returns(m, spikes, state("mem"))
 
 
 def rsynaptic(ctx, m, name, x):
     import snntorch
-    spikes, state = _recurrent(ctx, m, name, x, snntorch.RSynaptic, "synaptic_snntorch", True)
+    spikes, state = _recurrent(ctx, m, name, x, snntorch.RSynaptic, SYNAPTIC_SNNTORCH, True)
     return _returns(m, spikes, state("syn"), state("mem"))
 
 
@@ -331,8 +332,8 @@ def alpha(ctx, m, name, x):
               "threshold": _channelwise(m.threshold, shape, "threshold", name, m),
               "tau": _channelwise(tau, shape, "tau", name, m)}
     attrs = {"reset": reset}
-    spikes = ctx.emit(name, "alpha_snntorch", [x], attrs, params, scope=name)
-    state = lambda read: lambda: ctx.emit(f"{name}.{read}", "alpha_snntorch", [x], {**attrs, "read": read}, params,
+    spikes = ctx.emit(name, ALPHA_SNNTORCH, [x], attrs, params, scope=name)
+    state = lambda read: lambda: ctx.emit(f"{name}.{read}", ALPHA_SNNTORCH, [x], {**attrs, "read": read}, params,
                                           scope=name)
     return _returns(m, _graded(ctx, name, spikes, graded), state("syn_exc"), state("syn_inh"), state("mem"))
 

@@ -76,6 +76,9 @@ from spikec.ops import decay_params, define, register_kernel
 from spikec.ops.common import channel, per_channel, sizes
 from spikec.ops.registry import need
 
+# the ops' names, for the converter (snntorch.py): the cards below are the one place they are written
+LIF_SNNTORCH, SYNAPTIC_SNNTORCH, RLEAKY_SNNTORCH, ALPHA_SNNTORCH = (
+    "lif_snntorch", "synaptic_snntorch", "rleaky_snntorch", "alpha_snntorch")
 RESETS = ("subtract", "zero", "none")
 REC_ADD = ("after", "input")  # where rec(spk) joins the synaptic current: after alpha*syn + x, or with x first
 RECURRENT = ("one_to_one", "linear", "conv2d")
@@ -268,14 +271,14 @@ def alpha_snntorch_kernel(node, p, x):
 
 _RECURRENT_PARAMS = ("V", "weight", "bias")
 # snnTorch's beta = 0 is its stateless Leaky: a zero decay is no warning
-define("lif_snntorch", 1, _infer, ("beta", "threshold"), count=_count, stateful=True, neuron=True,
+define(LIF_SNNTORCH, 1, _infer, ("beta", "threshold"), count=_count, stateful=True, neuron=True,
        decay=decay_params("beta", zero_ok=True), state=("mem",), threshold_margin=True)
-define("synaptic_snntorch", 1, _infer, ("alpha", "beta", "threshold"), _RECURRENT_PARAMS, count=_count,
+define(SYNAPTIC_SNNTORCH, 1, _infer, ("alpha", "beta", "threshold"), _RECURRENT_PARAMS, count=_count,
        stateful=True, neuron=True, decay=decay_params("alpha", "beta", zero_ok=True), state=("syn", "mem", "spk"),
        threshold_margin=True)
-define("rleaky_snntorch", 1, _infer, ("beta", "threshold"), _RECURRENT_PARAMS, count=_count, stateful=True,
+define(RLEAKY_SNNTORCH, 1, _infer, ("beta", "threshold"), _RECURRENT_PARAMS, count=_count, stateful=True,
        neuron=True, decay=decay_params("beta", zero_ok=True), state=("mem", "spk"), threshold_margin=True)
-define("alpha_snntorch", 1, _infer, ("alpha", "beta", "threshold", "tau"), count=_count, stateful=True, neuron=True,
+define(ALPHA_SNNTORCH, 1, _infer, ("alpha", "beta", "threshold", "tau"), count=_count, stateful=True, neuron=True,
        decay=decay_params("alpha", "beta", zero_ok=True), state=("syn_exc", "syn_inh", "mem"))
 register_kernel("lif_snntorch", lif_snntorch_kernel)
 register_kernel("synaptic_snntorch", recurrent_kernel)

@@ -42,10 +42,11 @@ import torch
 from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.ir import TensorType
 from spikec.frontend.exact_neurons import float_only, require_stepping
-from spikec.frontend.spikingjelly_nonlinear import CHARGE
+from spikec.frontend.spikingjelly_nonlinear import CHARGE, EIF_SJ, IZHIKEVICH_SJ, QIF_SJ
 from spikec.frontend.registry import on_framework, refuse, register_converter
 from spikec.ops import Decay, define, need, register_kernel
 from spikec.ops.registry import f64
+from spikec.ops.neurons import LIF
 
 # Surrogates whose spiking forward is spikingjelly's heaviside, (x >= 0).to(x) (read in SpikingJelly 2.0's
 # surrogate.py; PoissonPass and MultiLevelSpikeCount are not).
@@ -87,7 +88,7 @@ def sj_node(ctx, m, name, x):
 def sj_nonlinear_node(ctx, m, name, x):
     """QIFNode, EIFNode, IzhikevichNode: their parameters as Python floats, as SpikingJelly computes with them."""
     from spikingjelly.activation_based import neuron
-    ops = {neuron.QIFNode: "qif_sj", neuron.EIFNode: "eif_sj", neuron.IzhikevichNode: "izhikevich_sj"}
+    ops = {neuron.QIFNode: QIF_SJ, neuron.EIFNode: EIF_SJ, neuron.IzhikevichNode: IZHIKEVICH_SJ}
     if type(m) not in ops:
         base = next(c for c in ops if isinstance(m, c))
         refuse(name, m, f"subclasses of {base.__name__} may change the neuron step",
@@ -100,7 +101,7 @@ def sj_nonlinear_node(ctx, m, name, x):
     op = ops[type(m)]
     params = {"threshold": _scalar(m, name, "v_threshold"), "v_reset": v_reset,
               **{k: _scalar(m, name, k) for k in CHARGE[op]}}
-    if op == "izhikevich_sj" and m._memories_rv.get("w") != params["w_rest"]:
+    if op == IZHIKEVICH_SJ and m._memories_rv.get("w") != params["w_rest"]:
         refuse(name, m, f"reset_net restores w to {m._memories_rv.get('w')!r}, not to w_rest={m.w_rest!r}",
                "construct the neuron with the w_rest it uses")
     return ctx.emit(name, op, [x], {}, params, scope=name)
@@ -108,7 +109,7 @@ def sj_nonlinear_node(ctx, m, name, x):
 
 def _lif(ctx, name, x, beta, theta, v_reset):
     params = {"beta": beta, "alpha": 1.0, "bias": 0.0, "threshold": theta, "v_reset": 0.0}
-    return ctx.emit(name, "lif", [x], {"reset": "subtract" if v_reset is None else "zero"}, params, scope=name)
+    return ctx.emit(name, LIF, [x], {"reset": "subtract" if v_reset is None else "zero"}, params, scope=name)
 
 
 def _check_stepping(ctx, m, name):

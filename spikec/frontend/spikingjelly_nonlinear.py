@@ -24,8 +24,9 @@ from spikec.compiler.ir import TensorType
 from spikec.frontend.exact_neurons import float_only
 from spikec.ops import Param, define, need, register_kernel
 
-CHARGE = {"qif_sj": ("tau", "v_rest", "a0", "v_c"), "eif_sj": ("tau", "v_rest", "delta_T", "theta_rh"),
-          "izhikevich_sj": ("tau", "v_rest", "a0", "v_c", "tau_w", "a", "b", "w_rest")}
+QIF_SJ, EIF_SJ, IZHIKEVICH_SJ = "qif_sj", "eif_sj", "izhikevich_sj"   # the ops' names, for the converter
+CHARGE = {QIF_SJ: ("tau", "v_rest", "a0", "v_c"), EIF_SJ: ("tau", "v_rest", "delta_T", "theta_rh"),
+          IZHIKEVICH_SJ: ("tau", "v_rest", "a0", "v_c", "tau_w", "a", "b", "w_rest")}
 
 
 def _infer(node, ins):
@@ -41,12 +42,12 @@ def nonlinear_sj_kernel(node, p, x):
     q = {k: float(v) for k, v in p.items()}
     theta, reset, op = q["threshold"], q.get("v_reset"), node.op
     v = torch.full_like(x[0], 0.0 if reset is None else reset)
-    w = torch.full_like(x[0], q["w_rest"]) if op == "izhikevich_sj" else None
+    w = torch.full_like(x[0], q["w_rest"]) if op == IZHIKEVICH_SJ else None
     spikes, margins = [], []
     for x_t in x:
-        if op == "qif_sj":
+        if op == QIF_SJ:
             h = v + (x_t + q["a0"] * (v - q["v_rest"]) * (v - q["v_c"])) / q["tau"]
-        elif op == "eif_sj":
+        elif op == EIF_SJ:
             d = q["delta_T"]
             h = v + (x_t + q["v_rest"] - v + d * torch.exp((v - q["theta_rh"]) / d)) / q["tau"]
         else:
@@ -72,12 +73,12 @@ def _schema(op):
                                                                                        DOCS["v_reset"], False),)
 
 
-define("qif_sj", 1, _infer, stateful=True, neuron=True, state=("v",), threshold_margin=True, params=_schema("qif_sj"),
+define(QIF_SJ, 1, _infer, stateful=True, neuron=True, state=("v",), threshold_margin=True, params=_schema(QIF_SJ),
        doc="SpikingJelly QIFNode, its torch reference step")
-define("eif_sj", 1, _infer, stateful=True, neuron=True, state=("v",), threshold_margin=True, params=_schema("eif_sj"),
+define(EIF_SJ, 1, _infer, stateful=True, neuron=True, state=("v",), threshold_margin=True, params=_schema(EIF_SJ),
        doc="SpikingJelly EIFNode, its torch reference step")
-define("izhikevich_sj", 1, _infer, stateful=True, neuron=True, state=("v", "w"), threshold_margin=True,
-       params=_schema("izhikevich_sj"),
+define(IZHIKEVICH_SJ, 1, _infer, stateful=True, neuron=True, state=("v", "w"), threshold_margin=True,
+       params=_schema(IZHIKEVICH_SJ),
        doc="SpikingJelly IzhikevichNode, its torch reference step")
 for _op in CHARGE:
     register_kernel(_op, nonlinear_sj_kernel)

@@ -10,6 +10,7 @@ from torch import nn
 import spikec.nn as snn
 from spikec.compiler.errors import UnsupportedOp
 from spikec.frontend.registry import FALLBACK, Merged, lead_count, refuse, register_converter
+from spikec.ops.neurons import CSILIF, INTFIRE, LIF, SILIF
 
 
 def _pair(v):
@@ -148,20 +149,20 @@ def _neuron(ctx, m, name, x, op, attrs, params):
 def lif(ctx, m: snn.LIF, name, x):
     _multi_step_only(ctx, m, name)
     params = _buffers(m, ("beta", "alpha", "bias", "threshold", "v_reset"))
-    return _neuron(ctx, m, name, x, "lif", {"reset": m.reset}, params)
+    return _neuron(ctx, m, name, x, LIF, {"reset": m.reset}, params)
 
 
 def intfire(ctx, m: snn.IntFire, name, x):
     _multi_step_only(ctx, m, name)
     attrs = {"max_spikes": m.max_spikes, "rounding": m.rounding}
-    return _neuron(ctx, m, name, x, "intfire", attrs, _buffers(m, ("beta", "alpha", "threshold")))
+    return _neuron(ctx, m, name, x, INTFIRE, attrs, _buffers(m, ("beta", "alpha", "threshold")))
 
 
 def silif(ctx, m: snn.SiLIF, name, x):
     _multi_step_only(ctx, m, name)
     m64 = copy.deepcopy(m).double()  # the decay exactly as a float64 run of the module computes it
     params = {"decay": m64.decay(), "b": m64.b, "threshold": m64.v_th}
-    return _neuron(ctx, m, name, x, "silif", {"kappa": m.kappa}, params)
+    return _neuron(ctx, m, name, x, SILIF, {"kappa": m.kappa}, params)
 
 
 def csilif(ctx, m: snn.CSiLIF, name, x):
@@ -169,7 +170,7 @@ def csilif(ctx, m: snn.CSiLIF, name, x):
     m64 = copy.deepcopy(m).double()
     a_re, a_im = m64.decay()
     params = {"a_re": a_re, "a_im": a_im, "b": m64.b, "threshold": m64.v_th}
-    return _neuron(ctx, m, name, x, "csilif", {"kappa": m.kappa}, params)
+    return _neuron(ctx, m, name, x, CSILIF, {"kappa": m.kappa}, params)
 
 
 def dsmpa(ctx, m: snn.DSMPA, name, u, s_prev, x):

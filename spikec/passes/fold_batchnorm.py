@@ -19,6 +19,7 @@ from spikec.compiler.ir import Graph, Node
 from spikec.compiler.passes import Pass, PassResult, Skip
 from spikec.compiler.rewrite import sole_consumer, splice
 from spikec.ops.common import bn_scale_shift
+from spikec.ops.neurons import INTFIRE, LIF
 
 
 # -- weight math (pure; ``s, c`` from ``spikec.ops.common.bn_scale_shift``) ------------------
@@ -77,13 +78,13 @@ def _shared_producer(graph, bn):
 
 def _into_neuron(graph, bn):
     lif = sole_consumer(graph, bn.name)
-    if lif is None or lif.op not in ("lif", "intfire") or lif.attrs.get("output", "spikes") != "spikes":
+    if lif is None or lif.op not in (LIF, INTFIRE) or lif.attrs.get("output", "spikes") != "spikes":
         return None
     c = bn.type.shape[0]
     s, shift = bn_scale_shift(*(bn.params[k] for k in ("gamma", "beta", "mean", "var")), bn.attrs["eps"])
     p = {k: _channels(v, c) for k, v in lif.params.items()}
     p.setdefault("bias", np.zeros(c))
-    if lif.op == "lif" and np.all(p["beta"] == 0) and np.all(p["alpha"] == 1) and np.all(p["bias"] == 0):
+    if lif.op == LIF and np.all(p["beta"] == 0) and np.all(p["alpha"] == 1) and np.all(p["bias"] == 0):
         alpha, bias, theta = heaviside_threshold(s, shift, p["threshold"])
         new = {**p, "alpha": alpha, "bias": bias, "threshold": theta}
     else:

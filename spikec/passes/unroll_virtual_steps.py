@@ -12,6 +12,7 @@ fires once per physical step. Any other reader (a product, an addition) gets the
 from spikec.compiler.ir import Graph, Node
 from spikec.compiler.passes import Pass, PassResult
 from spikec.compiler.rewrite import retype, splice
+from spikec.ops.neurons import INTFIRE, INTFIRE_UNROLLED
 
 LINEAR = ("conv2d", "linear", "windowsum", "avgpool2d")   # synapses: commute with the per-step sum
 ROUTING = ("maxpool2d", "flatten")                         # keep the thermometer code itself
@@ -42,7 +43,7 @@ def unroll(graph: Graph, neuron: Node) -> tuple[Graph, list[str], dict]:
     """Unroll one integer neuron; types (kinds, time bases) are re-inferred afterwards."""
     d = neuron.attrs["max_spikes"]
     region, exits = _region(graph, neuron.name)
-    replace = {neuron.name: [neuron.with_(op="intfire_unrolled")]}
+    replace = {neuron.name: [neuron.with_(op=INTFIRE_UNROLLED)]}
     remap, outputs = {}, list(graph.outputs)
     for src, consumer in exits:
         # a biased synapse reading the stream directly (not after another synapse) runs on sub-steps; a
@@ -86,7 +87,7 @@ def schedule(graph: Graph) -> dict:
 
 def unroll_virtual_steps(graph: Graph) -> PassResult:
     changed, notes, unrolled = [], [], []
-    for name in [n.name for n in graph.nodes if n.op == "intfire" and n.attrs.get("output", "spikes") == "spikes"]:
+    for name in [n.name for n in graph.nodes if n.op == INTFIRE and n.attrs.get("output", "spikes") == "spikes"]:
         graph, names, info = unroll(graph, graph.node(name))  # the current node: earlier unrolls rewire inputs
         neuron = graph.node(name)
         changed += names
