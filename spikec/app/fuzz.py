@@ -28,6 +28,7 @@ from spikec.compiler.errors import SpikecError, UnsupportedOp
 from spikec.compiler.builder import GraphBuilder
 from spikec.compiler.ir import Graph
 from spikec.compiler.verify import verify
+from spikec.ops.neurons import INTFIRE, LIF
 
 STAGES = ("passes", "onnx", "nir", "lava")
 KINDS = ("conv", "conv", "conv", "repconv", "tdm", "residual", "maxpool")
@@ -50,7 +51,7 @@ class Block:
     prebn: bool = False         # batchnorm before an unpadded synapse (its fold needs no padding)
     pool: str = ""              # "before" | "after": a 2x2 average pool around the conv
     delay: int = 0              # the synapse reads its input delayed by this many steps
-    neuron: str = "lif"         # lif | intfire
+    neuron: str = LIF           # lif | intfire
     reset: str = "subtract"
     beta: float = 0.5
     threshold: int = 6          # in eighths
@@ -67,7 +68,7 @@ class Spec:
     steps: int = 3
     batch: int = 2
     blocks: tuple = ()
-    head: str = "lif"           # lif | readout
+    head: str = LIF             # lif | readout
     head_size: int = 3
     ties: bool = True           # thresholds on the k/8 grid: membranes can equal them exactly (tests >=)
 
@@ -85,14 +86,14 @@ def generate(seed: int, *, stage: str = "passes") -> Spec:
         shape = (int(rng.integers(1, 4)), int(rng.integers(2, hi + 1)), int(rng.integers(2, hi + 1)))
     blocks = tuple(_block(rng, stage) for _ in range(int(rng.integers(1, 4 if small else 5))))
     return Spec(seed, shape, int(rng.integers(1, 5 if small else 7)), int(rng.integers(1, 3 if small else 4)),
-                blocks, str(rng.choice(["lif", "readout"])), int(rng.integers(2, 5)), ties=stage != "nir")
+                blocks, str(rng.choice([LIF, "readout"])), int(rng.integers(2, 5)), ties=stage != "nir")
 
 
 def _block(rng, stage) -> Block:
     pick = lambda *options: options[int(rng.integers(len(options)))]
     coin = lambda p=0.5: bool(rng.random() < p)
     beta = pick(0.0, 0.5, 0.5, 1.0)
-    neuron = "intfire" if stage not in NO_INTFIRE and coin(0.15) else "lif"
+    neuron = INTFIRE if stage not in NO_INTFIRE and coin(0.15) else LIF
     return Block(str(pick(*KINDS)), int(rng.integers(1, 5)), int(rng.integers(2 ** 31)), kernel=pick(1, 3, 3),
                  stride=pick(1, 1, 2), pad=coin(0.8), groups=pick(1, 1, 2), bias=coin(), bn=coin(0.4),
                  prebn=coin(0.15), pool=pick("", "", "", "before", "after"), delay=pick(0, 0, 0, 1, 2),
@@ -128,15 +129,15 @@ def _neuron(b: _Builder, blk: Block, rng, name, x) -> str:
     c = b.shape(x)[0]
     theta = (rng.integers(1, 9, c) if blk.per_channel else np.array(float(blk.threshold))) / 8.0
     theta = theta if b.spec.ties else theta + OFF_GRID
-    if blk.neuron == "intfire":
+    if blk.neuron == INTFIRE:
         params = {"beta": np.array(blk.beta), "alpha": np.array(blk.alpha), "threshold": theta}
         attrs = {"max_spikes": 1 + blk.seed % 3, "rounding": "floor" if blk.reset == "zero" else "round"}
-        return b.emit(name, "intfire", [x], attrs, params)
+        return b.emit(name, INTFIRE, [x], attrs, params)
     beta = rng.choice([0.0, 0.5], c) if blk.per_channel and blk.beta < 1 else np.array(blk.beta)
     bias = rng.integers(-2, 3, c) / 8.0 if blk.neuron_bias and blk.beta < 1 else np.array(0.0)
     params = {"beta": beta, "alpha": np.array(blk.alpha), "bias": bias, "threshold": theta,
               "v_reset": np.array(blk.v_reset)}
-    return b.emit(name, "lif", [x], {"reset": blk.reset}, params)
+    return b.emit(name, LIF, [x], {"reset": blk.reset}, params)
 
 
 def _synapse(b: _Builder, blk: Block, rng, p, x, c_out) -> str:
@@ -234,7 +235,7 @@ def build(spec: Spec) -> Graph:
     n = b.shape(x)[0]
     y = b.emit("head.fc", "linear", [x], {}, {"weight": _weights(rng, (spec.head_size, n), n),
                                               "bias": rng.integers(-4, 5, spec.head_size) / 8.0})
-    if spec.head == "lif":
+    if spec.head == LIF:
         y = _neuron(b, Block("head", threshold=4, beta=0.5, reset="zero"), rng, "head.lif", y)
     return verify(Graph(tuple(b.nodes), (y,), {"source": f"spikec.app.fuzz seed {spec.seed}"}),
                   "after building a fuzz graph")
@@ -340,7 +341,7 @@ def check(spec: Spec, stage: str) -> Outcome:
 
 # -- shrinking --------------------------------------------------------------------------
 FEATURE_OFF = {"bias": False, "bn": False, "prebn": False, "pool": "", "delay": 0, "neuron_bias": False,
-               "per_channel": False, "groups": 1, "stride": 1, "neuron": "lif", "kind": "conv", "alpha": 1.0,
+               "per_channel": False, "groups": 1, "stride": 1, "neuron": LIF, "kind": "conv", "alpha": 1.0,
                "v_reset": 0.0}
 
 

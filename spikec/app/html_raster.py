@@ -17,10 +17,10 @@ import numpy as np
 from spikec.app.html_graph import cap, esc
 from spikec.compiler.interpreter import as_inputs, run
 from spikec.compiler.ir import Graph
+from spikec.ops import facts
 
 # ops whose firing margin is |U - threshold| with S = [U >= threshold] (or >): U is read back from margin and spike
-MEMBRANE_OPS = frozenset({"lif", "silif", "csilif", "lif_snntorch", "synaptic_snntorch", "rleaky_snntorch", "lif_sj",
-                          "lif_norse", "qif_sj", "eif_sj", "izhikevich_sj", "lif_sinabs"})
+MEMBRANE_OPS = facts("threshold_margin").keys()   # their cards' threshold_margin, read live
 MAX_ROWS = 64                 # neurons drawn per raster (the first ones, in the layer's row-major order)
 RASTER_W, RASTER_H, TRACE_W, TRACE_H, PAD = 520, 150, 520, 120, 34
 

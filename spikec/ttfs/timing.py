@@ -44,7 +44,7 @@ import numpy as np
 from spikec.compiler.errors import PassError, UnsupportedOp
 from spikec.compiler.interpreter import run
 from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.ops import infer_type
+from spikec.ops import facts, infer_type
 from spikec.ops.common import bn_scale_shift
 from spikec.compiler.rewrite import sole_consumer
 from spikec.compiler.verify import verify
@@ -58,7 +58,7 @@ NO_TTFS = {
                   "a maximum is not a weighted sum", "use average pooling (nn.AvgPool2d), which maps exactly"),
     "softmax": ("softmax has no TTFS form (exponentials and a division)", "end the model with its logits"),
 }
-SPIKING = ("lif", "intfire", "silif", "csilif", "intfire_unrolled", "lif_snntorch", "lif_sj")
+SPIKING = facts("neuron").keys()   # the spiking neurons: their cards' neuron flag, read live
 
 
 @dataclass

@@ -47,7 +47,8 @@ from spikec.compiler.checker import Comparison
 from spikec.compiler.errors import BadInput, UnsupportedOp
 from spikec.compiler.interpreter import Trace
 from spikec.compiler.ir import Graph, Node
-from spikec.ops import OPS
+from spikec.ops import OPS, facts
+from spikec.ops.neurons import INTFIRE_UNROLLED, SUBSTEP_SUM
 from spikec.targets.onnx.builder import BATCH, IR_VERSION, OPSET, Builder, where
 from spikec.targets.onnx import sessions
 from spikec.targets.onnx.emitters import EMITTERS
@@ -55,15 +56,13 @@ from spikec.targets.onnx.emitters import EMITTERS
 STEP_FILE = "model_step.onnx"
 INIT_FILE = "model_step_init.npz"
 STEP_FORM = "one-step streaming"
-# the stateful ops whose emitter has a step form (Builder.state / update_state, or an explicit streaming branch)
-STEP_FORMS = frozenset({"lif", "intfire", "silif", "csilif", "lif_snntorch", "synaptic_snntorch", "rleaky_snntorch",
-                        "alpha_snntorch", "lif_sj", "qif_sj", "eif_sj", "izhikevich_sj", "lif_sinabs", "lif_norse",
-                        "li_norse", "lif_recurrent_norse", "lif_adex_norse", "lsnn_norse", "tdm", "delay", "bntt",
-                        "step_bias"})
+# the stateful ops with a step form: their cards' state (the variables their emitters carry through Builder.state /
+# update_state), read live
+STEP_FORMS = facts("state").keys()
 NO_STEP_FORM = {
-    "intfire_unrolled": "it replays each step as D virtual sub-steps; one physical step of the stream would be D "
+    INTFIRE_UNROLLED: "it replays each step as D virtual sub-steps; one physical step of the stream would be D "
                         "outputs (compile without unroll_virtual_steps to stream the intfire neurons)",
-    "substep_sum": "it sums D virtual sub-steps of each physical step",
+    SUBSTEP_SUM: "it sums D virtual sub-steps of each physical step",
 }
 
 
