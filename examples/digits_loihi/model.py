@@ -8,6 +8,10 @@ weights and the LIF's bias, and ``Conv2d(3x3) + AvgPool2d(2)`` is one ``Conv2d(4
 pool folded into the kernel). ``train.py`` builds it from the float demo's checkpoint and fine-tunes it.
 The output is the read-out's integer sum per step; ``readout_scale`` (integer units per float logit) only
 scales the training loss.
+
+``small_chip`` is the chip-ready recipe: lif1 with a zero reset (Lava's own LIF; the subtract reset has no
+Loihi 2 model), fine-tuned into that neuron (``train.py --lif1-reset zero``, ``checkpoint_chip.pt``), so that
+every process of its Lava deployment is a standard Lava process (README.md here: what it costs).
 """
 import torch
 from torch import nn
@@ -21,10 +25,11 @@ class DigitsLoihi(nn.Module):
     input_shape = (1, 8, 8)
     steps = 8
 
-    def __init__(self):
+    def __init__(self, lif1_reset: str = "subtract"):
         super().__init__()
         self.conv1 = loihi.Conv2d(1, 8, 3, padding=1)
-        self.lif1 = loihi.LIF(du=4095, dv=410, vth=64, channels=8, reset="subtract")  # SpikecLIF process
+        # "subtract": the float demo's soft reset, a SpikecLIF process (no Loihi 2 model); "zero": Lava's LIF
+        self.lif1 = loihi.LIF(du=4095, dv=410, vth=64, channels=8, reset=lif1_reset)
         self.conv2 = loihi.Conv2d(8, 16, 4, stride=2, padding=1)
         self.lif2 = loihi.LIF(du=4095, dv=410, vth=64, channels=16, reset="zero")     # Lava's LIF process
         self.flat = snn.TimeDistributed(nn.Flatten())
@@ -42,6 +47,12 @@ class DigitsLoihi(nn.Module):
 
 def small() -> DigitsLoihi:
     return DigitsLoihi()
+
+
+def small_chip() -> DigitsLoihi:
+    """The chip-ready recipe: lif1 with a zero reset, so that every process is a standard Lava process (the
+    weights of ``checkpoint_chip.pt``, fine-tuned into that neuron by ``train.py --lif1-reset zero``)."""
+    return DigitsLoihi(lif1_reset="zero")
 
 
 def encode(images: torch.Tensor, steps: int, seed: int) -> torch.Tensor:

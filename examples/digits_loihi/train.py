@@ -1,6 +1,10 @@
 """Build the Loihi-exact digits network from the float demo's checkpoint, fine-tune it, write its checkpoint.
 
-Run from anywhere: ``.venv/bin/python examples/digits_loihi/train.py [--from-float CKPT] [--epochs N] [--out DIR]``.
+Run from anywhere: ``.venv/bin/python examples/digits_loihi/train.py [--from-float CKPT] [--epochs N] [--out DIR]
+[--lif1-reset subtract|zero]``. ``--lif1-reset zero`` is the chip-ready recipe (``model.small_chip``): the float
+demo's subtract-reset weights quantized into a zero-reset lif1 (Lava's LIF), then fine-tuned with the same
+integer forward, written as ``checkpoint_chip.pt``. Each run prints the float demo's test accuracy, the quantized
+model's before fine-tuning and the fine-tuned one's, and the CPU seconds of fine-tuning (README.md: measured).
 
 The recipe (``quantize_float``): every BatchNorm folded into its conv (weights x gamma/sigma per channel, the
 shift into the LIF bias), the average pool folded into conv2 (3x3 -> 4x4 stride 2), then per layer one scale
@@ -24,9 +28,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from model import encode, load_split, small
+from model import DigitsLoihi, encode, load_split
 
-FLOAT_CKPT = os.path.join(os.path.dirname(HERE), "digits", "checkpoint.pt")
+FLOAT_DIR = os.path.join(os.path.dirname(HERE), "digits")
+FLOAT_CKPT = os.path.join(FLOAT_DIR, "checkpoint.pt")
+CHECKPOINTS = {"subtract": "checkpoint.pt", "zero": "checkpoint_chip.pt"}
 
 
 def accuracy(model, spikes, labels, batch=256):
@@ -35,6 +41,17 @@ def accuracy(model, spikes, labels, batch=256):
         hits = sum((model(spikes[:, i:i + batch]).mean(0).argmax(1) == labels[i:i + batch]).sum().item()
                    for i in range(0, len(labels), batch))
     return hits / len(labels)
+
+
+def float_accuracy(spikes, labels, ckpt=FLOAT_CKPT):
+    """The float demo (examples/digits, its checkpoint) on the same test spikes: the baseline of the recipes."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("digits_float_model", os.path.join(FLOAT_DIR, "model.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.small()
+    model.load_state_dict(torch.load(ckpt))
+    return accuracy(model, spikes, labels)
 
 
 def _bn_fold(sd, conv, bn, eps=1e-5):
@@ -68,9 +85,10 @@ def _neuron(lif, w, bias, threshold, beta):
     return w * lam
 
 
-def quantize_float(float_state: dict):
-    """The Loihi-exact model holding the float demo's weights, quantized (see the module doc)."""
-    model = small()
+def quantize_float(float_state: dict, lif1_reset: str = "subtract"):
+    """The Loihi-exact model holding the float demo's weights, quantized (see the module doc); ``lif1_reset``
+    "zero" puts them into the chip-ready neuron (the float demo's lif1 resets by subtraction)."""
+    model = DigitsLoihi(lif1_reset=lif1_reset)
     sd = {k: v.double() for k, v in float_state.items()}
     with torch.no_grad():
         w1, b1 = _bn_fold(sd, "conv1.0", "conv1.1")
@@ -101,7 +119,7 @@ def snap(model):
 def finetune(model, x_tr, y_tr, test, epochs, lr, batch):
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(epochs, 1))
-    start = time.time()
+    start, cpu = time.time(), time.process_time()
     for epoch in range(epochs):
         spikes = encode(x_tr, model.steps, seed=2000 + epoch)
         model.train()
@@ -114,7 +132,8 @@ def finetune(model, x_tr, y_tr, test, epochs, lr, batch):
             total += loss.item() * len(idx)
         sched.step()
         print(f"epoch {epoch + 1:2d}/{epochs}  loss {total / len(y_tr):.3f}  test {accuracy(model, *test):.4f}  "
-              f"({time.time() - start:.0f}s)", flush=True)
+              f"({time.time() - start:.0f}s wall, {time.process_time() - cpu:.0f}s CPU)", flush=True)
+    print(f"fine-tuning CPU seconds: {time.process_time() - cpu:.1f}", flush=True)
     return model
 
 
@@ -131,20 +150,23 @@ def main():
     ap.add_argument("--epochs", type=int, default=4, help="fine-tuning epochs (0: the quantized float model)")
     ap.add_argument("--lr", type=float, default=0.1, help="Adam step, in mantissa units")
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--out", default=HERE, help="directory for checkpoint.pt and inputs.npz")
+    ap.add_argument("--out", default=HERE, help="directory for the checkpoint and inputs.npz")
+    ap.add_argument("--lif1-reset", choices=sorted(CHECKPOINTS), default="subtract",
+                    help="lif1's reset: subtract (the float demo's; SpikecLIF) or zero (chip-ready: Lava's LIF)")
     args = ap.parse_args()
 
     torch.set_num_threads(2)
     torch.manual_seed(0)
     x_tr, y_tr, x_te, y_te = load_split()
     test = (encode(x_te, 8, seed=0), y_te)
-    model = quantize_float(torch.load(args.from_float))
-    print(f"quantized float checkpoint: test {accuracy(model, *test):.4f}", flush=True)
+    print(f"float demo (examples/digits): test {float_accuracy(*test, ckpt=args.from_float):.4f}", flush=True)
+    model = quantize_float(torch.load(args.from_float), args.lif1_reset)
+    print(f"quantized float checkpoint, lif1 reset {args.lif1_reset}: test {accuracy(model, *test):.4f}", flush=True)
     snap(finetune(model, x_tr, y_tr, test, args.epochs, args.lr, args.batch))
     print(f"fine-tuned Loihi-exact model: test {accuracy(model, *test):.4f}")
 
     os.makedirs(args.out, exist_ok=True)
-    ckpt = os.path.join(args.out, "checkpoint.pt")
+    ckpt = os.path.join(args.out, CHECKPOINTS[args.lif1_reset])
     save_atomic(ckpt, lambda f: torch.save(model.state_dict(), f))
     npz = os.path.join(args.out, "inputs.npz")
     sample = encode(x_te[:16], model.steps, seed=0).numpy().astype(np.float32)
