@@ -10,6 +10,7 @@ AvgPool1d) -- is captured to core ATen and lowered through one table (``spikec.f
 naming the ATen op and the user's line.
 """
 import inspect
+import traceback
 
 import torch
 import torch.fx
@@ -41,7 +42,18 @@ class _Root(nn.Module):
 
 
 class _Tracer(torch.fx.Tracer):
-    record_stack_traces = True  # a call captured to ATen is refused naming the user's line
+    # a call captured to ATen is refused naming the user's line (``aten.values.user_line``): each node keeps where it
+    # was made. Not by fx's record_stack_traces: that symbolizes through torch's C++ profiler, whose first use costs
+    # 1.2-2.5 s of CPU per process (and imports torch._dynamo for its filter); Python's own stack is the same frames.
+    record_stack_traces = False
+
+    def create_node(self, *args, **kwargs):
+        node = super().create_node(*args, **kwargs)
+        if not node.stack_trace:
+            frames = _from_first_forward(traceback.extract_stack())
+            if frames:
+                node.stack_trace = "".join(frames.format()).strip()
+        return node
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         if type(m) is nn.Sequential:
@@ -59,6 +71,12 @@ class _Tracer(torch.fx.Tracer):
             raise UnsupportedOp(f"no converter for module of class {cls}, and torch.fx cannot trace through it "
                                 f"({type(e).__name__}: {e})", where=f"module {path!r}",
                                 remedy=REGISTER_HINT.format(cls=type(m).__qualname__)) from None
+
+
+def _from_first_forward(frames: traceback.StackSummary) -> traceback.StackSummary | None:
+    """The frames from the first ``forward`` on (fx's own rule: a stack with no forward says nothing of the model)."""
+    first = next((i for i, f in enumerate(frames) if f.name == "forward"), None)
+    return None if first is None else traceback.StackSummary.from_list(frames[first:])
 
 
 def traced_root(model: nn.Module) -> nn.Module:
