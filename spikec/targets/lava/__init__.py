@@ -54,7 +54,8 @@ from spikec.targets.lava.quantize import quantize
 from spikec.targets.lava.resources import agreement, partitions, resources
 from spikec.targets.lava.selfcheck import run_checks
 from spikec.targets.lava.simulate import run_lava
-from spikec.targets.lava.written import LavaDir, NetxFile
+from spikec.targets.lava.standard_readout import readouts_ok
+from spikec.targets.lava.written import LavaDir, NetxFile, network_differences
 
 
 def _int_inputs(graph, inputs) -> dict:
@@ -196,12 +197,7 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     standard_readout.add_to_report(report, net, q.graph, trace)
     chip.add_to_report(report, net, arrays)
     return TargetResult(report, exact and netx_ok and checks["ok"] and variant is None
-                        and _readouts_ok(report.get("standard_readouts")), files)
-
-
-def _readouts_ok(m: dict | None) -> bool:
-    """Every standard LIF read-out's synaptic sum within its exact range and its static bound on these inputs."""
-    return all(v["within"] and v["within_bound"] for v in (m or {}).values())
+                        and readouts_ok(report.get("standard_readouts")), files)
 
 
 def _variant(graph, inputs, reference, options) -> tuple:
@@ -345,7 +341,7 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     fresh_net, fresh = lower(q)
     lowered = [k for k in sorted(set(fresh) | set(arrays))
                if k not in fresh or k not in arrays or not np.array_equal(fresh[k], arrays[k])]
-    lowered += _network_differences(fresh_net, net)   # the document too, not only its arrays (a latency, a port)
+    lowered += network_differences(fresh_net, net)   # the document too, not only its arrays (a latency, a port)
     requantized = _requantized(outdir, graph, q, inputs)
     trace = run(with_readouts(q), x, integer=True)
     checks = run_checks(graph, q, net, arrays, trace, reference)
@@ -363,7 +359,7 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     placement = _placement_check(outdir, net, arrays, trace.values, requantized.get("equal") is not None)
     rewrite = next((r for r in placed.rewrites if "rewritten" in r), None) if placed else None
     readouts = standard_readout.measured(net, q, trace)
-    return {"equivalent": result["bit_exact"] and not lowered and netx_ok and checks["ok"] and _readouts_ok(readouts)
+    return {"equivalent": result["bit_exact"] and not lowered and netx_ok and checks["ok"] and readouts_ok(readouts)
             and requantized.get("equal") is not False and products.proven(placed) and placement["ok"] is not False,
             "bit_exact": result["bit_exact"] and products.proven(placed), "netx": netx_check,
             "quantization_checks": checks, **({"products_rewrite_check": rewrite} if rewrite else {}),
@@ -403,18 +399,6 @@ def _placement_check(outdir: Path, net: dict, arrays: dict, values: dict, record
     problems = cores.check_document(doc, net, arrays) if isinstance(doc, dict) else \
         ["lava/placement.json is not an object"]
     return {"ok": not problems, "rederived": False, "problems": problems}
-
-
-def _network_differences(fresh: dict, written: dict) -> list[str]:
-    """``network.json: <key or process>`` for each part of the written document that is not the lowering's."""
-    fresh = json.loads(json.dumps(fresh))   # as written and read back (tuples become lists)
-    by_name = lambda procs: {p.get("name"): p for p in procs if isinstance(p, dict)} \
-        if isinstance(procs, list) else {}
-    differs = [f"network.json: process {name!r}" for name in sorted(set(by_name(fresh.get("processes")))
-                                                                   | set(by_name(written.get("processes"))), key=str)
-               if by_name(fresh.get("processes")).get(name) != by_name(written.get("processes")).get(name)]
-    return differs + [f"network.json: {k}" for k in sorted(set(fresh) | set(written), key=str)
-                      if k != "processes" and fresh.get(k) != written.get(k)]
 
 
 def _requantized(outdir, graph, written, inputs) -> dict:

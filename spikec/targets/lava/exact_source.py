@@ -200,8 +200,8 @@ def compile_exact(graph: Graph, inputs, reference, options) -> TargetResult:
     standard_readout.add_to_report(report, net, q, result["values"])
     from spikec.targets.lava.written import LavaDir
     files = {"lava": LavaDir(lambda p: _write(p, q, net, arrays), q, net, arrays)}   # its reader: compile_lava
-    from spikec.targets.lava import _readouts_ok
-    return TargetResult(report, result["bit_exact"] and _readouts_ok(report.get("standard_readouts")), files)
+    from spikec.targets.lava.standard_readout import readouts_ok
+    return TargetResult(report, result["bit_exact"] and readouts_ok(report.get("standard_readouts")), files)
 
 
 def summary(r: dict) -> str:
@@ -242,15 +242,17 @@ def verify_exact(graph: Graph, inputs, q_written: Graph, net: dict, arrays: dict
     rederived = graph_to_json(q) == graph_to_json(q_written) and all(
         n.name in q_written and all(np.array_equal(v, q_written.node(n.name).params.get(k)) for k, v in n.params.items())
         for n in q.nodes)
-    from spikec.targets.lava import _network_differences, _readouts_ok, standard_readout
+    from spikec.targets.lava import standard_readout
+    from spikec.targets.lava.standard_readout import readouts_ok
+    from spikec.targets.lava.written import network_differences
     fresh_net, fresh = lower(q_written)
     lowered = [k for k in sorted(set(fresh) | set(arrays))
                if k not in fresh or k not in arrays or not np.array_equal(fresh[k], arrays[k])]
-    lowered += _network_differences(fresh_net, net)   # the document too (a process type, a read-out's state read)
+    lowered += network_differences(fresh_net, net)   # the document too (a process type, a read-out's state read)
     x = inputs if isinstance(inputs, dict) else {graph.inputs[0].name: inputs}
     result = check(graph, q_written, net, arrays, x)
     readouts = standard_readout.measured(net, q_written, result["values"])
-    return {"equivalent": bool(result["bit_exact"] and rederived and not lowered and _readouts_ok(readouts)),
+    return {"equivalent": bool(result["bit_exact"] and rederived and not lowered and readouts_ok(readouts)),
             **({"standard_readouts": readouts} if readouts else {}),
             "bit_exact": result["bit_exact"], "bit_exact_vs_source": result["bit_exact"], "exact_source": True,
             "quantized_rederived": {"equal": rederived}, "arrays_differing_from_lowering": lowered,

@@ -144,3 +144,8 @@ def add_to_report(report: dict, net: dict, q, trace) -> None:
         report["standard_readouts"] = m
         if "summary" in report:
             report["summary"] += "\n             " + line(m)
+
+
+def readouts_ok(m: dict | None) -> bool:
+    """Every standard LIF read-out's synaptic sum within its exact range and its static bound on these inputs."""
+    return all(v["within"] and v["within_bound"] for v in (m or {}).values())

@@ -90,3 +90,15 @@ def _h5_items(path: Path) -> dict:
     with h5py.File(path, "r") as f:
         f.visititems(lambda name, obj: items.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
     return items
+
+
+def network_differences(fresh: dict, written: dict) -> list[str]:
+    """``network.json: <key or process>`` for each part of the written document that is not the lowering's."""
+    fresh = json.loads(json.dumps(fresh))   # as written and read back (tuples become lists)
+    by_name = lambda procs: {p.get("name"): p for p in procs if isinstance(p, dict)} \
+        if isinstance(procs, list) else {}
+    differs = [f"network.json: process {name!r}" for name in sorted(set(by_name(fresh.get("processes")))
+                                                                   | set(by_name(written.get("processes"))), key=str)
+               if by_name(fresh.get("processes")).get(name) != by_name(written.get("processes")).get(name)]
+    return differs + [f"network.json: {k}" for k in sorted(set(fresh) | set(written), key=str)
+                      if k != "processes" and fresh.get(k) != written.get(k)]
