@@ -1,8 +1,8 @@
 """examples/xylo: the keyword-spotting snnTorch network (16 channels, a recurrent RLeaky hidden layer, 4 outputs,
 subtract reset, beta = 1 - 2**-k), trained briefly, compiled unchanged with ``--target lava,xylo,nir,onnx`` in one
 compile: XyloSim and spikec's reference agree bit for bit, XyloSim rebuilt by hand from ``xylo/spec.npz``
-reproduces ``xylo/io.npz``, Lava and ONNX reproduce their references; NIR refuses snnTorch's RLeaky by name (so
-the compile as a whole exits 1, as any named target's refusal makes it)."""
+reproduces ``xylo/io.npz``, Lava and ONNX reproduce their references; NIR writes the RLeaky as its CubaLIF reset
+cycle, run spike for spike by snnTorch's and Norse's importers, so the compile as a whole exits 0."""
 import json
 import sys
 from pathlib import Path
@@ -38,9 +38,11 @@ def test_four_targets_in_one_compile(compiled):
     assert list(t) == ["lava", "xylo", "nir", "onnx"]
     assert t["xylo"]["bit_exact"] and t["xylo"]["equivalent"] and not t["xylo"]["first_mismatches"]
     assert t["lava"]["bit_exact"] and t["onnx"]["spike_exact"]
-    assert t["nir"]["refused"] and "RLeaky is not lowered to NIR" in t["nir"]["reason"]
-    assert r.exit_code == 1 and not report["equivalent"]         # NIR's named refusal, nothing else
-    assert [k for k, v in t.items() if v.get("refused")] == ["nir"]
+    assert t["nir"]["exact"] and not t["nir"].get("refused")       # the RLeaky as its CubaLIF reset cycle
+    ran = {k for k, c in t["nir"]["consumers"].items() if c.get("ran") and c.get("spike_exact")}
+    assert {"snntorch", "norse"} <= ran                              # run spike for spike by independent consumers
+    assert r.exit_code == 0 and report["equivalent"], r.output
+    assert [k for k, v in t.items() if v.get("refused")] == []
 
 
 def test_the_network_is_the_keyword_spotting_form(compiled):
@@ -70,12 +72,18 @@ def test_xylosim_rebuilt_by_hand_reproduces_io(compiled):
 
 
 def test_every_layer_fires_in_snntorch():
+    # another test on this worker may have imported some other 'model'/'train' (an OUTDIR's source/model.py):
+    # the example's own files are imported, and the names given back afterwards
+    saved = {name: sys.modules.pop(name) for name in ("model", "train") if name in sys.modules}
     sys.path.insert(0, str(EXAMPLE))
     try:
         from model import kws
         from train import run
     finally:
         sys.path.remove(str(EXAMPLE))
+        for name in ("model", "train"):
+            sys.modules.pop(name, None)
+        sys.modules.update(saved)
     net = kws()
     net.load_state_dict(torch.load(EXAMPLE / "checkpoint.pt"))
     x = np.load(EXAMPLE / "inputs.npz")
