@@ -93,12 +93,7 @@ def snntorch_leaky(ex, node, refuse_reason: str, remedy: str):
                    for n in ex.graph.nodes)
     integrate = bool((beta == 1).all())   # an IF: the current's tau_syn = dt 2**60, w_in = 2**60 (forms.IF_AS_LIF)
     if not known and not mem_read and (integrate or ((beta >= 0) & (beta < 1)).all()) and (theta >= 0).all():
-        ones, zeros = np.ones_like(beta), np.zeros_like(beta)
-        mem = {"beta": zeros, "alpha": ones, "bias": zeros, "theta": np.nextafter(theta, np.inf), "v_reset": zeros}
-        cuba, ok = forms.cuba(ex.form, {"beta": zeros if integrate else beta, "alpha": ones}, mem, True)
-        if integrate:   # 1 - dt/tau_syn rounds to 1.0 and w_in dt/tau_syn is 1.0 exactly in float64
-            cuba.tau_syn = np.full_like(beta, ex.form.dt * forms.IF_AS_LIF)
-            cuba.w_in = np.full_like(beta, forms.IF_AS_LIF)
+        cuba, ok = membrane_cuba(ex, beta, np.ones_like(beta), np.nextafter(theta, np.inf))
         ex.exact_params &= ok
         known["spikes"] = ex.add(node.name, cuba, node.inputs)
         _reset_cycle(ex, node, known["spikes"], known["spikes"], sub, True)
@@ -213,6 +208,21 @@ LIF_NOTE = ("subtract reset as CubaLIF (its current the neuron's U / alpha, tau_
             "threshold) + a -beta*threshold/alpha feedback through an identity back into it")
 
 
+def membrane_cuba(ex, beta, alpha, theta) -> tuple:
+    """``(CubaLIF, exact)`` whose current is the membrane: the current decays by ``beta`` (``beta = 1`` on every
+    neuron: ``tau_syn = dt 2**60``, ``w_in = 2**60``, an exact integrator in float64) with input gain ``alpha``, and
+    the membrane (``tau_mem = dt``, no leak) is that current each step, firing on ``> theta`` (its zero reset
+    forgotten by the next step). The one form of the Leaky, RLeaky and subtract-reset ``lif`` cycles."""
+    integrate = bool((beta == 1).all())
+    ones, zeros = np.ones_like(beta), np.zeros_like(beta)
+    mem = {"beta": zeros, "alpha": ones, "bias": zeros, "theta": theta, "v_reset": zeros}
+    cuba, ok = forms.cuba(ex.form, {"beta": zeros if integrate else beta, "alpha": alpha}, mem, True)
+    if integrate:   # 1 - dt/tau_syn rounds to 1.0 and w_in dt/tau_syn is 1.0 exactly in float64
+        cuba.tau_syn = np.full_like(beta, ex.form.dt * forms.IF_AS_LIF)
+        cuba.w_in = np.full_like(beta, forms.IF_AS_LIF)
+    return cuba, ok
+
+
 def lif_subtract(ex, node, beta, alpha, bias, theta) -> str | None:
     """spikec's own subtract-reset ``lif`` read as spikes (``U_t = beta (U_{t-1} - θ S_{t-1}) + alpha X_t``, ``S =
     [U >= θ]``): the Leaky's CubaLIF cycle with the input gain ``alpha`` and the feedback ``-beta θ / alpha`` (in the
@@ -224,12 +234,7 @@ def lif_subtract(ex, node, beta, alpha, bias, theta) -> str | None:
     if (bias != 0).any() or (theta < 0).any() or (alpha <= 0).any() or not (fb == fb[:, :1]).all() or \
             not (integrate or ((beta >= 0) & (beta < 1)).all()):
         return None
-    ones, zeros = np.ones_like(beta), np.zeros_like(beta)
-    mem = {"beta": zeros, "alpha": ones, "bias": zeros, "theta": theta, "v_reset": zeros}
-    cuba, ok = forms.cuba(ex.form, {"beta": zeros if integrate else beta, "alpha": alpha}, mem, True)
-    if integrate:   # 1 - dt/tau_syn rounds to 1.0 and w_in dt/tau_syn is 1.0 exactly in float64
-        cuba.tau_syn = np.full_like(beta, ex.form.dt * forms.IF_AS_LIF)
-        cuba.w_in = np.full_like(beta, forms.IF_AS_LIF)
+    cuba, ok = membrane_cuba(ex, beta, alpha, theta)
     ex.exact_params &= ok and bool((alpha == 1).all())
     name = ex.add(node.name, cuba, node.inputs)
     _reset_cycle(ex, node, name, name, fb[:, 0], True)

@@ -24,7 +24,7 @@ the checker compares every spike on the user's inputs, in spikec's interpreter a
 import nir
 import numpy as np
 
-from spikec.targets.nir import composed, forms
+from spikec.targets.nir import composed
 from spikec.targets.nir.export import LOWERINGS, _refuse
 from spikec.targets.nir.reasons import REMEDIES, VARIANT_REASONS
 
@@ -84,12 +84,7 @@ def rleaky(ex, node) -> None:
             ex, node))) if bad]
     if why:
         _refuse(node, f"{'; '.join(why)}: " + VARIANT_REASONS["rleaky_snntorch"], REMEDIES["rleaky_snntorch"])
-    ones, zeros = np.ones_like(beta), np.zeros_like(beta)
-    mem = {"beta": zeros, "alpha": ones, "bias": zeros, "theta": np.nextafter(theta, np.inf), "v_reset": zeros}
-    cuba, ok = forms.cuba(ex.form, {"beta": zeros if integrate else beta, "alpha": ones}, mem, True)
-    if integrate:   # 1 - dt/tau_syn rounds to 1.0 and w_in dt/tau_syn is 1.0 exactly in float64
-        cuba.tau_syn = np.full_like(beta, ex.form.dt * forms.IF_AS_LIF)
-        cuba.w_in = np.full_like(beta, forms.IF_AS_LIF)
+    cuba, ok = composed.membrane_cuba(ex, beta, np.ones_like(beta), np.nextafter(theta, np.inf))
     ex.exact_params &= ok
     bias = _bias(node)
     if bias is None:
