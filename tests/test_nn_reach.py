@@ -1,6 +1,7 @@
 """docs/nn.md's claims about spikec.nn.LIF's resets, re-checked by compiling: reset='zero' reaches every target
 (Lava's standard LIF process and a netx file, a NIR file Norse runs spike for spike, ONNX); the default subtract
-reset is bit-exact on Lava only as spikec's CPU-only SpikecLIF, without model.net, and no NIR importer runs it."""
+reset is bit-exact on Lava only as spikec's CPU-only SpikecLIF, without model.net, and its NIR file (the CubaLIF
+reset cycle) runs spike for spike in snnTorch, Norse and SpikingJelly."""
 import pytest
 import torch
 from torch import nn
@@ -36,5 +37,7 @@ def test_the_default_subtract_reset_is_limited_as_documented():
     assert c.equivalent and c.targets["lava"]["bit_exact"] and _cpu_only(c) == ["SpikecLIF"]
     assert "model.net" not in c.compiled.files
     nir = c.targets["nir"]
-    assert nir["exact"] and not any(r["ran"] for r in nir["consumers"].values())
+    assert nir["exact"] and nir["nodes"]["CubaLIF"] == 1 and "Threshold" not in nir["nodes"]
+    ran = {k for k, r in nir["consumers"].items() if r["ran"] and r["spike_exact"] and r["spike_count"] > 0}
+    assert ran == {"snntorch", "norse", "spikingjelly"}, nir["consumers"]
     assert c.targets["onnx"]["spike_exact"]

@@ -396,9 +396,9 @@ BLIND_SPOTS: tuple[Mutant, ...] = (
        '.get("equivalent") is True',
        (B_APP, "tests/app/test_outdir.py"),
        "an OUTDIR whose report lacks 'equivalent' is overwritten by a failed compile (it should be kept)"),
-    _m("plif-zero-decay-not-warned", "app", "spikec/app/vacuity.py",
-       '"lif_sj": DecayRule(_spikingjelly),',
-       '"lif_sj": DecayRule(_spikingjelly, zero_ok=True),',
+    _m("plif-zero-decay-not-warned", "app", "spikec/frontend/spikingjelly.py",   # lif_sj's decay rule, on its card
+       'decay=Decay(lif_sj_decays), state=("v",)',
+       'decay=Decay(lif_sj_decays, zero_ok=True), state=("v",)',
        (B_APP, "tests/app/test_vacuity.py"),
        "a ParametricLIFNode with decay k = 1 (membrane decay 0: memoryless) gets no warning"),
     _m("streaming-limit-longest-table", "export", "spikec/targets/onnx/streaming.py",
