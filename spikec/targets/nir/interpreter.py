@@ -30,6 +30,9 @@ so that ``beta = 1 - dt/tau`` and ``u <- beta*u + I + v_leak/r``, spike ``u > v_
 ``gs = w_in*dt/tau_syn``, spike ``u > v_threshold/(g*gs)``. State outputs (LI, I, CubaLI) are given back
 in NIR units (``g*u``).
 
+``scheme="sinabs"`` (``CONSUMER_SCHEMES``) -- a file written for Sinabs: LIF, IF and LI as ``sinabs.from_nir`` runs
+them (MultiSpike counts, subtract reset, ``exp(-dt/tau)``; ``schemes_sinabs``); no other neuron.
+
 Other nodes: Affine ``x W^T + b``; Linear ``x W^T``; Scale ``s*x``; Conv1d/Conv2d as PyTorch (a string
 padding as PyTorch reads it); AvgPool2d as PyTorch's default (zero padding counted); SumPool2d the window
 sum; Flatten over the batch-free dims (NIR's convention: ``start_dim=0`` is the first per-sample dim);
@@ -46,9 +49,10 @@ import torch
 import torch.nn.functional as F
 
 from spikec.compiler.errors import BadInput, UnsupportedOp
-from spikec.targets.nir import hdf5
+from spikec.targets.nir import hdf5, schemes_sinabs
 
 SCHEMES = ("snntorch", "norse")
+CONSUMER_SCHEMES = ("sinabs",)   # a consumer's own reading of the neurons (schemes_sinabs), named in a file's metadata
 NEURONS = ("LIF", "LI", "IF", "I", "CubaLIF", "CubaLI")
 STATELESS = ("Input", "Output", "Affine", "Linear", "Scale", "Conv1d", "Conv2d", "AvgPool2d", "SumPool2d",
              "Flatten", "Threshold")
@@ -191,6 +195,8 @@ class _Node:
         if k in ("Pass", "Input", "Output"):
             return x
         fn = getattr(self, k)
+        if self.scheme == "sinabs" and k in NEURONS:   # Sinabs's MultiSpike step (schemes_sinabs)
+            fn = lambda x: schemes_sinabs.step(self, x)  # noqa: E731
         try:
             return fn(x)
         except (RuntimeError, ValueError, IndexError) as e:
@@ -361,8 +367,8 @@ def _run(source, inputs, *, dt: float, scheme: str, record) -> NIRRun:
 
     Returns every node's output ``[T, B, ...]`` (or only the names in ``record``); Output nodes included.
     """
-    if scheme not in SCHEMES:
-        raise BadInput(f"unknown NIR scheme {scheme!r}", remedy=f"use one of {', '.join(SCHEMES)}")
+    if scheme not in SCHEMES + CONSUMER_SCHEMES:
+        raise BadInput(f"unknown NIR scheme {scheme!r}", remedy=f"use one of {', '.join(SCHEMES + CONSUMER_SCHEMES)}")
     if not dt > 0:
         raise BadInput(f"dt must be positive, got {dt}")
     graph = read(source)
