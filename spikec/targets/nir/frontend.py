@@ -54,7 +54,9 @@ from spikec.frontend.exact_neurons import require_stepping
 from spikec.frontend.registry import ConvertContext, register_converter
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.verify import verify
-from spikec.targets.nir import interpreter
+from spikec.frontend.snntorch_neurons import LIF_SNNTORCH, RLEAKY_SNNTORCH, SYNAPTIC_SNNTORCH
+from spikec.ops.neurons import LIF
+from spikec.targets.nir import interpreter, membrane_cycles
 from spikec.targets.nir.conformance import nir_diagnostics, read_nir
 from spikec.targets.nir.cuba import RECURRENT_CUBALIF_REMEDY, recurrent_cubalif_reason, synaptic_misfits
 from spikec.targets.nir.interpreter import SCHEMES, inline, kind, schedule
@@ -63,7 +65,8 @@ DT = 1e-4
 SCHEME = "snntorch"
 NEVER = float(np.finfo(np.float64).max)  # threshold of a neuron read out as its membrane only
 FEEDBACK = ("Affine", "Linear", "Scale", "Conv2d")
-RECORDED = ("lif", "delay")  # ops whose nodes carry attrs nir_dt, nir_scheme (what the file was read at)
+RECORDED = (LIF, "delay", LIF_SNNTORCH, RLEAKY_SNNTORCH)  # ops whose nodes carry attrs nir_dt, nir_scheme (what
+# the file was read at)
 
 
 def _ir_name(name: str) -> str:
@@ -134,6 +137,7 @@ class _Converter:
         self.rename = _spikec_names(graph)  # a spikec-written file: give nodes back their IR names
         self.patterns: dict[str, tuple] = {}  # LI/I node -> (threshold node, feedback node, feedback weight)
         self.recurrent: dict[str, str] = {}  # CubaLIF node -> its dense feedback node (RSynaptic's recurrence)
+        self.cycles: dict[str, list] = {}  # CubaLIF node -> its reset cycles [(feedback, identity)] (membrane_cycles)
         self._find_patterns()
 
     # -- structure --------------------------------------------------------------------------
@@ -153,6 +157,10 @@ class _Converter:
             ok = ok and not isinstance(th, tuple) and kind(th) == "Threshold" and \
                 [s for s, d in self.edges if d == th_names[0]] == [v]
             if not ok and not isinstance(li, tuple) and kind(li) == "CubaLIF":
+                found = membrane_cycles.loop(self, u, v)
+                if found:   # a Leaky / RLeaky / subtract-reset lif reset cycle (read when the CubaLIF is emitted)
+                    self.cycles.setdefault(v, []).append(found)
+                    continue
                 why = recurrent_cubalif_reason(self, u, v)
                 if why:
                     _unsupported(v, li, why, RECURRENT_CUBALIF_REMEDY)
@@ -163,6 +171,9 @@ class _Converter:
                              "pattern LI/I -> Threshold -> diagonal feedback -> LI/I; the IR has no other recurrence",
                              "unroll the recurrence, or export it as a subtract-reset neuron")
             self.patterns[v] = (th_names[0], u, self._diagonal(u, fb))
+        for v in set(self.cycles) & set(self.recurrent):
+            _unsupported(v, self.nodes[v], f"a CubaLIF both in a reset cycle {self.cycles[v][0]} and fed back directly "
+                         f"through {self.recurrent[v]!r}: neither the RLeaky nor the RSynaptic form spikec reads")
 
     def _diagonal(self, name, node) -> np.ndarray:
         """The per-neuron weight of a feedback node that only scales each neuron (zero bias)."""
@@ -225,7 +236,7 @@ class _Converter:
         params = {"beta": beta, "alpha": alpha, "bias": bias, "threshold": theta, "v_reset": v_reset}
         shape = self.ctx.type(x).shape
         params = {k: self._fit(name, np.asarray(v, dtype=np.float64), shape) for k, v in params.items()}
-        return self.emit(name, "lif", [x], attrs, params)
+        return self.emit(name, LIF, [x], attrs, params)
 
     def _fit(self, name, v, shape):
         if v.ndim == 0 or v.shape == (shape[0],):
@@ -255,8 +266,9 @@ class _Converter:
                 self.value[n] = self.summed(n)
                 outputs.append(self.value[n])
                 continue
-            if any(n == p[1] for p in self.patterns.values()) or n in self.recurrent.values():
-                continue  # a subtract-reset feedback, or a CubaLIF's recurrence: folded into its neuron
+            if any(n == p[1] for p in self.patterns.values()) or n in self.recurrent.values() or \
+                    any(n in loop for loops in self.cycles.values() for loop in loops):
+                continue  # a subtract-reset feedback, a CubaLIF's recurrence or reset cycle: folded into its neuron
             if any(n == p[0] for p in self.patterns.values()):
                 continue  # the spikes of a subtract-reset neuron, emitted with its LI/I
             handler = getattr(self, f"node_{k}", None)
@@ -426,6 +438,8 @@ class _Converter:
         return self.lif(n, syn, 1 - a_m, a_m * r, a_m * v_leak, np.nextafter(v_th, np.inf), v_reset)
 
     def node_CubaLIF(self, n, node, x):
+        if n in self.cycles:
+            return membrane_cycles.read(self, n, node, x, self.cycles[n])
         if n in self.recurrent:
             return self._synaptic(n, node, x, self.recurrent[n])
         return self._cuba(n, node, x, True)
@@ -451,7 +465,7 @@ class _Converter:
             if kind(fb) == "Affine":
                 params["bias"] = np.asarray(fb.bias, dtype=np.float64)
             attrs.update(recurrent="linear", rec_add="input", nir_feedback=_ir_name(self.rename.get(u, u)))
-        return self.emit(n, "synaptic_snntorch", [x], attrs, params)
+        return self.emit(n, SYNAPTIC_SNNTORCH, [x], attrs, params)
 
     def node_CubaLI(self, n, node, x):
         return self._cuba(n, node, x, False)

@@ -119,14 +119,10 @@ def random_network(seed: int) -> Graph:
     return verify(Graph(tuple(ctx.nodes), (x,)))
 
 
-# Known gap, pinned: a subtract-reset lif is now written as the CubaLIF reset cycle the consumers run, and spikec's
-# own NIR reader (frontend.py) does not yet read that cycle back (CubaLIF -> -theta feedback -> identity -> CubaLIF);
-# strict, so the fix shows up as XPASS.
-_READER_GAP = pytest.mark.xfail(strict=True, reason="spikec's NIR reader does not read back the CubaLIF reset cycle")
-
-
-@pytest.mark.parametrize("seed", [s if s == 2 else pytest.param(s, marks=_READER_GAP) for s in range(6)])
+@pytest.mark.parametrize("seed", range(6))
 def test_round_trip_on_random_networks(seed, tmp_path):
+    """A subtract-reset lif is written as the CubaLIF reset cycle (``composed.lif_subtract``) and read back as a
+    subtract-reset lif (``membrane_cycles``), in both schemes."""
     graph = random_network(seed)
     path = tmp_path / "m.nir"
     nir.write(path, export_graph(graph).graph)
