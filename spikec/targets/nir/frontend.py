@@ -20,9 +20,11 @@ Mapping (per scheme; the IR neuron is ``U = beta H + alpha X + bias``, ``S = [U 
   ``I``, ``CubaLI``: never-firing ``lif`` nodes read out as membrane (largest float64 threshold), in NIR units.
 * ``Threshold`` -> a stateless ``lif`` (``beta = 0``).
 * the cycle ``LI``/``I`` -> ``Threshold`` -> diagonal feedback -> back into the ``LI``/``I`` (what the spikec
-  exporter writes for a subtract reset) -> one subtract-reset ``lif``; a CubaLIF <-> dense Affine/Linear cycle (the
-  NIR paper's Braille RNN) -> RSynaptic summing its recurrence with the input (``rec_add="input"``), when
-  ``recurrent_cubalif_reason`` finds nothing against it; any other cycle is refused.
+  exporter writes for a subtract reset) -> one subtract-reset ``lif``; a CubaLIF whose membrane is its current, fed
+  back through a per-neuron weight and an identity (what the exporter writes for snnTorch's Leaky, RLeaky and a
+  subtract-reset ``lif``: ``membrane_cycles``) -> ``lif_snntorch`` / ``rleaky_snntorch`` / a subtract-reset ``lif``;
+  a CubaLIF <-> dense Affine/Linear cycle (the NIR paper's Braille RNN) -> RSynaptic summing its recurrence with the
+  input (``rec_add="input"``), when ``recurrent_cubalif_reason`` finds nothing against it; any other cycle is refused.
 * ``Affine``/``Linear`` -> ``linear``; ``Conv2d`` -> ``conv2d``; ``AvgPool2d`` -> ``avgpool2d`` (zero padding
   counted); ``SumPool2d`` -> a depthwise all-ones ``conv2d``; ``Flatten`` -> ``flatten`` (NIR's batch-free
   dims); ``Scale`` -> ``scale``, or a depthwise 1x1 conv / diagonal linear when per channel; ``Delay`` ->

@@ -1,0 +1,136 @@
+"""spikec reads back the CubaLIF reset cycles its NIR target writes (``membrane_cycles``): snnTorch's default Leaky
+and RLeaky compile -> model.nir -> spikec reads the op they came from, with its parameters -> the same spikes as the
+compiled graph; ``nir-check`` says spikec reads the file. A cycle spikec did not write is refused naming the node."""
+import nir
+import numpy as np
+import pytest
+
+from spikec.compiler.checker import compare_graphs
+from spikec.compiler.errors import UnsupportedOp
+from spikec.targets.nir import check
+from spikec.targets.nir.frontend import load_nir
+
+pytest.importorskip("snntorch")
+
+MODELS = '''
+import snntorch as snn
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, conv=False, rleaky=False, **kw):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Conv2d(2, 4, 3, padding=1) if conv else nn.Linear(10, 6)
+        self.lif = (snn.RLeaky if rleaky else snn.Leaky)(init_hidden=True, **kw)
+
+    def forward(self, x):
+        return self.lif(self.fc(x))
+
+
+def dense(): return Net(beta=0.9, threshold=1.0)
+def dense_per_channel(): return Net(beta=torch.linspace(0.5, 0.95, 6), threshold=torch.linspace(0.4, 1.0, 6))
+def dense_if(): return Net(beta=1.0, threshold=0.7)
+def conv(): return Net(conv=True, beta=0.8, threshold=0.6)
+def rleaky_dense(): return Net(rleaky=True, beta=0.9, threshold=0.5, linear_features=6)
+def rleaky_one_to_one(): return Net(rleaky=True, beta=0.8, threshold=0.5, all_to_all=False, V=0.3)
+def rleaky_conv(): return Net(conv=True, rleaky=True, beta=0.7, threshold=0.5, all_to_all=False, V=0.25)
+'''
+# factory -> (the op spikec reads back, its recurrence)
+OPS = {"dense": ("lif_snntorch", None), "dense_per_channel": ("lif_snntorch", None), "dense_if": ("lif_snntorch", None),
+       "conv": ("lif_snntorch", None), "rleaky_dense": ("rleaky_snntorch", "linear"),
+       "rleaky_one_to_one": ("rleaky_snntorch", "one_to_one"), "rleaky_conv": ("rleaky_snntorch", "one_to_one")}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("read_cycles")
+    (d / "models.py").write_text(MODELS)
+    rng = np.random.default_rng(5)
+    np.savez(d / "dense.npz", input=rng.random((30, 3, 10)) * 4 - 1)
+    np.savez(d / "conv.npz", input=rng.random((30, 2, 2, 5, 5)) * 3 - 1)
+    return d
+
+
+def _inputs(models, factory):
+    return models / ("conv.npz" if "conv" in factory else "dense.npz")
+
+
+def written(models, factory, tmp_path):
+    """(compiled graph, model.nir spikec wrote, inputs)."""
+    from spikec.app.driver import CompileOptions, compile_model
+    c = compile_model(CompileOptions(f"{models / 'models.py'}:{factory}", inputs=str(_inputs(models, factory)),
+                                     stepping="step", target="nir"))
+    assert c.report["equivalent"] and c.report["target"]["exact"], c.report["target"]
+    path = tmp_path / "model.nir"
+    c.files["model.nir"](path)
+    return c.graph, path, np.load(_inputs(models, factory))["input"]
+
+
+@pytest.mark.parametrize("factory", sorted(OPS))
+def test_the_written_cycle_reads_back_as_its_op_with_the_same_spikes(models, factory, tmp_path):
+    graph, path, x = written(models, factory, tmp_path)
+    assert "CubaLIF" in {type(v).__name__ for v in nir.read(path).nodes.values()}
+    found = check.check_file(path)
+    assert found["compiles"] and not [f for f in found["findings"] if f["kind"] == "spikec_refuses"], found
+    (source,) = [n for n in graph.nodes if n.op == OPS[factory][0]]
+    for scheme in ("snntorch", "norse"):
+        back = load_nir(path, scheme=scheme, input_kind="real")
+        (read,) = [n for n in back.nodes if n.op == source.op]
+        assert read.name == source.name
+        assert (read.attrs["reset"], read.attrs["reset_delay"], read.attrs.get("recurrent")) == \
+            ("subtract", True, OPS[factory][1])
+        if scheme == "snntorch":   # the parameters themselves, 0-dim-ness included (snnTorch's float32 products)
+            for k in ("beta", "threshold", "V", "weight"):
+                if k in source.params:
+                    np.testing.assert_array_equal(np.asarray(read.params[k]), np.asarray(source.params[k]), k)
+                    assert np.ndim(read.params[k]) == np.ndim(source.params[k]), k
+        result = compare_graphs(graph, back, x)
+        assert result.equivalent and result.spikes_compared > 0, result.describe()
+
+
+@pytest.mark.parametrize("factory", ["dense", "rleaky_conv"])
+def test_compiling_the_written_file_round_trips(models, factory, tmp_path):
+    """compile -> model.nir -> spikec compiles that file (checked against its NIR interpreter) -> the NIR target writes
+    the same cycle again, exact."""
+    from spikec.app.driver import CompileOptions, compile_model
+    graph, path, x = written(models, factory, tmp_path)
+    c = compile_model(CompileOptions(str(path), inputs=str(_inputs(models, factory)), target="nir"))
+    assert c.report["frontend"]["equivalent"] and c.report["frontend"]["spikes_compared"] > 0
+    assert c.report["equivalent"] and c.report["target"]["exact"], c.report["target"]
+    assert OPS[factory][0] in [n.op for n in c.graph.nodes]
+    again = tmp_path / "again.nir"
+    c.files["model.nir"](again)
+    first, second = nir.read(path), nir.read(again)
+    assert sorted(first.edges) == sorted(second.edges)
+    assert {k: type(v).__name__ for k, v in first.nodes.items()} == {k: type(v).__name__ for k, v in second.nodes.items()}
+    result = compare_graphs(graph, c.graph, x)
+    assert result.equivalent, result.describe()
+
+
+def _mutated(path, tmp_path, node, **changes):
+    g = nir.read(path)
+    for k, v in changes.items():
+        setattr(g.nodes[node], k, v)
+    out = tmp_path / f"mutated_{node}.nir"
+    nir.write(out, nir.NIRGraph(nodes=g.nodes, edges=g.edges, metadata=g.metadata, type_check=False))
+    return out
+
+
+def test_a_cycle_spikec_did_not_write_is_refused_by_name(models, tmp_path):
+    _, path, _ = written(models, "dense", tmp_path)
+    cuba = nir.read(path).nodes["lif"]
+    cases = [  # (node, change, what the refusal names)
+        ("lif_reset", {"weight": np.diag(np.full(6, -0.7))}, "NIR node 'lif_reset'.*neither the threshold"),
+        ("lif", {"tau_mem": cuba.tau_mem * 2}, "NIR node 'lif'.*membrane decay"),
+        ("lif", {"v_leak": np.full(6, 0.1)}, "NIR node 'lif'.*v_leak != 0"),
+        ("lif_reset", {"bias": np.full(6, 0.1)}, "NIR node 'lif_reset'.*not a per-neuron weight"),
+        ("lif_reset_pass", {"weight": np.eye(6) * 2}, "NIR node 'lif'"),
+    ]
+    for node, change, match in cases:
+        bad = _mutated(path, tmp_path, node, **change)
+        with pytest.raises(UnsupportedOp, match=match):
+            load_nir(bad)
+        found = check.check_file(bad)
+        assert not found["compiles"] and [f for f in found["findings"] if f["kind"] == "spikec_refuses"], node
