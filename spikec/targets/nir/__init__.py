@@ -30,7 +30,7 @@ from spikec.targets import TargetResult, register_target
 from spikec.targets.nir import consumers as consumers_mod
 from spikec.targets.nir import hdf5
 from spikec.targets.nir import interpreter
-from spikec.targets.nir import reach, recurrent, variants  # noqa: F401  (reach registers its lowerings)
+from spikec.targets.nir import reach, recurrent, sinabs_export, variants  # noqa: F401  (they register lowerings)
 from spikec.targets.nir.export import CONSUMER, DISCRETIZATION, DT, FIRING, SCHEME, export_graph
 
 FILE = "model.nir"
@@ -61,6 +61,12 @@ def compare_run(graph: Graph, reference, values: dict, mapping: dict, source_out
     return result
 
 
+def _counts(node) -> bool:
+    """A neuron's real-kind output that is a spike count (Sinabs's MultiSpike): compared exactly, as spikes."""
+    from spikec.targets.nir.reasons import LIF_SINABS
+    return node.op == LIF_SINABS and node.attrs.get("spike") != "none"
+
+
 def _min_margin(graph: Graph, reference) -> float | None:
     margins = [float(np.min(reference.margins[n.name])) for n in graph.nodes
                if n.type.kind == "binary" and n.name in reference.margins and reference.margins[n.name].size]
@@ -72,7 +78,8 @@ def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: floa
     g = nir.read(path)
     found = consumers_mod.limits(g, dt)
     carriers = mapping.get("carriers", {})
-    by_nir = {v: k for k, v in carriers.items() if graph.node(k).type.is_spike and graph.node(k).op != "input"}
+    by_nir = {v: k for k, v in carriers.items() if (graph.node(k).type.is_spike or _counts(graph.node(k)))
+              and graph.node(k).op != "input"}
     outputs = mapping.get("outputs", {})
     report = {}
     for name in consumers_mod.CONSUMERS:
@@ -98,7 +105,7 @@ def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: floa
                 if ir in reference.margins and reference.values[ir].shape == s.shape:
                     at_margins.append(reference.margins[ir][reference.values[ir] != s])
         expected = reference.values[ir_out]
-        if out_node.type.is_spike:
+        if out_node.type.is_spike or _counts(out_node):   # spikes, or spike counts: every one compared
             cmp.add(f"{ir_out} (output)", expected, y, True, reference.margins.get(ir_out))
             rel = 0.0
         else:
@@ -135,9 +142,9 @@ def check_file(path, graph: Graph, inputs, reference, dt: float = DT, scheme: st
     dt = float(meta.get("dt", dt))
     written = meta.get("scheme", scheme)
     written = written.decode() if isinstance(written, bytes) else str(written)
-    scheme = written if written in interpreter.SCHEMES else scheme
-    schemes = {}
-    for s in interpreter.SCHEMES:
+    scheme = written if written in interpreter.SCHEMES + interpreter.CONSUMER_SCHEMES else scheme
+    schemes = {}   # NIR's two schemes always; a consumer's own scheme (sinabs) for a file written in it
+    for s in interpreter.SCHEMES + ((scheme,) if scheme in interpreter.CONSUMER_SCHEMES else ()):
         run = interpreter.run(g, inputs, dt=dt, scheme=s)
         cmp = compare_run(graph, reference, run.values, mapping, source_outputs)
         schemes[s] = {k: v for k, v in cmp.summary().items() if k != "first_mismatches"}
@@ -145,7 +152,9 @@ def check_file(path, graph: Graph, inputs, reference, dt: float = DT, scheme: st
     exact = schemes[scheme]["equivalent"]
     counts = Counter(type(n).__name__ for n in g.nodes.values())
     report = {"name": "nir", "file": FILE, "exact": exact, "dt": dt, "scheme": scheme, "nir_version": nir.version,
-              "discretization": DISCRETIZATION, "firing": FIRING, "interpreter": schemes,
+              "discretization": meta.get("discretization", DISCRETIZATION) if isinstance(meta.get(
+                  "discretization", ""), str) else DISCRETIZATION, "firing": FIRING,
+              **({"consumer_scheme": meta["consumer_scheme"]} if "consumer_scheme" in meta else {}), "interpreter": schemes,
               "consumer": mapping.get("form", {}).get("consumer", CONSUMER),
               "time_base": mapping.get("form", {}).get("time_base", ""),
               "nodes": dict(sorted(counts.items())), "edges": len(g.edges),

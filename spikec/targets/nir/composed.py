@@ -34,6 +34,7 @@ import numpy as np
 
 from spikec.compiler.errors import UnsupportedOp
 from spikec.targets.nir import forms
+from spikec.targets.nir.reasons import LIF_SNNTORCH
 
 CUBA_NOTE = ("snnTorch Leaky (subtract reset, reset_delay=True) as CubaLIF (its current the Leaky's mem, "
              "tau_mem = dt: the membrane is the current) + a -threshold feedback through an identity back into it")
@@ -63,7 +64,7 @@ def _integrator(form, beta: np.ndarray) -> tuple[nir.NIRNode, bool]:
 
 def _key(node) -> tuple:
     raw = tuple(sorted((k, np.asarray(v, dtype=np.float64).tobytes()) for k, v in node.params.items()))
-    return ("lif_snntorch", node.inputs, raw, node.attrs["reset"], node.attrs["reset_delay"])
+    return (LIF_SNNTORCH, node.inputs, raw, node.attrs["reset"], node.attrs["reset_delay"])
 
 
 def _reset_cycle(ex, node, into: str, spikes: str, sub: np.ndarray, through: bool) -> None:
@@ -89,7 +90,7 @@ def snntorch_leaky(ex, node, refuse_reason: str, remedy: str):
     sub_raw = np.float32(raw["threshold"]).astype(np.float64) if raw["threshold"].ndim == 0 else raw["threshold"]
     sub = ex.per_neuron(node, sub_raw).reshape(node.type.shape[0], -1)[:, 0]
     known = ex.neurons.setdefault(_key(node), {})
-    mem_read = any(n.op == "lif_snntorch" and _key(n) == _key(node) and n.attrs.get("read", "spikes") == "mem"
+    mem_read = any(n.op == LIF_SNNTORCH and _key(n) == _key(node) and n.attrs.get("read", "spikes") == "mem"
                    for n in ex.graph.nodes)
     integrate = bool((beta == 1).all())   # an IF: the current's tau_syn = dt 2**60, w_in = 2**60 (forms.IF_AS_LIF)
     if not known and not mem_read and (integrate or ((beta >= 0) & (beta < 1)).all()) and (theta >= 0).all():

@@ -44,8 +44,22 @@ def _uniform(a) -> bool:
     return a.size == 0 or bool((a == a.reshape(-1)[0]).all())
 
 
+def file_scheme(graph: nir.NIRGraph) -> str | None:
+    """The discretization scheme a file's metadata names (spikec writes it), or None."""
+    meta = graph.metadata if isinstance(graph.metadata, dict) else {}
+    v = meta.get("scheme")
+    return v.decode() if isinstance(v, bytes) else (None if v is None else str(v))
+
+
+SINABS_SCHEME = ("the file is written in the consumer scheme 'sinabs' (its metadata): its LIF/IF are Sinabs's "
+                 "MultiSpike subtract-reset neurons emitting spike counts, which {who} runs as NIR's one-spike, "
+                 "reset-to-v_reset neurons")
+
+
 def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
     """Per consumer, every construct in ``graph`` that it cannot run exactly (empty: it can)."""
+    if file_scheme(graph) == "sinabs":
+        return _sinabs_scheme_limits(graph)
     out = {"snntorch": [], "norse": [], "sinabs": _sinabs_limits(graph), "spikingjelly": _sj_limits(graph, dt),
            "rockpool": rockpool_consumer.limits(graph, executor_limits, _reaches)}
     snn, nor = out["snntorch"], out["norse"]
@@ -198,6 +212,28 @@ def is_clock(graph: nir.NIRGraph, name: str, dt: float) -> bool:
                 and np.all(gain * a.bias >= 2 * np.asarray(node.v_threshold)) and np.all(node.v_threshold > 0))
 
 
+def _sinabs_scheme_limits(graph: nir.NIRGraph) -> dict[str, list[str]]:
+    """A file written for Sinabs (``schemes_sinabs``): Sinabs's reading is the file's meaning; every other consumer
+    reads NIR's neurons, and a file without neurons means the same in all."""
+    neurons = [n for n, v in graph.nodes.items() if _kind(v) in ("LIF", "IF", "LI", "CubaLIF", "CubaLI", "I")]
+    out = {name: ([SINABS_SCHEME.format(who=name)] if neurons else []) for name in CONSUMERS if name != "sinabs"}
+    sinabs = out["sinabs"] = []
+    for name, node in graph.nodes.items():
+        k, where = _kind(node), f"node {name!r} ({_kind(node)})"
+        if k not in SINABS_NODES:
+            sinabs.append(f"{where}: sinabs.from_nir has no mapping for it (nirtorch raises)")
+        elif k in ("LI", "LIF", "IF") and not np.all(np.asarray(node.r) == 1):
+            sinabs.append(f"{where}: r != 1 (Sinabs ignores r)")
+        elif k in ("LI", "LIF") and not np.allclose(node.v_leak, 0):
+            sinabs.append(f"{where}: v_leak != 0 (Sinabs raises)")
+        elif k == "LIF" and np.ndim(node.v_leak) > 1 and np.shape(node.v_leak)[1:] != (1,) * (np.ndim(node.v_leak) - 1):
+            sinabs.append(f"{where}: a LIF on a {tuple(np.shape(node.v_leak))} map: sinabs.from_nir tests "
+                          "any(node.v_leak) != 0, which raises on it (ValueError: truth value ambiguous); NIR IF "
+                          "(an IAF with min_v_mem = -spike_threshold) it reads")
+    sinabs += executor_limits(graph)
+    return out
+
+
 def _sinabs_limits(graph: nir.NIRGraph) -> list[str]:
     """What Sinabs 3.1.3's ``from_nir`` (``sinabs/nir.py``) does with each node."""
     out = []
@@ -321,6 +357,12 @@ def _hook_names(graph: nir.NIRGraph) -> dict[str, str]:
     return {n.replace(".", "_"): n for n, v in graph.nodes.items() if _kind(v) in ("LIF", "IF", "CubaLIF")}
 
 
+def _out(o, one: bool):
+    """A hooked module's output; ``one``: Sinabs's carries its batch of one (``batch_size=1``), dropped."""
+    o = o[0] if isinstance(o, tuple) else o
+    return o[0] if one else o
+
+
 def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape) -> tuple[np.ndarray, dict]:
     """Import ``path`` with ``consumer`` and run it on ``inputs [T, B, ...]``.
 
@@ -338,10 +380,10 @@ def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape) 
         hooks = []
         for name, m in module.named_modules():
             leaf = name.rsplit(".", 1)[-1]
-            if leaf in wanted and name.count(".") == 0:
+            if leaf in wanted and name.count(".") == (consumer == "sinabs"):   # Sinabs's is wrapped (Stepped)
                 hooks.append(m.register_forward_hook(
-                    lambda mod, i, o, n=wanted[leaf]: seen.setdefault(n, []).append(
-                        (o[0] if isinstance(o, tuple) else o).detach().double().clone())))
+                    lambda mod, i, o, n=wanted[leaf], one=consumer == "sinabs": seen.setdefault(n, []).append(
+                        _out(o, one).detach().double().clone())))
         T, B = inputs.shape[:2]
         outs = np.zeros((T, B, *out_shape))
         spikes: dict[str, list] = {}

@@ -51,7 +51,10 @@ from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.ir import Graph, Node
 from spikec.ops.common import bn_scale_shift
 from spikec.targets.nir import composed, forms, structure
-from spikec.targets.nir.reasons import REASONS, REMEDIES, REMEDY, VARIANT_REASONS  # noqa: F401 (re-exported)
+from spikec.ops import OPS
+from spikec.targets.nir.reasons import LIF, LIF_NORSE, LIF_SINABS, LIF_SJ, LIF_SNNTORCH, REASONS, REMEDIES, REMEDY, \
+    SUBSTEP_SUM, SYNAPTIC_SNNTORCH, VARIANT_REASONS  # noqa: F401 (re-exported)
+from spikec.targets.nir.forms import SINABS
 from spikec.targets.nir.forms import CONSUMER, DT, SCHEME, Form, form_for, tau_for, threshold_for  # noqa: F401
 
 NEVER = float(np.finfo(np.float64).max)  # the threshold of a neuron read out as its membrane only (frontend)
@@ -62,6 +65,14 @@ DISCRETIZATION = ("forward Euler at dt; scheme 'snntorch': beta = 1 - dt/tau, v 
                   "spike v > v_threshold/(r*dt/tau), reset to v_reset/(r*dt/tau); scheme 'norse': "
                   "v <- v + dt*(1/tau)*(r*I + v_leak - v), spike v > v_threshold, reset to v_reset; "
                   "state starts at 0; an edge that closes a cycle is read one step late")
+
+SINABS_DISCRETIZATION = ("consumer scheme 'sinabs' (sinabs.from_nir's reading, not NIR's ODE): tau in steps of "
+                         "dt = 1; LIF: v <- exp(-dt/tau) v + I, s = [v > 0] trunc(v / v_threshold) spikes (a count), "
+                         "v <- v - s v_threshold (a float32 product); IF: v <- v + I, the same, then v <- max(v, "
+                         "-v_threshold); LI: v <- exp(-dt/tau) v + I; r = 1, v_leak = 0; state starts at 0")
+SINABS_LABEL = ("written for Sinabs: its LIF/IF are Sinabs's MultiSpike subtract-reset neurons (sinabs.from_nir's "
+                "LIFSqueeze / IAFSqueeze), which emit spike counts; read as NIR's own LIF/IF (one spike, reset to "
+                "v_reset) by snnTorch, Norse, SpikingJelly or Rockpool they compute something else")
 
 # the lowering table: op -> fn(exporter, node) writing the node's NIR form (``@lowering(op)``); an op with no
 # entry is refused with its reason in ``REASONS`` (or as having no NIR mapping)
@@ -192,7 +203,12 @@ class _Exporter:
         self.names.update(out_names)  # reserved: an IR node named "output" becomes "output_2"
         for node in g.nodes:
             if node.type.substeps != 1:
-                _refuse(node, REASONS["substep_sum"])
+                _refuse(node, REASONS[SUBSTEP_SUM])
+            if self.form.scheme == SINABS and node.op != LIF_SINABS and (node.op == "maxpool2d" or (
+                    node.op in OPS and OPS[node.op].neuron)):
+                _refuse(node, "the file is written in the consumer scheme 'sinabs' (for the graph's lif_sinabs "
+                        "neurons), where every NIR LIF/IF is a Sinabs MultiSpike neuron: this node has no form there",
+                        "use Sinabs layers throughout (or SingleSpike ones, which spikec converts to its own lif)")
             if node.op not in LOWERINGS:
                 _refuse(node, REASONS.get(node.op, f"op {node.op!r} has no NIR mapping"),
                         REMEDIES.get(node.op, REMEDY))
@@ -389,7 +405,7 @@ def _synapse_of(ex: _Exporter, node: Node, beta, bias) -> bool:
     if node.name in ex.graph.outputs or len(users) != 1 or (beta >= 1).any() or (bias != 0).any():
         return False
     user = ex.graph.node(users[0])
-    if user.op != "lif" or user.inputs != (node.name,) or user.attrs["reset"] != "zero":
+    if user.op != LIF or user.inputs != (node.name,) or user.attrs["reset"] != "zero":
         return False
     p = {k: ex.per_neuron(user, np.asarray(v, dtype=np.float64)) for k, v in user.params.items()}
     reads_membrane = user.attrs.get("output", "spikes") == "membrane"
@@ -400,10 +416,10 @@ def _synapse_of(ex: _Exporter, node: Node, beta, bias) -> bool:
 def _lif_key(node: Node) -> tuple:
     """Neurons with one input, parameters and reset are one NIR neuron (a spike and a membrane read of it)."""
     raw = tuple(sorted((k, np.asarray(v, dtype=np.float64).tobytes()) for k, v in node.params.items()))
-    return "lif", node.inputs, raw, node.attrs["reset"]
+    return LIF, node.inputs, raw, node.attrs["reset"]
 
 
-@lowering("lif")
+@lowering(LIF)
 def _lif(ex: _Exporter, node: Node):
     p = {k: np.asarray(v, dtype=np.float64) for k, v in node.params.items()}
     beta, alpha, bias, theta, v_reset = (ex.per_neuron(node, p[k]) for k in
@@ -444,7 +460,7 @@ def _lif(ex: _Exporter, node: Node):
         name = ex.hard_reset(node, beta, alpha, bias, theta, v_reset)
         known["spikes"] = name
         return ex.single(node, name)
-    membrane_read = any(n.op == "lif" and n.attrs.get("output", "spikes") == "membrane" and _lif_key(n) == key
+    membrane_read = any(n.op == LIF and n.attrs.get("output", "spikes") == "membrane" and _lif_key(n) == key
                         for n in ex.graph.nodes)
     if not known and not membrane_read:   # spikes only: the CubaLIF cycle the consumers read, where it applies
         known["spikes"] = composed.lif_subtract(ex, node, beta, alpha, bias, theta)
@@ -455,7 +471,7 @@ def _lif(ex: _Exporter, node: Node):
     ex.single(node, known["membrane" if membrane else "spikes"])
 
 
-@lowering("synaptic_snntorch")
+@lowering(SYNAPTIC_SNNTORCH)
 def _synaptic(ex: _Exporter, node: Node):
     """A Synaptic / RSynaptic that NIR's CubaLIF computes (zero reset on the spiking step, ``theta >= 0``, read as
     spikes; a dense recurrence summed with the input first, ``rec_add="input"``, as a NIR file read by spikec
@@ -467,7 +483,7 @@ def _synaptic(ex: _Exporter, node: Node):
     if a["reset"] != "zero" or a["reset_delay"] or a.get("read", "spikes") != "spikes" or \
             (p["threshold"] < 0).any() or recurrent not in ("none", "linear") or \
             (recurrent == "linear" and a.get("rec_add", "after") != "input"):
-        _refuse(node, VARIANT_REASONS["synaptic_snntorch"], REMEDIES["synaptic_snntorch"])
+        _refuse(node, VARIANT_REASONS[SYNAPTIC_SNNTORCH], REMEDIES[SYNAPTIC_SNNTORCH])
     ones, zeros = np.ones_like(p["beta"]), np.zeros_like(p["beta"])
     mem = {"beta": p["beta"], "alpha": ones, "bias": zeros, "theta": np.nextafter(p["threshold"], np.inf),
            "v_reset": zeros}
@@ -486,7 +502,7 @@ def _synaptic(ex: _Exporter, node: Node):
         ex.notes.append(f"{node.name}: Synaptic (zero reset) as NIR CubaLIF")
 
 
-@lowering("lif_sj")
+@lowering(LIF_SJ)
 def _lif_sj(ex: _Exporter, node: Node):
     """SpikingJelly's hard-reset (v_reset = 0) charge with decay_input=True as NIR LIF in the norse scheme
     (``forms.sj_lif``): exactly its step when ``k`` is ``1/tau`` for a power-of-two ``tau`` or PLIF's decay."""
@@ -503,7 +519,7 @@ def _lif_sj(ex: _Exporter, node: Node):
         ("a decay outside (0, 1]", k is not None and not 0 < k <= 1),
         ("written for the snnTorch consumer", ex.form.scheme != "norse")) if bad]
     if why:
-        _refuse(node, f"{'; '.join(why)}: " + VARIANT_REASONS["lif_sj"], REMEDIES["lif_sj"])
+        _refuse(node, f"{'; '.join(why)}: " + VARIANT_REASONS[LIF_SJ], REMEDIES[LIF_SJ])
     lif, ok = forms.sj_lif(ex.form, k, p["threshold"], node.type.shape)
     ex.exact_params &= ok
     ex.notes.append(f"{node.name}: SpikingJelly's hard-reset charge as NIR LIF, scheme 'norse' (dt/tau = {k:g})")
@@ -511,10 +527,10 @@ def _lif_sj(ex: _Exporter, node: Node):
 
 
 LOWERINGS["reshape"] = structure.reshape
-LOWERINGS["lif_norse"] = lambda ex, node: composed.norse_lif(ex, node, VARIANT_REASONS["lif_norse"],
-                                                            REMEDIES["lif_norse"])
-LOWERINGS["lif_snntorch"] = lambda ex, node: composed.snntorch_leaky(ex, node, VARIANT_REASONS["lif_snntorch"],
-                                                                    REMEDIES["lif_snntorch"])
+LOWERINGS[LIF_NORSE] = lambda ex, node: composed.norse_lif(ex, node, VARIANT_REASONS[LIF_NORSE],
+                                                            REMEDIES[LIF_NORSE])
+LOWERINGS[LIF_SNNTORCH] = lambda ex, node: composed.snntorch_leaky(ex, node, VARIANT_REASONS[LIF_SNNTORCH],
+                                                                    REMEDIES[LIF_SNNTORCH])
 
 
 def export(graph: Graph, dt: float | None = None, consumer: str = CONSUMER) -> Exported:
@@ -531,8 +547,10 @@ def metadata(graph: Graph, ex: Exported, dt: float | None = None) -> dict:
                "output_shapes": {o: list(graph.node(o).type.shape) for o in graph.outputs},
                "notes": ex.notes, "bit_exact_params": ex.bit_exact_params,
                "form": {"consumer": form.consumer, "time_base": form.origin}}
+    sinabs = form.scheme == SINABS
     return {"format": FORMAT, "version": VERSION, "dt": float(form.dt), "time_unit": "s", "scheme": form.scheme,
-            "discretization": DISCRETIZATION, "firing": FIRING, "initial_state": "all neuron states start at 0",
+            "discretization": SINABS_DISCRETIZATION if sinabs else DISCRETIZATION,
+            **({"consumer_scheme": SINABS_LABEL} if sinabs else {}), "firing": FIRING, "initial_state": "all neuron states start at 0",
             "source": str(graph.meta.get("source", "")), "spikec": json.dumps(mapping, sort_keys=True)}
 
 

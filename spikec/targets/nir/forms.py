@@ -12,6 +12,9 @@ is written back at them. A graph traced from PyTorch is written at ``DT = 1e-4``
 * ``"norse"``: the source's ``dt`` (``from_nir(graph, dt=dt)``), scheme ``norse`` (Norse's Euler step); ``LIF``
   with ``r = 1`` (Norse's LIF has no ``r``), ``IF`` with ``dt*r = 1`` (Norse's IF adds its input unscaled).
 
+A traced graph with Sinabs's own neurons (``lif_sinabs``) and consumer ``"any"`` is written at ``dt = 1`` in the
+consumer scheme ``sinabs`` (``schemes_sinabs``, ``sinabs_export``): for ``sinabs.from_nir`` only.
+
 A traced graph with SpikingJelly neurons (``lif_sj``) is written at ``dt = 1`` in the ``norse`` scheme (consumer
 ``"any"`` or ``"norse"``): their charge ``V + (X - V)/tau`` is that scheme's Euler step (``sj_lif``), and with
 ``dt = 1`` Norse's float32 ``dt * (1/tau)`` is the decay exactly.
@@ -33,11 +36,13 @@ import nir
 import numpy as np
 
 from spikec.compiler.errors import BadInput, UnsupportedOp
+from spikec.targets.nir.reasons import LIF_SINABS, LIF_SJ
 
 DT = 1e-4  # snnTorch's import_from_nir hard-codes it; the default for a graph not read from NIR
 SCHEME = "snntorch"
 CONSUMERS = ("any", "snntorch", "norse")
 CONSUMER = "any"
+SINABS_DT, SINABS = 1.0, "sinabs"   # Sinabs counts tau in steps; its consumer scheme (schemes_sinabs)
 SJ_DT = 1.0  # SpikingJelly's tau counts steps: dt = 1 makes dt/tau its decay exactly, in float32 too (Norse)
 
 
@@ -74,7 +79,11 @@ def form_for(graph, dt: float | None = None, consumer: str = CONSUMER) -> Form:
     if consumer == "snntorch":
         form_dt, scheme = DT, "snntorch"
         origin += "; written for snnTorch (dt = 1e-4, scheme 'snntorch')"
-    elif not source and any(n.op == "lif_sj" for n in graph.nodes):   # consumer any or norse
+    elif not source and consumer == "any" and any(n.op == LIF_SINABS for n in graph.nodes):
+        form_dt, scheme = SINABS_DT, SINABS
+        origin += ("; dt = 1, scheme 'sinabs' (Sinabs's MultiSpike neurons: the file is for sinabs.from_nir, which "
+                   "reads NIR LIF/IF as them; schemes_sinabs)")
+    elif not source and any(n.op == LIF_SJ for n in graph.nodes):   # consumer any or norse
         form_dt, scheme = SJ_DT, "norse"
         origin += ("; dt = 1 (SpikingJelly's tau counts steps), scheme 'norse': SpikingJelly's charge "
                    "V + (X - V)/tau is that scheme's Euler step")

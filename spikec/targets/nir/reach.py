@@ -27,6 +27,7 @@ import numpy as np
 
 from spikec.targets.nir import composed, forms
 from spikec.targets.nir.export import LOWERINGS, REMEDIES, VARIANT_REASONS, _refuse
+from spikec.targets.nir.reasons import LI_NORSE, LIF_RECURRENT_NORSE, LIF_SNNTORCH, SYNAPTIC_SNNTORCH
 
 SYN_NOTE = ("snnTorch Synaptic (subtract reset, reset_delay=True) as its syn (an Affine cycle, or NIR LI) into the "
             "Leaky's CubaLIF (its current the Synaptic's mem, tau_mem = dt) + a -threshold feedback through an identity")
@@ -132,7 +133,7 @@ def concat(ex, node) -> None:
     ex.notes.append(f"{node.name}: concat as a 0/1 selection per part, summed by its reader")
 
 
-_plain_synaptic = LOWERINGS["synaptic_snntorch"]
+_plain_synaptic = LOWERINGS[SYNAPTIC_SNNTORCH]
 
 
 def synaptic(ex, node) -> None:
@@ -144,7 +145,7 @@ def synaptic(ex, node) -> None:
     alpha, beta, theta = (ex.per_neuron(node, raw[k]) for k in ("alpha", "beta", "threshold"))
     if (theta < 0).any() or not (((beta >= 0) & (beta < 1)).all() and ((alpha >= 0) & (alpha <= 1)).all()):
         _refuse(node, "a negative threshold, or a decay outside [0, 1) (beta) / [0, 1] (alpha): "
-                + VARIANT_REASONS["synaptic_snntorch"], REMEDIES["synaptic_snntorch"])
+                + VARIANT_REASONS[SYNAPTIC_SNNTORCH], REMEDIES[SYNAPTIC_SNNTORCH])
     sources = _resting_input(ex, node) if len(node.type.shape) == 1 else None
     if sources is not None:   # syn_t = x_t + alpha syn_{t-1}: Affine nodes and a cycle, read by the consumers
         li = leaky_cycle(ex, node, "syn", sources, alpha)
@@ -152,7 +153,7 @@ def synaptic(ex, node) -> None:
         syn, ok = composed._integrator(ex.form, alpha)
         if syn is None:
             _refuse(node, "alpha = 1 on some channels and < 1 on others: neither NIR LI nor I covers both",
-                    REMEDIES["synaptic_snntorch"])
+                    REMEDIES[SYNAPTIC_SNNTORCH])
         ex.exact_params &= ok and ex.form.scheme == "snntorch"
         li = ex.add(f"{node.name}.syn", syn, node.inputs)
     zeros, ones = np.zeros_like(beta), np.ones_like(beta)
@@ -201,7 +202,7 @@ def li_norse(ex, node) -> None:
     a = node.attrs
     if not a.get("current") or a.get("read", "v") != "v" or (p["v_leak"] != 0).any() or \
             not ((p["dt_tau_mem_inv"] > 0) & (p["dt_tau_mem_inv"] <= 1)).all():
-        _refuse(node, VARIANT_REASONS["li_norse"], REMEDIES["li_norse"])
+        _refuse(node, VARIANT_REASONS[LI_NORSE], REMEDIES[LI_NORSE])
     a_mem, ones, zeros = p["dt_tau_mem_inv"], np.ones_like(p["v_leak"]), np.zeros_like(p["v_leak"])
     sources = _resting_input(ex, node) if len(node.type.shape) == 1 else None
     if sources is not None:   # i_t = x_t + (1 - a_syn) i_{t-1}; v_t = a_mem i_t + (1 - a_mem) v_{t-1}: Affine cycles
@@ -217,7 +218,7 @@ def li_norse(ex, node) -> None:
 
 MEM_NOTE = ("snnTorch Leaky (subtract reset, reset_delay=True) read as mem: its mem an Affine cycle "
             "(x + beta mem - threshold spk_prev), its spikes a beta = 0 LIF of it firing on > threshold")
-_plain_leaky = LOWERINGS["lif_snntorch"]
+_plain_leaky = LOWERINGS[LIF_SNNTORCH]
 
 
 def leaky(ex, node) -> None:
@@ -226,7 +227,7 @@ def leaky(ex, node) -> None:
     ``beta = 0`` (its input each step, exactly): Affine cycles and a LIF, which the consumers read; NIR sums the
     parts in snnTorch's order. Otherwise ``composed.snntorch_leaky`` (the CubaLIF cycle, or LI + Threshold)."""
     a, key = node.attrs, composed._key(node)
-    group = [n for n in ex.graph.nodes if n.op == "lif_snntorch" and composed._key(n) == key]
+    group = [n for n in ex.graph.nodes if n.op == LIF_SNNTORCH and composed._key(n) == key]
     known = ex.neurons.get(key, {})
     if "cycle" in known:
         return ex.single(node, known[a.get("read", "spikes")])
@@ -253,5 +254,5 @@ def leaky(ex, node) -> None:
     ex.single(node, ex.neurons[key][a.get("read", "spikes")])
 
 
-LOWERINGS.update({"lif_snntorch": leaky, "concat": concat, "synaptic_snntorch": synaptic, "lif_recurrent_norse": lif_recurrent_norse,
-                  "li_norse": li_norse})
+LOWERINGS.update({LIF_SNNTORCH: leaky, "concat": concat, SYNAPTIC_SNNTORCH: synaptic, LIF_RECURRENT_NORSE: lif_recurrent_norse,
+                  LI_NORSE: li_norse})

@@ -26,7 +26,7 @@ import numpy as np
 
 from spikec.targets.nir import composed
 from spikec.targets.nir.export import LOWERINGS, _refuse
-from spikec.targets.nir.reasons import REMEDIES, VARIANT_REASONS
+from spikec.targets.nir.reasons import REMEDIES, RLEAKY_SNNTORCH, VARIANT_REASONS
 
 NOTE = ("snnTorch RLeaky (subtract reset, reset_delay=True) as CubaLIF (its current the RLeaky's mem, tau_mem = dt) "
         "+ a -threshold feedback and its recurrence, each through an identity back into it (read one step late)")
@@ -83,7 +83,7 @@ def rleaky(ex, node) -> None:
         (f"a per-neuron value within a channel of a {shape} step", len(shape) not in (1, 3) or not _per_channel(
             ex, node))) if bad]
     if why:
-        _refuse(node, f"{'; '.join(why)}: " + VARIANT_REASONS["rleaky_snntorch"], REMEDIES["rleaky_snntorch"])
+        _refuse(node, f"{'; '.join(why)}: " + VARIANT_REASONS[RLEAKY_SNNTORCH], REMEDIES[RLEAKY_SNNTORCH])
     cuba, ok = composed.membrane_cuba(ex, beta, np.ones_like(beta), np.nextafter(theta, np.inf))
     ex.exact_params &= ok
     bias = _bias(node)
@@ -113,4 +113,4 @@ def _per_channel(ex, node) -> bool:
     return True
 
 
-LOWERINGS["rleaky_snntorch"] = rleaky
+LOWERINGS[RLEAKY_SNNTORCH] = rleaky

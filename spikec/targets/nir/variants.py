@@ -9,6 +9,7 @@ variant: the membrane of a subtract-reset neuron: 3.1% of output spikes differ (
 import numpy as np
 
 from spikec.compiler.errors import InternalError, SpikecError, UnsupportedOp
+from spikec.targets.nir.reasons import LIF, LIF_SINABS, LIF_SNNTORCH, SYNAPTIC_SNNTORCH
 
 
 def _lif_membrane(node):
@@ -44,8 +45,18 @@ def _synaptic(node):
         "snnTorch's default reset (reset_mechanism='subtract', reset_delay=True)"
 
 
-NEAREST = {"lif": _lif_membrane, "maxpool2d": _maxpool, "lif_snntorch": _snntorch_leaky,
-           "synaptic_snntorch": _synaptic}
+def _sinabs(node):
+    """Sinabs's MaxSpike(n) / SingleSpike neuron: the MultiSpike one, which sinabs.from_nir builds from NIR LIF/IF."""
+    a = node.attrs
+    if a.get("spike") not in ("max", "single"):
+        return None
+    attrs = {k: v for k, v in a.items() if k != "max_spikes"} | {"spike": "multi"}
+    return node.with_(attrs=attrs), "Sinabs's default MultiSpike (what sinabs.from_nir builds) instead of " + (
+        f"MaxSpike({a.get('max_spikes')})" if a["spike"] == "max" else "SingleSpike")
+
+
+NEAREST = {LIF: _lif_membrane, "maxpool2d": _maxpool, LIF_SNNTORCH: _snntorch_leaky, SYNAPTIC_SNNTORCH: _synaptic,
+           LIF_SINABS: _sinabs}
 
 
 def _node_of(graph, err: UnsupportedOp):
