@@ -65,8 +65,10 @@ def read(path, type_check: bool = True) -> nir.NIRGraph:
 
 
 # the nir versions whose files spikec writes (the target option ``nir_version``): nir 1.0.8 changed no stored field
-# (it made input_type/output_type init-only and metadata keyword-only in the classes), and writes every array
-# gzip-compressed and the version as a UTF-8 string; nir 1.0.7 wrote them uncompressed, the version as an object
+# (it made input_type/output_type init-only and metadata keyword-only in the classes) and gzip-compresses every array
+# dataset; nir 1.0.7 wrote them uncompressed. Both store the version as a variable-length UTF-8 string (1.0.8 names
+# h5py.string_dtype(), 1.0.7 gets it from the str), and each reads the other's files to the same graph
+# (tests/targets/nir/test_nir_versions.py runs the real nir 1.0.7, installed apart, on both layouts)
 WRITE_VERSIONS = ("1.0.8", "1.0.7")
 
 
@@ -80,6 +82,6 @@ def write(path, graph: nir.NIRGraph, version: str = WRITE_VERSIONS[0]) -> None:
         return
     import h5py
     nir.write(path, graph, compression=None)
-    with h5py.File(path, "r+") as f:   # as nir 1.0.7's write: create_dataset("version", data=nir.version)
+    with h5py.File(path, "r+") as f:   # the version it records, as nir 1.0.7's write: create_dataset("version", data=...)
         del f["version"]
         f.create_dataset("version", data=version)
