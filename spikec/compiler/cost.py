@@ -13,7 +13,7 @@ from spikec.compiler.errors import IRError
 from spikec.compiler.interpreter import Trace
 from spikec.compiler.ir import Graph
 from spikec.ops import OPS, opdef
-from spikec.compiler.report import synaptic_kind
+from spikec.compiler.report import pairwise_neuron, synaptic_kind
 
 E_MAC_PJ, E_AC_PJ = 4.6, 0.9   # pJ per multiply-accumulate / accumulate; shared with the TTFS report
 ENERGY_SOURCE = "45 nm, Horowitz 2014 (estimate)"
@@ -84,7 +84,7 @@ def sdna_report(graph: Graph, cost: dict, schedule: dict | None) -> list[dict]:
     """
     blocks = []
     for n in graph.nodes:
-        if n.op == "sdna_pairwise":
+        if pairwise_neuron(n.op):
             variant, name, k = "pairwise", n.name, n.attrs["kernel"]
         elif n.op == "windowsum" and n.name.endswith(".window") and f"{n.name[:-7]}.gate" in graph:
             variant, name, k = "linear", n.name[:-7], n.attrs["kernel"]

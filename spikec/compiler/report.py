@@ -3,6 +3,7 @@ from torch import nn
 
 from spikec.compiler.ir import Graph
 from spikec.ops import OPS, deployed_params
+from spikec.ops.neurons import INTFIRE, INTFIRE_UNROLLED
 
 
 def source_params(model: nn.Module) -> int:
@@ -34,9 +35,16 @@ def synaptic_kind(graph: Graph, node) -> str | None:
     return "AC" if all(k == "binary" for k in kinds) else "MAC"
 
 
+def pairwise_neuron(op: str) -> bool:
+    """A neuron over several inputs (its card: ``neuron``, arity > 1): pair neurons firing on products of its
+    inputs' integer spikes (SDNA Pairwise, the one such op)."""
+    spec = OPS.get(op)
+    return spec is not None and spec.neuron and spec.arity > 1
+
+
 def product_kind(graph: Graph, node) -> str | None:
     """How an element-wise product of spike tensors runs; nothing dense is called spike-driven."""
-    if node.op == "sdna_pairwise":
+    if pairwise_neuron(node.op):
         return "pairwise integer spike products Q_i*K_j and a_ij*V_j: not spike-driven"
     if node.op != "mul":
         return None
@@ -50,9 +58,9 @@ def product_kind(graph: Graph, node) -> str | None:
 
 
 def lowering(node) -> str | None:
-    if node.op == "intfire" and node.attrs.get("output", "spikes") == "spikes":
+    if node.op == INTFIRE and node.attrs.get("output", "spikes") == "spikes":
         return f"integer spikes 0..{node.attrs['max_spikes']} (graded payload)"
-    if node.op == "intfire_unrolled":
+    if node.op == INTFIRE_UNROLLED:
         return f"binary spikes over {node.attrs['max_spikes']} virtual sub-steps"
     return None
 

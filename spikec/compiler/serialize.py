@@ -14,10 +14,11 @@ import numpy as np
 from spikec.compiler.errors import IRError
 from spikec.compiler.ir import Graph, Node, TensorType, thaw
 from spikec.compiler.verify import verify
+from spikec.ops.neurons import CSILIF, SILIF
 
 FORMAT, VERSION = "spikec-ir", 2
 # parameters renamed by each format version: RENAMED[v] turns a version-v document into a version v + 1 one
-RENAMED = {1: {"silif": {"v_th": "threshold"}, "csilif": {"v_th": "threshold"}, "ttfs_fire": {"theta": "threshold"}}}
+RENAMED = {1: {SILIF: {"v_th": "threshold"}, CSILIF: {"v_th": "threshold"}, "ttfs_fire": {"theta": "threshold"}}}
 
 
 def graph_to_json(graph: Graph) -> dict:

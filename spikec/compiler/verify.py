@@ -4,12 +4,13 @@ import numpy as np
 from spikec.compiler.errors import IRError, SpikecError
 from spikec.compiler.ir import NAME_CHARS, Graph
 from spikec.ops import OPS, infer_type
+from spikec.ops.neurons import LIF
 
 
 # attributes whose value selects a behaviour, by op (None: every op): any other value would silently select a
-# default branch in the interpreter or a target
-CHOICES = {(None, "output"): ("spikes", "membrane"), ("lif", "reset"): ("subtract", "zero"),
-           ("lif_snntorch", "reset"): ("subtract", "zero", "none")}
+# default branch in the interpreter or a target (a framework neuron's card checks its own: snnTorch's reset is
+# refused by its type inference)
+CHOICES = {(None, "output"): ("spikes", "membrane"), (LIF, "reset"): ("subtract", "zero")}
 
 
 def problems(graph: Graph) -> list[str]:

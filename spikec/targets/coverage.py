@@ -145,6 +145,7 @@ def _xylo_form(graph):
     """A one-layer example ``input -> linear -> neuron`` completed into Xylo's form: the neuron is the hidden
     layer, read out by a dyadic linear into a default snnTorch ``Leaky`` (subtract reset, beta = 1 - 2**-3)."""
     import numpy as np
+    from spikec.frontend.snntorch_neurons import LIF_SNNTORCH
     from spikec.targets.coverage_examples import _Builder
     from spikec.targets.xylo.mapper import HIDDEN_OPS
     out = graph.node(graph.outputs[0])
@@ -157,7 +158,7 @@ def _xylo_form(graph):
         if n.op != "input":
             names[n.name] = b.add(n.name, n.op, [names[i] for i in n.inputs], dict(n.attrs), dict(n.params))
     head = b.linear("xylo.head", names[out.name], 2)
-    return b.graph(b.add("xylo.out", "lif_snntorch", [head], {"reset": "subtract", "reset_delay": True},
+    return b.graph(b.add("xylo.out", LIF_SNNTORCH, [head], {"reset": "subtract", "reset_delay": True},
                          {"beta": np.array(0.875), "threshold": np.array(1.0)}))
 
 

@@ -1,5 +1,6 @@
 """Each target lowers through a table keyed by op: ONNX ``EMITTERS``, NIR ``export.LOWERINGS``, Lava
-``vocabulary.LOWERINGS`` with ``neurons.NEURONS`` for its neurons (and ``lower.LOWERINGS`` for its integer ops).
+``ops_table.TABLE`` (its neurons' forms, read as ``neurons.NEURONS`` and ``vocabulary.LOWERINGS``; ``lower.LOWERINGS``
+for its integer ops).
 A new neuron op is its definition plus one entry per target: shown here with a copy of ``lif`` under a new name,
 lowered by every target exactly as ``lif`` is."""
 import importlib
@@ -98,6 +99,16 @@ def test_refusals_by_name_and_lowerings_do_not_overlap():
     assert vocabulary.NEURONS == ("lif", "intfire", "intfire_unrolled", "silif", "csilif", "lif_sj", "lif_snntorch",
                                   "synaptic_snntorch", "rleaky_snntorch", "lif_norse", "lif_recurrent_norse", "li_norse",
                                   "and_gate")
+
+
+def test_lava_views_are_read_off_its_table():
+    from spikec.targets.lava import exact_source, host, ops_table
+    assert list(lava_neurons.NEURONS) == list(ops_table.having("form"))
+    assert all(lava_neurons.NEURONS[op] is lava_neurons.FORMS[e.form] for op, e in ops_table.TABLE.items() if e.form)
+    assert set(ops_table.having("refused")) <= set(vocabulary.NO_MAPPING)
+    assert set(ops_table.having("host")) <= set(host.HOST) and set(exact_source.LOWERS) == set(
+        ops_table.having("exact_source"))
+    assert [op for op in OPS if OPS[op].neuron and op in host.HOST] == list(ops_table.having("host"))
 
 
 def test_lava_integer_ops_each_have_a_lowering():

@@ -21,6 +21,7 @@ from spikec.targets.lava.framework_neurons import SJ_NOTE
 from spikec.targets.lava.limits import check_scale, to_int
 from spikec.targets.lava.mapping import HostNode, Population, Stream
 from spikec.targets.lava.neurons import check_neuron, membrane_gain, neuron_node, neuron_params
+from spikec.targets.lava.ops_table import KIND_LIF
 
 
 class _Assembly:
@@ -197,7 +198,7 @@ def _strict_ge(pop: Population, p: dict) -> bool:
     ``v > T - 1``, so with ``T = (vth << 6) + 1`` it is Lava's own comparison, fed by synapses only."""
     # only behind synapses: a host value sent straight in (attention's integer multiples) reaches theta exactly, a
     # tie that the exact scale VTH / theta keeps and (64 VTH + 1) / (64 theta) would round away
-    return p.get("fire") == "ge" and p.get("reset") == "zero" and pop.kind == "lif" and pop.vth >= 2 \
+    return p.get("fire") == "ge" and p.get("reset") == "zero" and pop.kind == KIND_LIF and pop.vth >= 2 \
         and not np.any(p.get("v_reset", 0.0)) and all(s.op is not None for s in pop.streams)
 
 

@@ -19,6 +19,8 @@ deployment is then bit-exact with *its own* integer reference, not with the give
 import numpy as np
 
 from spikec.compiler.ir import Graph
+from spikec.ops import OPS
+from spikec.targets.lava.ops_table import entry
 
 OPTION = "lava_reset"
 
@@ -30,26 +32,24 @@ def memoryless_resets(graph: Graph) -> tuple[Graph, list]:
     nodes, records = [], []
     for n in graph.nodes:
         # a membrane twin (output "membrane") reads the pre-reset U, which the reset does not reach either
-        if n.op == "lif" and n.attrs.get("reset") == "subtract" and not np.any(np.asarray(n.params["beta"])):
+        if entry(n.op).memoryless_zero_reset and n.attrs.get("reset") == "subtract" \
+                and not np.any(np.asarray(n.params["beta"])):
             n = n.with_(attrs=dict(n.attrs, reset="zero"),
                         params=dict(n.params, v_reset=np.zeros_like(np.asarray(n.params["v_reset"], dtype=np.float64))))
-            records.append({"nodes": [n.name], "as": f"lif {n.name!r} has beta = 0: its subtract reset is a zero reset "
+            records.append({"nodes": [n.name], "as": f"{n.op} {n.name!r} has beta = 0: its subtract reset is a zero reset "
                                                      "(nothing of the reset membrane is kept), Lava's LIF"})
         nodes.append(n)
     return (Graph(tuple(nodes), graph.outputs, graph.meta), records) if records else (graph, [])
-RESETS = {"lif": ("reset", "subtract", "zero"), "lif_snntorch": ("reset", "subtract", "zero")}
-
-
 def zero_reset(graph: Graph) -> tuple[Graph, list[str]]:
-    """``(graph with subtract resets as zero resets, the neurons changed)``."""
+    """``(graph with subtract resets as zero resets, the neurons changed)``: the neurons whose table entry says
+    ``zero_reset_variant`` (``ops_table.py``); one with a ``v_reset`` parameter (its card's schema) resets to 0."""
     nodes, changed = [], []
     for n in graph.nodes:
-        rule = RESETS.get(n.op)
-        if rule is not None and n.attrs.get(rule[0]) == rule[1]:
+        if entry(n.op).zero_reset_variant and n.attrs.get("reset") == "subtract":
             params = dict(n.params)
-            if n.op == "lif":
+            if "v_reset" in OPS[n.op].param_names:
                 params["v_reset"] = np.zeros_like(np.asarray(params.get("v_reset", 0.0), dtype=np.float64))
-            n = n.with_(attrs=dict(n.attrs, **{rule[0]: rule[2]}), params=params)
+            n = n.with_(attrs=dict(n.attrs, reset="zero"), params=params)
             changed.append(n.name)
         nodes.append(n)
     return Graph(tuple(nodes), graph.outputs, graph.meta), changed

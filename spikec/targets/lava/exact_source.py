@@ -34,11 +34,13 @@ from spikec.targets import TargetResult
 from spikec.targets.lava import ops as lops  # noqa: F401  (defines the Lava integer ops)
 from spikec.targets.lava.compare import compare
 from spikec.targets.lava.lower import lower
+from spikec.targets.lava.ops_table import entry, having
 from spikec.targets.lava.simulate import run_lava
 
 STRUCTURAL = ("input", "flatten")
-LOWERS = {"loihi_lif": "lava_lif (Lava's LIF or SpikecLIF)", "loihi_shift": "Dense's weight_exp < 0"}   # the ops
-# only this deployment lowers (spikec/targets/coverage.py reads it beside vocabulary.LOWERINGS)
+LOWERS = {op: entry(op).exact_source for op in having("exact_source")}   # the ops only this deployment lowers
+# (ops_table.py; spikec/targets/coverage.py reads it beside vocabulary.LOWERINGS)
+NEURONS = having("exact_source_neuron")   # spikec.nn.loihi's LIF
 LIF_KEYS = ("du", "dv", "vth", "bias_mant", "bias_exp")
 
 
@@ -68,7 +70,7 @@ class _Builder:
         self.g = graph
         self.nodes, self.names = [], {}     # source name -> integer node name (a shift maps to its dense)
         self.bias = {}                      # integer synapse name -> its integer bias (N,)
-        feeds = {i for n in graph.nodes if n.op == "loihi_lif" for i in n.inputs}
+        feeds = {i for n in graph.nodes if n.op in NEURONS for i in n.inputs}
         self.readouts = [n.name for n in graph.nodes if n.op in ("linear", "conv2d", "loihi_shift")
                          and n.name not in feeds and not n.attrs["loihi"].get("summed_only")]
 
@@ -144,7 +146,7 @@ def integer_graph(graph: Graph) -> Graph:
 def source_values(graph: Graph, x: dict) -> dict:
     """The source's values by node name, and ``<population>.u`` / ``.v`` (float64 run of the graph, exact)."""
     twins = [n.with_(name=f"{n.name}.{r}", attrs=dict(n.attrs, read=r), type=TensorType(n.type.shape))
-             for n in graph.nodes if n.op == "loihi_lif" for r in ("u", "v")]
+             for n in graph.nodes if n.op in NEURONS for r in ("u", "v")]
     g = Graph(graph.nodes + tuple(twins), graph.outputs, graph.meta)
     trace = run(g, {k: np.asarray(v, dtype=np.float64) for k, v in x.items()}, record="all")
     return dict(trace.values)

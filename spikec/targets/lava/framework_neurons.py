@@ -28,7 +28,7 @@ reset kind and a firing comparison (``neurons._lif_node`` builds the integer nod
   (``fire="never"``, no reset); its state ``W = v - v_leak`` is recorded every step as the population's output
   (``v`` of SpikecLIF, mapped back as ``v / (64 s) + v_leak``). A weight-range scale (no threshold).
 
-State reads as graph outputs (``STATE_READS``): the integer value a framework neuron's ``read`` of its state is, bit
+State reads as graph outputs (``ops_table.LavaOp.reads``): the integer value a framework neuron's ``read`` of its state is, bit
 for bit in the integer reference: snnTorch's ``mem`` (every reset kind: the delayed kinds and ``none`` have no reset
 after the spike, so ``mem`` is the post-step ``v``; ``reset_delay=False`` subtract returns ``base - s theta`` and zero
 ``(1 - s) base``, the post-reset ``v`` too), Norse's ``v`` (post-reset, shifted by ``v_leak``). Currents (snnTorch's
@@ -178,24 +178,18 @@ def _li_params(get, node) -> dict:
     return p
 
 
-# a state read (the ``read`` attr) recorded as a graph output: the integer output it is, and the float offset of
-# the float state over the integer state's dequantized value (``v / (64 s) + offset``)
-STATE_READS = {("lif_snntorch", "mem"): "v", ("synaptic_snntorch", "mem"): "v", ("rleaky_snntorch", "mem"): "v",
-               ("lif_norse", "v"): "v", ("lif_recurrent_norse", "v"): "v",
-               ("li_norse", "v"): "v"}
-
-
 def read_offset(node, p: dict) -> np.ndarray:
     """What the float state adds to the dequantized integer state (Norse's states are shifted by ``v_leak``)."""
     return p.get("v_leak", np.zeros_like(p["beta"]))
 
 
-FRAMEWORK = {
-    "lif_sj": (_sj_params, _check),
-    "lif_snntorch": (_leaky_params, _check),
-    "synaptic_snntorch": (_synaptic_params, _check),
-    "rleaky_snntorch": (_rleaky_params, _check),
-    "lif_norse": (_norse_params, _check_norse),
-    "lif_recurrent_norse": (_norse_recurrent_params, _check_norse_recurrent),
-    "li_norse": (_li_params, _check),
+# the lowerings by form (``ops_table.TABLE`` says which op lowers through which; neurons.FORMS builds them)
+FORMS = {
+    "sj_lif": (_sj_params, _check),
+    "snntorch_leaky": (_leaky_params, _check),
+    "snntorch_synaptic": (_synaptic_params, _check),
+    "snntorch_rleaky": (_rleaky_params, _check),
+    "norse_lif": (_norse_params, _check_norse),
+    "norse_lif_recurrent": (_norse_recurrent_params, _check_norse_recurrent),
+    "norse_li": (_li_params, _check),
 }

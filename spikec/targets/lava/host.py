@@ -12,12 +12,14 @@ import torch
 
 from spikec.compiler.ir import Node, TensorType
 from spikec.ops import OPS, KernelContext
+from spikec.targets.lava.ops_table import entry, having
 
 # ops a host partition runs: the dense ops of the IR and the per-time-step affine ones (no static synapse
 # holds a different gain at every step)
 HOST = ("dsmpa", "matmul", "softmax", "bntt", "step_bias", "batchnorm",
         # products with an integer or real operand, and the views and scales around them (products.py)
-        "mul", "reshape", "transpose", "scale", "sdna_pairwise")
+        "mul", "reshape", "transpose", "scale",
+        *having("host"))   # neurons run whole on the host (ops_table.HostOp: SDNA Pairwise)
 
 
 def params_of(node) -> dict:
@@ -40,17 +42,16 @@ class _Node:
         self.type = TensorType((1,))
 
 
-STATEFUL = ("sdna_pairwise",)   # host ops with state over time (per-step ops like bntt take step t's parameters)
-
-
 def stateful(op: str) -> bool:
-    """A host op with state over time (SDNA Pairwise's pair neurons): ``host_step`` is given its inputs' history."""
-    return op in STATEFUL
+    """A host op with state over time (SDNA Pairwise's pair neurons, ``HostOp.stateful``): ``host_step`` is given
+    its inputs' history (per-step ops like bntt take step t's parameters)."""
+    host = entry(op).host
+    return host is not None and host.stateful
 
 
 def _ensure(op: str) -> None:
-    if op == "sdna_pairwise" and op not in OPS:
-        import spikec.frontend.sdna  # noqa: F401  (defines the op)
+    if entry(op).host is not None and op not in OPS:   # a Lava process: the neuron host ops are framework ops
+        import spikec.frontend.sdna  # noqa: F401  (defines SDNA Pairwise, the one such op)
 
 
 def host_step(op: str, attrs: dict, params: dict, t: int, inputs: list) -> np.ndarray:

@@ -15,7 +15,7 @@ integer neuron's binary sub-step spikes, an OR layer, or a host value.
 Dense float ops (``host.HOST``), and max pooling of real values, go to *host partitions*: a host reads spikes, membranes, sub-step counts or
 synaptic sums (read-outs) from the chip; connected host nodes share one region (one host process).
 Graph outputs that are synaptic expressions become read-outs; a LIF population's state read as a graph output (lif's
-membrane, snnTorch's ``mem``, Norse's ``v``: ``framework_neurons.STATE_READS``) is recorded from the population
+membrane, snnTorch's ``mem``, Norse's ``v``: ``ops_table.LavaOp.reads``) is recorded from the population
 every step (``Population.reads``). Real-valued graph inputs are sent as 8-bit graded spikes into the synapses that
 read them (their gain from calibration). Anything else is refused with the node named.
 """
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spikec.compiler.ir import Graph, Node
-from spikec.targets.lava.framework_neurons import STATE_READS
 from spikec.targets.lava.pooling import Operator, check_or_shape, operator_of, or_operator
 from spikec.targets.lava.neurons import NEURONS as NEURON_LOWERINGS
+from spikec.targets.lava.ops_table import KIND_LIF, entry
 from spikec.targets.lava.vocabulary import HOST_OP, NEURON, SYNAPSE, refuse, role, unmapped
 
 READOUTS = ("conv2d", "linear", "avgpool2d", "add", "substep_sum")   # synaptic expressions a read-out can sum
@@ -334,14 +334,15 @@ class _Mapper:
     def state_read(self, n: Node) -> None:
         """Record twin ``n`` (a graph output) from its population: ``pop.reads[n] = integer output``."""
         if "read" in n.attrs:
-            what = STATE_READS.get((n.op, n.attrs["read"]))
+            what = entry(n.op).reads.get(n.attrs["read"])
             if what is None:
                 raise refuse(n, STATE_READ)
             owner = next((m for m in self.g.nodes if _is_neuron(m) and m.op == n.op and m.inputs == n.inputs
                           and dict(m.attrs, read=n.attrs["read"]) == dict(n.attrs) and m.name in self.pops), None)
-            if owner is None and n.op == "lif_snntorch" and n.attrs["reset"] == "zero":
+            spikes_as = entry(n.op).zero_reset_spikes_as
+            if owner is None and spikes_as and n.attrs["reset"] == "zero":
                 # the frontend's zero-reset Leaky spikes are spikec's lif (hard reset): its post-reset v is this mem
-                owner = next((m for m in self.g.nodes if _is_neuron(m) and m.op == "lif" and m.inputs == n.inputs
+                owner = next((m for m in self.g.nodes if _is_neuron(m) and m.op == spikes_as and m.inputs == n.inputs
                               and m.attrs.get("reset") == "zero" and m.name in self.pops
                               and np.array_equal(m.params["beta"], n.params["beta"])), None)
             if owner is None:
@@ -350,7 +351,7 @@ class _Mapper:
             pop = self.pops[owner.name]
         else:
             pop, what = _membrane_owner(self.g, n, self.pops, host=False), "membrane"
-        if pop.kind != "lif":
+        if pop.kind != KIND_LIF:
             raise refuse(n, f"the state of a {pop.kind} population is not recorded (only LIF populations record "
                             "theirs); output its spikes")
         pop.reads[n.name] = what

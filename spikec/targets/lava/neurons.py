@@ -13,8 +13,9 @@ threshold-normalized so that one integer VTH serves the population:
 - csilif     the complex state as two integer states (real v, imaginary w), decays
              ``round(4096 a_re)``, ``round(4096 a_im)`` (*approximate*), threshold on ``2 Re(m)``.
 
-``NEURONS`` is the table, keyed by the float op: a neuron op the target maps is one ``NeuronLowering`` entry
-(its population kind, float parameters per channel, refusals, and the integer node it becomes).
+``FORMS`` holds the lowerings, one ``NeuronLowering`` each (its population kind, float parameters per channel,
+refusals, and the integer node it becomes); ``NEURONS``, keyed by the float op, is the view of the target's table
+(``ops_table.TABLE``, where each neuron op names its form).
 """
 from dataclasses import dataclass
 from functools import partial
@@ -29,6 +30,8 @@ from spikec.targets.lava.fixed_point import (DECAY_MAX, DECAY_ONE, VTH_MAX, bias
 from spikec.targets.lava import ops as lops
 from spikec.targets.lava.and_neurons import and_node, and_params
 from spikec.targets.lava.limits import to_int
+from spikec.targets.lava.ops_table import (KIND_AND, KIND_CSILIF, KIND_INTFIRE, KIND_LIF, KIND_SILIF, TABLE,
+                                           having)
 from spikec.targets.lava.refusal import refuse
 
 
@@ -82,7 +85,7 @@ def _check_beta(pop, p: dict) -> None:
 
 def membrane_gain(pop) -> np.ndarray:
     """Integer membrane units per float unit of the neuron's ``U`` (per channel)."""
-    return 64 * pop.scale / (2 if pop.kind == "csilif" else 1)
+    return 64 * pop.scale / (2 if pop.kind == KIND_CSILIF else 1)
 
 
 def neuron_node(pop, p: dict, x: str, scale: np.ndarray, vth: np.ndarray) -> Node:
@@ -263,17 +266,21 @@ def _csilif_params(get) -> dict:
 
 
 def _framework() -> dict:
-    from spikec.targets.lava.framework_neurons import FRAMEWORK
-    return {op: NeuronLowering("lif", params, _lif_node, check, with_node=True)
-            for op, (params, check) in FRAMEWORK.items()}
+    from spikec.targets.lava.framework_neurons import FORMS as FRAMEWORK
+    return {form: NeuronLowering(KIND_LIF, params, _lif_node, check, with_node=True)
+            for form, (params, check) in FRAMEWORK.items()}
 
 
-NEURONS: dict[str, NeuronLowering] = {
-    "lif": NeuronLowering("lif", _lif_params, _lif_node, _check_lif),
-    "intfire": NeuronLowering("intfire", _intfire_params, _intfire_node, _check_beta),
-    "intfire_unrolled": NeuronLowering("intfire", _intfire_params, partial(_intfire_node, unrolled=True), _check_beta),
-    "silif": NeuronLowering("silif", _silif_params, _silif_node),
-    "csilif": NeuronLowering("csilif", _csilif_params, _csilif_node),
+# the fixed-point lowerings, by form (``ops_table.LavaOp.form``: the table says which op lowers through which)
+FORMS: dict[str, NeuronLowering] = {
+    "spikec_lif": NeuronLowering(KIND_LIF, _lif_params, _lif_node, _check_lif),
+    "spikec_intfire": NeuronLowering(KIND_INTFIRE, _intfire_params, _intfire_node, _check_beta),
+    "spikec_intfire_substeps": NeuronLowering(KIND_INTFIRE, _intfire_params, partial(_intfire_node, unrolled=True),
+                                              _check_beta),
+    "spikec_silif": NeuronLowering(KIND_SILIF, _silif_params, _silif_node),
+    "spikec_csilif": NeuronLowering(KIND_CSILIF, _csilif_params, _csilif_node),
     **_framework(),   # snnTorch, SpikingJelly and Norse neurons on the LIF process (framework_neurons.py)
-    "and_gate": NeuronLowering("and", and_params, and_node),   # AND neurons of binary products (products.py)
+    "and": NeuronLowering(KIND_AND, and_params, and_node),   # AND neurons of binary products (products.py)
 }
+# the neuron ops the target lowers, keyed by op: the table's entries with a form
+NEURONS: dict[str, NeuronLowering] = {op: FORMS[TABLE[op].form] for op in having("form")}

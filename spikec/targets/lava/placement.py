@@ -22,6 +22,7 @@ import numpy as np
 
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.ops.registry import infer_type
+from spikec.targets.lava.ops_table import having
 
 PLACEMENT = ("concat", "slice", "sum", "mean")        # an op that makes a synapse's input a placement
 SEEN_THROUGH = PLACEMENT + ("flatten", "reshape", "transpose")
@@ -178,7 +179,7 @@ def split(graph: Graph) -> tuple[Graph, list]:
     return Graph(tuple(e.nodes), graph.outputs, graph.meta), records
 
 
-NORSE_RECURRENT = "lif_recurrent_norse"
+SPLIT_INPUT = having("dense_input_weights")   # Norse's recurrent LIF (ops_table.py)
 
 
 def split_norse_input(graph: Graph) -> tuple[Graph, list]:
@@ -187,7 +188,7 @@ def split_norse_input(graph: Graph) -> tuple[Graph, list]:
     adds one product by 1.0 to exact zeros). Its state reads (``.v``, ``.i``) read the same linear node."""
     nodes, types, made, records = [], {}, {}, []
     for n in graph.nodes:
-        w = n.params.get("input_weights") if n.op == NORSE_RECURRENT else None
+        w = n.params.get("input_weights") if n.op in SPLIT_INPUT else None
         if w is None or (w.shape[0] == w.shape[1] and np.array_equal(np.asarray(w), np.eye(w.shape[0]))):
             nodes.append(n)
             types[n.name] = n.type

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from spikec.targets.lava.lower import POPULATION_TYPES
+from spikec.targets.lava.ops_table import entry, having
 
 
 def products_section(prep, q, net: dict, trace, lava: dict) -> dict:
@@ -92,7 +93,7 @@ def _synops(n, x) -> int:
 MACS = {"mul": lambda out, ins, attrs: int(np.prod(out)),
         "scale": lambda out, ins, attrs: int(np.prod(out)),
         "matmul": lambda out, ins, attrs: int(np.prod(out)) * int(ins[0][-1]),
-        "sdna_pairwise": lambda out, ins, attrs: 2 * int(attrs["kernel"]) ** 2 * int(np.prod(out))}
+        **{op: entry(op).host.macs for op in having("host")}}   # neurons on the host (ops_table.HostOp)
 
 
 def _host(q, net: dict, steps: int) -> dict:

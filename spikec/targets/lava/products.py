@@ -35,6 +35,7 @@ from spikec.ops import OPS, KernelContext
 from spikec.ops.registry import infer_type
 from spikec.targets.lava import chip_variant, placement, sinabs_counts, tokens
 from spikec.targets.lava.and_neurons import BOTH, fixed_scale  # noqa: F401  (defines and_gate)
+from spikec.targets.lava.ops_table import entry
 
 CHAIN = ("reshape", "transpose", "flatten")   # structural ops an AND operand may be seen through
 MAX_AND_NEURONS = 1 << 16   # beyond: the binary product goes to the host (its selection synapses grow as N^2)
@@ -114,7 +115,7 @@ def _is_binary(g: Graph, name: str) -> bool:
 
 def _product_kind(g: Graph, n: Node) -> str | None:
     """"and" for a product of two binary spike tensors the chip can hold, "host" for other products, else None."""
-    if n.op == "sdna_pairwise":
+    if entry(n.op).host is not None:
         return "host"
     if n.op not in ("mul", "matmul"):
         return None
@@ -215,9 +216,8 @@ def _host_record(g: Graph, n: Node) -> dict:
         return {"node": n.name, "op": n.op, "operands": [f"{i} ({g.node(i).type.kind})" for i in n.inputs],
                 "runs": "host", "why": f"binary x binary, but it would need {_and_neurons(g, n):,} AND neurons "
                                        f"(more than {MAX_AND_NEURONS:,}): computed on the host instead"}
-    why = ("SDNA Pairwise: its pair neurons read Q_i K_j and weight V_j by their integer spikes, products of integer "
-           "spikes (not coincidences); the whole op runs on the host, its inputs read from the chip as counts"
-           if n.op == "sdna_pairwise" else
+    host = entry(n.op).host
+    why = (host.why if host is not None else
            f"an operand is {'real' if 'real' in kinds else 'integer'}-valued ({', '.join(kinds)}): no AND neuron "
            "computes it and no static synapse holds it")
     return {"node": n.name, "op": n.op, "operands": [f"{i} ({g.node(i).type.kind})" for i in n.inputs],

@@ -23,8 +23,10 @@ import numpy as np
 
 from spikec.compiler.errors import UnsupportedOp
 from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ops.neurons import INTFIRE
+from spikec.targets.lava.ops_table import having
 
-OP = "lif_sinabs"
+COUNTING = having("counts_as_intfire")   # Sinabs's lif_sinabs (ops_table.py)
 
 
 def _float32_exact(theta: float, n: int) -> bool:
@@ -36,7 +38,7 @@ def _float32_exact(theta: float, n: int) -> bool:
 def exact_intfire(n: Node) -> bool:
     """``n`` is a ``lif_sinabs`` MaxSpike(n) neuron that ``intfire`` computes exactly (module doc)."""
     a, p = n.attrs, n.params
-    if n.op != OP or a.get("spike") != "max" or a.get("reset") != "subtract" or "alpha_syn" in p or "min_v_mem" in p:
+    if n.op not in COUNTING or a.get("spike") != "max" or a.get("reset") != "subtract" or "alpha_syn" in p or "min_v_mem" in p:
         return False
     theta = float(np.asarray(p["threshold"]))
     if "subtract" in p and float(np.asarray(p["subtract"])) != theta:
@@ -50,7 +52,7 @@ def _intfire(n: Node) -> Node:
     params = {"beta": alpha_mem, "alpha": np.asarray(alpha, dtype=np.float64),
               "threshold": np.asarray(n.params["threshold"], dtype=np.float64)}
     m = int(n.attrs["max_spikes"])
-    return Node(n.name, "intfire", n.inputs, TensorType(n.type.shape, "integer", m),
+    return Node(n.name, INTFIRE, n.inputs, TensorType(n.type.shape, "integer", m),
                 {"max_spikes": m, "rounding": "floor"}, params, scope=n.scope)
 
 
@@ -72,7 +74,7 @@ def lower(graph: Graph) -> tuple[Graph, list]:
 
 def refuse_unbounded(graph: Graph, inputs, reference) -> None:
     """Refuses the first ``MultiSpike`` neuron by name, with the largest count it reaches on ``inputs``."""
-    multi = [n for n in graph.nodes if n.op == OP and n.attrs.get("spike") == "multi"]
+    multi = [n for n in graph.nodes if n.op in COUNTING and n.attrs.get("spike") == "multi"]
     if not multi:
         return
     values = getattr(reference, "values", {})
@@ -82,7 +84,7 @@ def refuse_unbounded(graph: Graph, inputs, reference) -> None:
     n = multi[0]
     peak = int(np.max(np.asarray(values[n.name]), initial=0))
     raise UnsupportedOp(
-        f"the Lava target cannot map node {n.name!r} ({OP}): Sinabs's MultiSpike has no bound on its spike count and "
+        f"the Lava target cannot map node {n.name!r} ({n.op}): Sinabs's MultiSpike has no bound on its spike count and "
         f"a graded payload a fixed width; on the verification inputs its count reaches {peak} "
         f"({max(1, peak.bit_length())} bits)",
         where=f"node {n.name!r}" + (f", module {n.scope!r}" if n.scope else ""),

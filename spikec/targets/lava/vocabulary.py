@@ -8,6 +8,7 @@ as having no Loihi mapping.
 """
 from spikec.targets.lava.host import HOST
 from spikec.targets.lava.neurons import NEURONS as NEURON_LOWERINGS
+from spikec.targets.lava.ops_table import entry, having
 from spikec.targets.lava.placement import PLACEMENT as PLACEMENT_OPS
 from spikec.targets.lava.refusal import SUPPORTED, refuse  # noqa: F401  (the target's refusal, re-exported)
 
@@ -35,11 +36,7 @@ PLACED_ONLY = ("is mapped only as wiring of the synapses reading it (placement.p
 NO_MAPPING = {
     "tdm": "TDM has no static fixed-point form here (run tdm_dual_kernel first)",
     "windowsum": "a window sum outside an SDNA block is not mapped",
-    "alpha_snntorch": "snnTorch's Alpha neuron sums two currents with different decays into its membrane (mem = "
-                      "tau (syn_exc + syn_inh), no membrane leak) and resets each differently at a spike (syn_exc "
-                      "-= theta, syn_inh zeroed, mem += syn_inh); Lava's LIF and SpikecLIF have one current u, and "
-                      "two populations meet only through a synapse carrying spikes a step later, so the sum has no "
-                      "compartment to form in (a u -> v cascade matches it only without resets, one step late)",
+    **{op: entry(op).refused for op in having("refused")},   # neurons refused by name (ops_table.py)
 }
 
 
