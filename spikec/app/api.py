@@ -95,8 +95,12 @@ class Compilation:
 
     def run(self, x) -> np.ndarray | tuple[np.ndarray, ...]:
         """The deployed graph on ``x`` (``[T, B, *input_shape]``, an array or tensor) in the reference interpreter
-        (float64): one array, or a tuple when the source returns several outputs, in its order."""
-        return _run(self.compiled.graph, x)
+        (float64): one array, or a tuple when the source returns several outputs, in its order. A model that runs
+        its own time loop over one static input, compiled on ``[B, *input_shape]``, takes that form here too (it is
+        repeated over the compile's T steps, as the compile repeated it)."""
+        report = self.compiled.report
+        static = report["frontend"].get("static_input", False)
+        return _run(self.compiled.graph, x, report["input"]["steps"] if static else None)
 
     def save(self, outdir) -> Path:
         """Write the OUTDIR ``spikec compile -o`` writes (atomically; same rules); returns where it went:
@@ -111,9 +115,12 @@ class Compilation:
 
 
 @guarded
-def _run(graph: Graph, x):
-    x = loader.check_spike_input(_as_array(x), "the inputs array")
+def _run(graph: Graph, x, static_steps: int | None = None):
+    x = _as_array(x)
     shape = tuple(graph.inputs[0].type.shape)
+    if static_steps is not None and tuple(x.shape[1:]) == shape:   # [B, *input_shape]: the loop repeats it
+        x = np.broadcast_to(x[None], (static_steps, *x.shape))
+    x = loader.check_spike_input(x, "the inputs array")
     if tuple(x.shape[2:]) != shape:
         raise BadInput(f"the inputs array has per-step shape {tuple(x.shape[2:])}, the graph's input takes {shape}",
                        remedy="lay the inputs out as [T, B, *input_shape]")
