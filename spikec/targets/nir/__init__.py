@@ -30,7 +30,7 @@ from spikec.targets import TargetResult, register_target
 from spikec.targets.nir import consumers as consumers_mod
 from spikec.targets.nir import hdf5
 from spikec.targets.nir import interpreter
-from spikec.targets.nir import reach, recurrent, sinabs_export, variants  # noqa: F401  (they register lowerings)
+from spikec.targets.nir import reach, readout, recurrent, sinabs_export, variants  # noqa: F401  (lowerings)
 from spikec.targets.nir.export import CONSUMER, DISCRETIZATION, DT, FIRING, SCHEME, export_graph
 
 FILE = "model.nir"
@@ -58,7 +58,19 @@ def compare_run(graph: Graph, reference, values: dict, mapping: dict, source_out
             else source_outputs[ir_out]
         result.add(f"{ir_out} (output {nir_out})", expected, values[nir_out], graph.node(ir_out).type.is_spike,
                    reference.margins.get(ir_out))
+    for nir_out, spec in mapping.get("read_over_time", {}).items():   # the read-out its reader applies (readout)
+        _add_readout(result, spec, values[nir_out], reference, source_outputs)
     return result
+
+
+def _add_readout(result: Comparison, spec: dict, per_step, reference, source_outputs=None) -> None:
+    """The model's output, a read-out over time of the file's per-step output, against the source's (or the
+    deployed graph's value at the last step)."""
+    name = spec["read_out"]
+    expected = reference.values[name][-1] if source_outputs is None or name not in source_outputs \
+        else np.asarray(source_outputs[name])
+    result.add(f"{name} ({spec['reduce']} over time of the NIR output)", expected[None],
+               readout.reduce(per_step, spec)[None], False, None)
 
 
 def _counts(node) -> bool:
@@ -111,6 +123,8 @@ def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: floa
         else:
             scale = max(np.abs(expected).max(initial=0.0), np.finfo(float).tiny)
             rel = float(np.abs(expected - y).max(initial=0.0) / scale)
+        for spec in mapping.get("read_over_time", {}).values():
+            _add_readout(cmp, spec, y, reference)
         report[name] = {"ran": True, "spike_exact": cmp.spike_mismatches == 0 and cmp.real_mismatches == 0,
                         "neurons_compared": len(cmp.nodes_compared), "spikes_compared": cmp.spikes_compared,
                         "spike_mismatches": cmp.spike_mismatches, "spike_count": int(sum(

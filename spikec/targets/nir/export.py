@@ -96,6 +96,7 @@ class Exported:
     notes: list[str] = field(default_factory=list)
     bit_exact_params: bool = True       # importer arithmetic gives back beta and theta to the last bit
     form: Form | None = None            # dt, scheme and consumer the file is written for
+    over_time: dict = field(default_factory=dict)   # NIR Output -> the read-out over time its reader applies
 
 
 def _refuse(node: Node, why: str, remedy: str = REMEDY):
@@ -213,16 +214,20 @@ class _Exporter:
                 _refuse(node, REASONS.get(node.op, f"op {node.op!r} has no NIR mapping"),
                         REMEDIES.get(node.op, REMEDY))
             LOWERINGS[node.op](self, node)
-        outputs = {}
+        outputs, over_time = {}, {}
+        readouts = getattr(self, "readouts", {})   # read-outs over time (readout.py): the output is their input
         for name, o in zip(out_names, g.outputs):
             self.nodes[name] = nir.Output(output_type=np.array(g.node(o).type.shape))
             self.connect(o, name)
-            outputs[name] = o
+            outputs[name] = readouts[o]["of"] if o in readouts else o
+            if o in readouts:
+                over_time[name] = {"read_out": o, **readouts[o]}
         dupes = {e for e in self.edges if self.edges.count(e) > 1}
         if dupes:  # x + x: NIR forbids duplicate edges (handled by the add lowering; a safety net)
             raise UnsupportedOp(f"duplicate NIR edges {sorted(dupes)}", where="NIR export")
         graph = nir.NIRGraph(nodes=self.nodes, edges=self.edges, metadata={}, type_check=True)
-        return Exported(graph, self.sources, self.carriers, outputs, self.notes, self.exact_params, self.form)
+        return Exported(graph, self.sources, self.carriers, outputs, self.notes, self.exact_params, self.form,
+                        over_time)
 
     # -- neurons -----------------------------------------------------------------------------
     def hard_reset(self, node, beta, alpha, bias, theta, v_reset) -> str:
@@ -546,11 +551,12 @@ def metadata(graph: Graph, ex: Exported, dt: float | None = None) -> dict:
     mapping = {"carriers": ex.carriers, "sources": {k: v for k, v in ex.sources.items()}, "outputs": ex.outputs,
                "output_shapes": {o: list(graph.node(o).type.shape) for o in graph.outputs},
                "notes": ex.notes, "bit_exact_params": ex.bit_exact_params,
-               "form": {"consumer": form.consumer, "time_base": form.origin}}
+               "form": {"consumer": form.consumer, "time_base": form.origin}, "read_over_time": ex.over_time}
     sinabs = form.scheme == SINABS
     return {"format": FORMAT, "version": VERSION, "dt": float(form.dt), "time_unit": "s", "scheme": form.scheme,
             "discretization": SINABS_DISCRETIZATION if sinabs else DISCRETIZATION,
-            **({"consumer_scheme": SINABS_LABEL} if sinabs else {}), "firing": FIRING, "initial_state": "all neuron states start at 0",
+            **({"consumer_scheme": SINABS_LABEL} if sinabs else {}),
+            **({"read_over_time": json.dumps(ex.over_time, sort_keys=True)} if ex.over_time else {}), "firing": FIRING, "initial_state": "all neuron states start at 0",
             "source": str(graph.meta.get("source", "")), "spikec": json.dumps(mapping, sort_keys=True)}
 
 
