@@ -72,8 +72,8 @@ def batchnorm(ctx, m: nn.modules.batchnorm._BatchNorm, name, x):
 
 def avgpool2d(ctx, m: nn.AvgPool2d, name, x):
     _per_step_only(ctx, m, name)
-    if m.divisor_override is not None:
-        refuse(name, m, "divisor_override is not supported", "leave divisor_override=None")
+    if m.divisor_override is not None:   # a window sum: captured to ATen, which lowers it (aten/lowerings.py)
+        return FALLBACK[0](ctx, m, name, x)
     attrs = {"kernel": _pair(m.kernel_size), "stride": _pair(m.stride or m.kernel_size), "padding": _pair(m.padding),
              "ceil_mode": bool(m.ceil_mode), "count_include_pad": bool(m.count_include_pad)}
     return ctx.emit(name, "avgpool2d", [x], attrs, scope=name)

@@ -412,12 +412,24 @@ def _pair(v, default):
 
 def _avg_pool2d(lw, x, kernel, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
     _per_step_input(lw, x, "average pooling")
-    if divisor_override is not None:
-        lw.refuse("has divisor_override", "leave divisor_override=None")
     k = _pair(kernel, ())
+    if divisor_override is not None:
+        return _window_sum(lw, x, k, _pair(stride, k), _pair(padding, ()), ceil_mode, divisor_override)
     attrs = {"kernel": k, "stride": _pair(stride, k), "padding": _pair(padding, ()), "ceil_mode": bool(ceil_mode),
              "count_include_pad": bool(count_include_pad)}
     return Value(lw.emit("avgpool2d", [x], attrs), x.lead)
+
+
+def _window_sum(lw, x, kernel, stride, padding, ceil_mode, divisor) -> Value:
+    """``divisor_override=d``: each window's sum over d, as torch computes it. The sum is a depthwise convolution
+    with a kernel of ones (padding adds zeros, which a sum does not count either); d != 1 divides after it."""
+    if ceil_mode:
+        lw.refuse("has divisor_override with ceil_mode=True", "leave ceil_mode=False with a divisor_override")
+    c = lw.shape(x)[0]
+    attrs = {"stride": tuple(stride), "padding": tuple(padding), "dilation": (1, 1), "groups": c}
+    weight = torch.ones((c, 1, *kernel), dtype=torch.float64)
+    y = Value(lw.emit("conv2d", [x], attrs, {"weight": weight, "bias": None}), x.lead)
+    return y if divisor == 1 else _emit_like(lw, "div", [y], {"divisor": float(divisor)})
 
 
 def _max_pool2d(lw, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
