@@ -160,6 +160,8 @@ class _Converter:
                 [s for s, d in self.edges if d == th_names[0]] == [v]
             if not ok and not isinstance(li, tuple) and kind(li) == "CubaLIF":
                 found = membrane_cycles.loop(self, u, v)
+                if isinstance(found, str):
+                    _unsupported(v, li, found, membrane_cycles.REMEDY)
                 if found:   # a Leaky / RLeaky / subtract-reset lif reset cycle (read when the CubaLIF is emitted)
                     self.cycles.setdefault(v, []).append(found)
                     continue

@@ -30,6 +30,7 @@ import numpy as np
 
 from spikec.compiler.errors import UnsupportedOp
 from spikec.frontend.snntorch_neurons import LIF_SNNTORCH, RLEAKY_SNNTORCH
+from spikec.ops.neurons import LIF
 from spikec.targets.nir.interpreter import kind
 
 ROUNDING = 1e-12   # Norse's dt*(1/tau_mem) with tau_mem = dt may be 1 +- 1 ulp: no membrane memory
@@ -85,19 +86,26 @@ def per_neuron_weight(node) -> np.ndarray | None:
     return np.diag(w).copy()
 
 
-def loop(conv, u: str, v: str) -> tuple[str, str] | None:
+def loop(conv, u: str, v: str) -> tuple[str, str] | str | None:
     """``(feedback, identity)`` when the back edge ``u -> v`` into the CubaLIF ``v`` closes ``v -> f -> u -> v`` with
-    ``u`` an identity only ``f`` feeds and only ``v`` reads, and ``f`` fed by ``v`` alone and read by ``u`` alone;
-    None when the edge is not of that shape (the caller refuses it, or reads it as another pattern)."""
+    ``u`` an identity only ``f`` feeds and only ``v`` reads, and ``f`` fed by ``v`` alone and read by ``u`` alone; why
+    not (a string) when the loop has three nodes but is not that; None for any other shape (the caller reads it as
+    another pattern, or refuses it)."""
     nodes = conv.nodes
-    if isinstance(nodes[u], tuple) or kind(nodes[u]) not in ("Affine", "Conv2d") or conv.outs(u) != [v]:
-        return None
     feeds = [s for s, d in conv.edges if d == u]
-    if len(feeds) != 1 or isinstance(nodes[feeds[0]], tuple):
+    if isinstance(nodes[u], tuple) or len(feeds) != 1 or feeds[0] == v or isinstance(nodes[feeds[0]], tuple) or \
+            [s for s, d in conv.edges if d == feeds[0]] != [v]:
         return None
     f = feeds[0]
-    if [s for s, d in conv.edges if d == f] != [v] or conv.outs(f) != [u] or not _identity(nodes[u]):
-        return None
+    head = f"the cycle {v!r} -> {f!r} -> {u!r} -> {v!r} is not a reset cycle spikec writes: "
+    if kind(nodes[u]) == "Conv1d" or kind(nodes[f]) == "Conv1d":
+        return head + "a Conv1d in it (the IR has no 1-D convolution)"
+    if not _identity(nodes[u]):
+        return head + (f"{u!r} ({kind(nodes[u])}) is not an identity (an Affine with weight I and no bias, or a 1x1, "
+                       "stride-1, unpadded Conv2d of per-channel weight 1 and no bias)")
+    others = [d for d in conv.outs(u) + conv.outs(f) if d not in (u, v)]
+    if others:
+        return head + f"{others[0]!r} reads a node of the loop besides it"
     return f, u
 
 
@@ -129,18 +137,15 @@ def _params(conv, n, node, shape) -> tuple[np.ndarray, np.ndarray]:
     return (np.clip(B, 0.0, 1.0) if np.all(np.abs(B - np.clip(B, 0, 1)) <= ROUNDING) else B), T
 
 
-def _leaky_threshold(sub: np.ndarray, T: np.ndarray) -> np.ndarray | None:
-    """The Leaky's threshold when the amount removed per spike ``sub`` is the threshold ``T``: 0-dim when it is one
-    float32 value (snnTorch subtracts a 0-dim threshold in float32), else per channel; exact matches first."""
+def _leaky_threshold(sub: np.ndarray, T: np.ndarray, close) -> np.ndarray | None:
+    """The Leaky's threshold when the amount removed per spike ``sub`` is (``close`` to) the threshold ``T``: 0-dim
+    when it is one float32 value (snnTorch subtracts a 0-dim threshold in float32), else per channel."""
     one = bool((T == T[0]).all() and (sub == sub[0]).all())
     with np.errstate(over="ignore"):
         f32 = np.float32(T).astype(np.float64)
-    for close in (np.array_equal, lambda a, b: np.allclose(a, b, rtol=RTOL, atol=0)):
-        if one and close(sub, f32):
-            return np.asarray(T[0])
-        if close(sub, T):
-            return T.copy()
-    return None
+    if one and close(sub, f32):
+        return np.asarray(T[0])
+    return T.copy() if close(sub, T) else None
 
 
 def _scalar(v: np.ndarray) -> np.ndarray:
@@ -167,18 +172,24 @@ def read(conv, n: str, node, x: str, loops: list[tuple[str, str]]) -> str:
     attrs = {"reset": "subtract", "reset_delay": True, "read": "spikes"}
     if len(loops) == 1:
         f, w = weights[0]
-        sub = -w if w is not None else None   # the feedback joins the input: in input units as it is
-        theta = _leaky_threshold(sub, T) if sub is not None else None
-        if theta is not None:
-            return conv.emit(n, LIF_SNNTORCH, [x], attrs, {"beta": _scalar(B), "threshold": theta})
+        if w is None:
+            _refuse(f, conv.nodes[f], f"a dense Linear is the only cycle of the CubaLIF {n!r}: an RLeaky's "
+                    "recurrence without its reset")
+        sub, fire = -w, np.nextafter(T, np.inf)   # the feedback joins the input: in input units as it is
         with np.errstate(divide="ignore", invalid="ignore"):
-            amount = -w / B if w is not None else None
-        fire = np.nextafter(T, np.inf)
-        if amount is not None and np.all(B > 0) and np.allclose(amount, fire, rtol=RTOL, atol=0):
-            return conv.lif(n, x, _scalar(B), 1.0, 0.0, _scalar(fire), reset="subtract")
-        _refuse(f, conv.nodes[f], f"the feedback removes {np.unique(sub)[:3] if sub is not None else 'a dense sum'}"
-                    f" per spike; neither the threshold {np.unique(T)[:3]} (snnTorch's Leaky) nor beta times it "
-                    "(a subtract-reset lif): not a reset")
+            amount = sub / B
+        lif = lambda close: bool(np.all(B > 0)) and close(amount, fire)   # U_t = B (U - amount S) + x, U >= fire
+        # exact matches first: a subtract-reset lif's -beta*theta (a beta = 1 one's theta is 1 ulp above T, which
+        # float32(T) may round to: not the Leaky), then the Leaky's -T; then within RTOL (the norse scheme's gains)
+        exact, near = np.array_equal, lambda a, b: np.allclose(a, b, rtol=RTOL, atol=0)
+        for close, op in ((exact, LIF), (exact, LIF_SNNTORCH), (near, LIF_SNNTORCH), (near, LIF)):
+            if op == LIF and lif(close):
+                return conv.lif(n, x, _scalar(B), 1.0, 0.0, _scalar(fire), reset="subtract")
+            theta = _leaky_threshold(sub, T, close) if op == LIF_SNNTORCH else None
+            if theta is not None:
+                return conv.emit(n, LIF_SNNTORCH, [x], attrs, {"beta": _scalar(B), "threshold": theta})
+        _refuse(f, conv.nodes[f], f"the feedback removes {np.unique(sub)[:3]} per spike; neither the threshold "
+                f"{np.unique(T)[:3]} (snnTorch's Leaky) nor beta times it (a subtract-reset lif): not a reset")
     if len(loops) != 2:
         _refuse(n, node, f"a CubaLIF in {len(loops)} reset cycles; spikec reads one (a Leaky, a subtract-reset lif)"
                     " or two (an RLeaky: its reset and its recurrence)")
@@ -187,9 +198,10 @@ def read(conv, n: str, node, x: str, loops: list[tuple[str, str]]) -> str:
 
 def _rleaky(conv, n, x, B, T, weights, attrs, shape) -> str:
     """Two loops: the reset (a per-neuron ``-T``) and the recurrence (a dense Linear, or a per-neuron ``V``)."""
-    for k in (0, 1):
+    exact, near = np.array_equal, lambda a, b: np.allclose(a, b, rtol=RTOL, atol=0)
+    for close, k in ((exact, 0), (exact, 1), (near, 0), (near, 1)):
         (_, w), (g, v) = weights[k], weights[1 - k]
-        theta = _leaky_threshold(-w, T) if w is not None else None
+        theta = _leaky_threshold(-w, T, close) if w is not None else None
         if theta is None:
             continue
         params = {"beta": _scalar(B), "threshold": theta}

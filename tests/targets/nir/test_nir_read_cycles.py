@@ -126,7 +126,7 @@ def test_a_cycle_spikec_did_not_write_is_refused_by_name(models, tmp_path):
         ("lif", {"tau_mem": cuba.tau_mem * 2}, "NIR node 'lif'.*membrane decay"),
         ("lif", {"v_leak": np.full(6, 0.1)}, "NIR node 'lif'.*v_leak != 0"),
         ("lif_reset", {"bias": np.full(6, 0.1)}, "NIR node 'lif_reset'.*not a per-neuron weight"),
-        ("lif_reset_pass", {"weight": np.eye(6) * 2}, "NIR node 'lif'"),
+        ("lif_reset_pass", {"weight": np.eye(6) * 2}, "NIR node 'lif'.*'lif_reset_pass' .Affine. is not an identity"),
     ]
     for node, change, match in cases:
         bad = _mutated(path, tmp_path, node, **change)
@@ -134,3 +134,53 @@ def test_a_cycle_spikec_did_not_write_is_refused_by_name(models, tmp_path):
             load_nir(bad)
         found = check.check_file(bad)
         assert not found["compiles"] and [f for f in found["findings"] if f["kind"] == "spikec_refuses"], node
+
+
+@pytest.mark.parametrize("beta, alpha, theta", [(1.0, 1.0, 0.5), (0.9, 1.0, 0.7), (0.75, 0.5, 0.3), (1.0, 2.0, 0.6)])
+def test_spikecs_own_subtract_reset_lif_reads_back_as_itself(beta, alpha, theta, tmp_path):
+    """``composed.lif_subtract``'s cycle (feedback ``-beta theta / alpha`` in the current's units) reads back as a
+    subtract-reset lif -- also at beta = 1, where theta/alpha is 1 ulp above the file's threshold and float32 of
+    that threshold is theta/alpha again: the lif's own match is tried first, not the Leaky's."""
+    from spikec.compiler.interpreter import run
+    from spikec.compiler.ir import Graph, Node, TensorType
+    from spikec.compiler.verify import verify
+    from spikec.frontend import ConvertContext
+    from spikec.targets.nir.export import export_graph
+    ctx = ConvertContext()
+    node = Node("input", "input", (), TensorType((5,), "real"))
+    ctx.nodes.append(node)
+    ctx.types["input"] = node.type
+    fc = ctx.emit("fc", "linear", ["input"], {}, {"weight": np.random.default_rng(2).normal(0.3, 0.5, (4, 5)),
+                                                 "bias": np.zeros(4)})
+    out = ctx.emit("neuron", "lif", [fc], {"reset": "subtract"}, {"beta": beta, "alpha": alpha, "bias": 0.0,
+                                                                  "threshold": theta, "v_reset": 0.0})
+    graph = verify(Graph(tuple(ctx.nodes), (out,)))
+    path = tmp_path / "lif.nir"
+    nir.write(path, export_graph(graph).graph)
+    assert "CubaLIF" in {type(v).__name__ for v in nir.read(path).nodes.values()}
+    x = np.random.default_rng(3).random((40, 2, 5)) * 2
+    assert run(graph, x).values["neuron"].sum() > 10
+    for scheme in ("snntorch", "norse"):
+        back = load_nir(path, scheme=scheme, input_kind="real")
+        (read,) = [n for n in back.nodes if n.name == "neuron"]
+        assert (read.op, read.attrs["reset"]) == ("lif", "subtract")
+        result = compare_graphs(graph, back, x)
+        assert result.equivalent, result.describe()
+
+
+def test_a_conv1d_reset_cycle_is_refused_naming_the_ir_gap(tmp_path):
+    """The Leaky of a (C, L) step is written with a kernel-1 Conv1d identity (SpikingJelly runs it); the IR has no
+    1-D convolution, so spikec's reader names that instead of reading it."""
+    n = 3
+    nodes = {"input": nir.Input(np.array([n])),
+             "lif": nir.CubaLIF(tau_syn=np.full(n, 1e-3), tau_mem=np.full(n, 1e-4), r=np.ones(n), v_leak=np.zeros(n),
+                                v_threshold=np.ones(n), v_reset=np.zeros(n), w_in=np.full(n, 10.0)),
+             "fb": nir.Affine(weight=-np.eye(n), bias=np.zeros(n)),
+             "pass": nir.Conv1d(input_shape=n, weight=np.eye(n).reshape(n, n, 1), stride=1, padding=0, dilation=1,
+                                groups=1, bias=np.zeros(n)),
+             "output": nir.Output(np.array([n]))}
+    edges = [("input", "lif"), ("lif", "fb"), ("fb", "pass"), ("pass", "lif"), ("lif", "output")]
+    path = tmp_path / "c1.nir"
+    nir.write(path, nir.NIRGraph(nodes=nodes, edges=edges, metadata={}, type_check=False))
+    with pytest.raises(UnsupportedOp, match="NIR node 'lif'.*Conv1d in it .the IR has no 1-D convolution"):
+        load_nir(path)
