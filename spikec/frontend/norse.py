@@ -166,6 +166,20 @@ def sequential_state(ctx, m, name, x):
     return (hidden if m.return_hidden else x), states
 
 
+def lift(ctx, m, name, x):
+    """``Lift(module)``: ``module`` applied at every step of ``[T, B, ...]`` and the outputs stacked, which is what
+    a per-step torch module inside ``spikec.nn.TimeDistributed`` means. A lifted Norse cell carries its state
+    through the steps: that is the cell's multi-step module, which spikec converts instead."""
+    if m.is_stateful:
+        refuse(name, m, f"Lift of the stateful module {type(m.lifted_module).__qualname__}",
+               "use the cell's multi-step module (e.g. norse LIF() for Lift(LIFCell())), which spikec converts")
+    outer, ctx.per_step = ctx.per_step, True
+    try:
+        return ctx.convert_module(m.lifted_module, f"{name}.lifted_module", x)
+    finally:
+        ctx.per_step = outer
+
+
 def recurrent(ctx, m, name, x):
     refuse(name, m, f"no exact converter for the recurrent Norse neuron {type(m).__qualname__} (spikec converts "
            "LIFRecurrentCell, LIFRecurrent, LIFAdExRecurrentCell, LIFAdExRecurrent, LSNNRecurrentCell, LSNNRecurrent)", f"use one of those, or the feed-forward cell (e.g. LIFCell) after an "
@@ -255,7 +269,7 @@ def _register():
     for _cls, _fn in [(SNNCell, other_neuron), (SNN, other_neuron), (SNNRecurrentCell, recurrent),
                       (SNNRecurrent, recurrent), (_norse.LIFCell, lif), (_norse.LIF, lif),
                       (_norse.LIFBoxCell, lif_box), (_norse.LICell, li), (_norse.LI, li),
-                      (_norse.LIBoxCell, li_box), (_norse.SequentialState, sequential_state),
+                      (_norse.LIBoxCell, li_box), (_norse.SequentialState, sequential_state), (_norse.Lift, lift),
                       (_norse.LIFRecurrentCell, norse_recurrent.lif_recurrent),
                       (_norse.LIFRecurrent, norse_recurrent.lif_recurrent),
                       *((getattr(_norse, c), norse_adaptive.adaptive) for c in (
