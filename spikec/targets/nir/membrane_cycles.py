@@ -1,5 +1,5 @@
 """Reading back the CubaLIF reset cycles spikec writes (``composed.membrane_cuba``, ``composed.snntorch_leaky``,
-``composed.lif_subtract``, ``recurrent.rleaky``) as the op they came from.
+``composed.lif_subtract``, ``composed.sj_soft``, ``recurrent.rleaky``) as the op they came from.
 
 The pattern, matched node by node: a ``CubaLIF`` whose membrane is its current (no membrane memory:
 ``1 - dt/tau_mem == 0``, Norse's ``1 - dt*(1/tau_mem)`` within ``ROUNDING`` of 0; ``v_leak = v_reset = 0``), and
@@ -17,7 +17,8 @@ dt/tau_syn`` in the norse scheme) the cycle steps ``m_t = B m_{t-1} + x_t + w s_
   float32): snnTorch's default ``Leaky``, ``lif_snntorch`` (subtract, ``reset_delay=True``, beta ``B``, threshold
   ``T``; its ``mem - T > 0`` is ``m > T``);
 * one loop whose ``-w / B`` is ``nextafter(T, +inf)``: spikec's subtract-reset ``lif`` (``U = m``, alpha 1,
-  threshold ``nextafter(T, +inf)``: ``U >= θ`` is ``m > T``);
+  threshold ``nextafter(T, +inf)``: ``U >= θ`` is ``m > T``); SpikingJelly's soft reset (``composed.sj_soft``: the
+  input scaled by ``k`` in an Affine before the CubaLIF, ``B = 1 - k``) reads so too, its ``H`` being that ``U``;
 * two loops, one the Leaky's reset, the other the recurrence: ``rleaky_snntorch`` (``linear`` from a ``Linear``,
   ``one_to_one`` from a per-neuron weight; ``V`` 0-dim when it is one float32 value, as snnTorch multiplies it).
 

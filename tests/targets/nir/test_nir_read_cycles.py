@@ -184,3 +184,35 @@ def test_a_conv1d_reset_cycle_is_refused_naming_the_ir_gap(tmp_path):
     nir.write(path, nir.NIRGraph(nodes=nodes, edges=edges, metadata={}, type_check=False))
     with pytest.raises(UnsupportedOp, match="NIR node 'lif'.*Conv1d in it .the IR has no 1-D convolution"):
         load_nir(path)
+
+
+SJ_MODELS = '''
+import torch
+from spikingjelly.activation_based import layer, neuron
+from torch import nn
+
+
+def soft():
+    torch.manual_seed(0)
+    return nn.Sequential(layer.Linear(10, 6, step_mode="m"), neuron.LIFNode(tau=3.0, v_threshold=0.5, v_reset=None,
+                                                                             step_mode="m"))
+'''
+
+
+def test_spikingjellys_soft_reset_reads_back_as_a_subtract_reset_lif(models, tmp_path):
+    """``composed.sj_soft`` (k x into the CubaLIF cycle, feedback -(1 - k) theta) is, in exact arithmetic, a
+    subtract-reset lif of beta 1 - k after the k x Affine: read so, with the compiled graph's spikes."""
+    pytest.importorskip("spikingjelly.activation_based")
+    from spikec.app.driver import CompileOptions, compile_model
+    (tmp_path / "sj.py").write_text(SJ_MODELS)
+    c = compile_model(CompileOptions(f"{tmp_path / 'sj.py'}:soft", inputs=str(_inputs(models, "dense")),
+                                     stepping="multistep", target="nir"))
+    assert c.report["equivalent"] and c.report["target"]["exact"], c.report["target"]
+    path = tmp_path / "model.nir"
+    c.files["model.nir"](path)
+    back = load_nir(path, dt=1.0, scheme="norse", input_kind="real")   # the form SpikingJelly's neurons are written in
+    (read,) = [n for n in back.nodes if n.op == "lif"]
+    assert read.attrs["reset"] == "subtract" and np.isclose(float(read.params["beta"]), 1 - 1 / 3, rtol=1e-12)
+    x = np.load(_inputs(models, "dense"))["input"]
+    result = compare_graphs(c.graph, back, x)
+    assert result.equivalent and result.spikes_compared > 0, result.describe()
