@@ -7,17 +7,22 @@ feeds the same input every step; its ``[T, B, ...]`` form repeats that input ove
 without state fits ``multistep`` and ``step`` alike, and is taken as ``multistep``. The capture runs the model's
 forward for real: when ``multistep`` or ``step`` already fits, ``loop`` is first captured on one sample of the
 ``[T, B, ...]`` inputs (``x[:, :1]``), and on all of them only if that fits (a multi-step model then costs a
-forward of one sample, not of the batch, to be told apart from a loop).
+forward of one sample, not of the batch, to be told apart from a loop). Before that capture, when another
+convention fits, the model's forward is traced symbolically (no run): one that does not return a record stacked
+over steps (``torch.stack(record)``, or its ``.sum(0)`` / ``.mean(0)``) is refused as a loop without running it
+(the capture would refuse it for the same reason, after a forward).
 """
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.fx
+from torch import nn
 
 from spikec.compiler.errors import BadInput, SpikecError, UnsupportedOp
 from spikec.frontend import trace
-from spikec.frontend.loop import bind
-from spikec.frontend.stepping import STEPPINGS, adapt
+from spikec.frontend.loop import _stacked_outputs, bind
+from spikec.frontend.stepping import STEPPINGS, adapt, reset_state
 from spikec.frontend.tracing import is_leaf
 from spikec.ops import opdef
 
@@ -81,6 +86,8 @@ def choose(model, stepping: str, x: np.ndarray, kind: str, ceiling, as_given=Fal
     fits, errors = {}, {}
     for s in STEPPINGS if x.ndim >= 3 else ("loop",):
         try:
+            if s == "loop" and fits and (refused := _returns_no_record(model)) is not None:
+                raise refused  # another convention fits: the loop's capture (a forward) would refuse it too
             if s == "loop" and fits and not as_given and x.ndim >= 3 and x.shape[1] > 1:
                 _fits(model, s, x[:, :1], shape, kind, ceiling, as_given, random)  # raises if the loop does not fit
             fits[s] = _fits(model, s, x, shape, kind, ceiling, as_given, random)
@@ -109,6 +116,34 @@ def _none_fits(model, errors: dict) -> SpikecError:
     others = "; ".join(f"{s}: {o.what}" for s, o in errors.items() if s != first)
     return type(e)(e.what, where=e.where, remedy=f"{e.remedy or 'fix what is named'} (--stepping auto tried every "
                    f"convention; this is what {first} reports; {others})")
+
+
+class _Symbolic(torch.fx.Tracer):
+    """fx's symbolic tracer with the loop capture's leaves (``loop.concrete_trace``), running nothing."""
+
+    def is_leaf_module(self, m, qualname):
+        return type(m) is not nn.Sequential and (is_leaf(m) or super().is_leaf_module(m, qualname))
+
+
+def _returns_no_record(model) -> SpikecError | None:
+    """The loop capture's refusal of a forward that returns no record stacked over steps, found by tracing the
+    forward symbolically instead of running it; None when it cannot be told so (the capture then decides).
+
+    A forward fx traces symbolically has no control flow on tensor values or shapes (fx refuses a proxy's truth
+    value, length and iteration), so the capture, which runs that same Python code with concrete values, records
+    the same calls and returns the same kind of node."""
+    try:
+        graph = _Symbolic().trace(model)
+    except Exception:  # data-dependent control flow, a loop over x.shape[0], ...: only the capture can tell
+        return None
+    finally:
+        reset_state(model)  # as the capture leaves it
+    out = next((n for n in graph.nodes if n.op == "output"), None)
+    try:
+        _stacked_outputs(out.args[0] if out is not None else None)
+    except SpikecError as e:
+        return e
+    return None
 
 
 def _stateful(model, shape, kind, ceiling) -> bool:

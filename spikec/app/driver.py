@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from spikec.app import outdir as owned
+from spikec.app.html_raster import recorded_activity
 from spikec.app.html_report import write_html
 from spikec.app.stages import Stages
 from spikec.app.precision import flip_margins, source_precision
@@ -83,6 +84,7 @@ class Compiled:
     io: dict
     files: dict = field(default_factory=dict)  # artifacts: file name (may contain one '/') -> writer(path)
     before: Graph | None = None                # the traced graph, before the passes (drawn in report.html)
+    activity: list | None = None               # report.html's rasters, read from the deployed graph's run
 
 
 def check_options(opts: CompileOptions) -> None:
@@ -288,6 +290,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
             if inputs is None else None
         activity = {"firing_rates": firing_rates(deployed, trace_final),
                     "neurobench": neurobench_metrics(deployed, trace_final, cost)}
+        rasters = recorded_activity(deployed, trace_final) if inputs is None else None  # not a second run
     del trace_final
     report = {
         "model": opts.model, "weights": opts.weights,
@@ -325,7 +328,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
     if approximate:  # no source output matches it: verify compares the deployed graph with its own recorded run
         io["deployed_output"] = run(deployed, x, record="outputs").outputs(deployed)[0]
     files = {**source_files(opts, user_model, report["provenance"]), **emitted.files} if inputs is None else {}
-    return Compiled(report, deployed, io, files, before=graph)
+    return Compiled(report, deployed, io, files, before=graph, activity=rasters)
 
 
 def _options_record(opts: CompileOptions) -> dict:
@@ -421,7 +424,7 @@ def write_outdir(outdir, compiled: Compiled, reads=()) -> Path:
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             write(tmp / name)
         (tmp / "report.json").write_text(json.dumps(compiled.report, indent=1, default=_json_default))
-        write_html(compiled.report, compiled.before, compiled.graph, tmp / "report.html")
+        write_html(compiled.report, compiled.before, compiled.graph, tmp / "report.html", activity=compiled.activity)
         check_written(tmp, compiled)
         owned.publish(tmp, out)
     return out

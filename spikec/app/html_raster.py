@@ -2,7 +2,8 @@
 SVG for ``report.html``.
 
 ``neuron_activity(graph, inputs)`` runs the deployed graph once in the reference interpreter on the first sample
-of the verification inputs and keeps, per neuron node (a node that reports a firing margin), only what the page
+of the verification inputs (a compile reads the same from its own run of the deployed graph instead,
+``recorded_activity``) and keeps, per neuron node (a node that reports a firing margin), only what the page
 draws: the spikes of ``MAX_ROWS`` neurons around the nearest one (defined next), and for the neuron whose firing margin ``|U - boundary|``
 comes closest to zero over the run, its margin and spikes at every step. For a binary neuron of ``MEMBRANE_OPS``
 (its margin is ``|U - threshold|``) with a ``threshold`` the membrane is read back as ``U = threshold + margin`` on a step it fired and ``threshold -
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spikec.app.html_graph import cap, esc
-from spikec.compiler.interpreter import as_inputs, run
+from spikec.compiler.interpreter import Trace, as_inputs, run
 from spikec.compiler.ir import Graph
 from spikec.ops import facts
 
@@ -64,24 +65,38 @@ def neuron_activity(graph: Graph, inputs) -> list[LayerActivity]:
     nodes, layers = {n.name: n for n in graph.nodes}, []
 
     def visit(name, value, margin):
-        if margin is None:
-            return
-        node = nodes[name]
-        t = value.shape[0]
-        s, m = value.reshape(t, -1).astype(np.float64), margin.reshape(t, -1).astype(np.float64)
-        lowest = m.min(axis=0)
-        i = int(np.argmin(lowest))
-        th = _threshold(node, node.type.shape) if node.type.kind == "binary" and node.op in MEMBRANE_OPS else None
-        fired = s[:, i] > 0
-        membrane = th is not None and th.shape[0] == m.shape[1]
-        trace = np.where(fired, th[i] + m[:, i], th[i] - m[:, i]) if membrane else m[:, i]
-        start = max(0, min(i - MAX_ROWS // 2, s.shape[1] - MAX_ROWS))
-        layers.append(LayerActivity(name, node.op, s.shape[1], s[:, start:start + MAX_ROWS].copy(), start,
-                                    float(s.sum()), i,
-                                    float(lowest[i]), trace, fired, float(th[i]) if membrane else None, membrane))
+        if margin is not None:
+            layers.append(_layer(nodes[name], value, margin))
 
     run(graph, first, record="outputs", visit=visit)
     return layers
+
+
+def recorded_activity(graph: Graph, trace: Trace) -> list[LayerActivity] | None:
+    """``neuron_activity(graph, inputs)`` read from ``trace``, a run of ``graph`` on ``inputs`` that recorded every
+    node (the compile's run of the deployed graph, the run its checks proved), instead of a second run: sample 0
+    of each neuron node's spikes and margin. No op mixes samples, so these are what a run of sample 0 alone
+    computes (tests/app/test_recorded_activity.py holds them equal). None when ``trace`` lacks a node (a partial
+    recording): the page then runs the graph."""
+    if any(n.name not in trace.values for n in graph.nodes):
+        return None
+    return [_layer(n, trace.values[n.name][:, :1], trace.margins[n.name][:, :1])
+            for n in graph.nodes if n.name in trace.margins]
+
+
+def _layer(node, value: np.ndarray, margin: np.ndarray) -> LayerActivity:
+    """What the page draws of one neuron node's ``value`` (spikes) and ``margin``, both ``[T, 1, ...]``."""
+    t = value.shape[0]
+    s, m = value.reshape(t, -1).astype(np.float64), margin.reshape(t, -1).astype(np.float64)
+    lowest = m.min(axis=0)
+    i = int(np.argmin(lowest))
+    th = _threshold(node, node.type.shape) if node.type.kind == "binary" and node.op in MEMBRANE_OPS else None
+    fired = s[:, i] > 0
+    membrane = th is not None and th.shape[0] == m.shape[1]
+    trace = np.where(fired, th[i] + m[:, i], th[i] - m[:, i]) if membrane else m[:, i]
+    start = max(0, min(i - MAX_ROWS // 2, s.shape[1] - MAX_ROWS))
+    return LayerActivity(node.name, node.op, s.shape[1], s[:, start:start + MAX_ROWS].copy(), start, float(s.sum()),
+                         i, float(lowest[i]), trace, fired, float(th[i]) if membrane else None, membrane)
 
 
 def raster_svg(a: LayerActivity, svg_id: str) -> str:
@@ -132,9 +147,10 @@ def trace_svg(a: LayerActivity, svg_id: str) -> str:
             f'<text x="{PAD + TRACE_W}" y="{TRACE_H + 18}" text-anchor="end">step {t - 1}</text></svg>')
 
 
-def activity_figures(graph: Graph, inputs) -> str:
-    """Every neuron layer's raster and trace, with what they show; a note when nothing could be drawn."""
-    layers = neuron_activity(graph, inputs)
+def activity_figures(graph: Graph, inputs, layers: list[LayerActivity] | None = None) -> str:
+    """Every neuron layer's raster and trace, with what they show; a note when nothing could be drawn. ``layers``:
+    ``neuron_activity(graph, inputs)`` already made (``recorded_activity``), else it is made here."""
+    layers = neuron_activity(graph, inputs) if layers is None else layers
     if not layers:
         return '<p class="muted" id="rasters">no neuron layer in the deployed graph</p>'
     parts = ['<div id="rasters">']

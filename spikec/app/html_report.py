@@ -243,8 +243,9 @@ def _targets(report: dict) -> dict:
     return {one.get("name", "target"): one} if isinstance(one, dict) else {}
 
 
-def _rasters(graph: Graph | None, inputs) -> list[str]:
-    """The raster and nearest-neuron trace of every neuron layer, or why they are not drawn."""
+def _rasters(graph: Graph | None, inputs, activity=None) -> list[str]:
+    """The raster and nearest-neuron trace of every neuron layer, or why they are not drawn (``activity``: the
+    layers already read from the compile's run, ``html_raster.recorded_activity``; else the graph is run)."""
     head = "<h3>Spike raster and membrane per neuron layer (the first sample of the verification inputs)</h3>"
     if graph is None or inputs is None:
         return [head, '<p class="muted" id="rasters">not drawn: the verification inputs were not given</p>']
@@ -252,12 +253,12 @@ def _rasters(graph: Graph | None, inputs) -> list[str]:
         return [head, f'<p class="muted" id="rasters">not drawn: the graph has {len(graph.inputs)} inputs and '
                       'io.npz records one array</p>']
     try:
-        return [head, activity_figures(graph, inputs)]
+        return [head, activity_figures(graph, inputs, activity)]
     except Exception as e:  # the page must still be written; the reason is shown, not hidden
         return [head, f'<p class="bad" id="rasters">not drawn: {esc(type(e).__name__)}: {esc(e)}</p>']
 
 
-def activity_section(report: dict, graph: Graph | None = None, inputs=None) -> str:
+def activity_section(report: dict, graph: Graph | None = None, inputs=None, activity=None) -> str:
     """Per-layer firing rates and each target's float-vs-fixed agreement as bar plots; the rasters and traces."""
     body = ["<h3>Firing rate per neuron layer (spikes per neuron per step)</h3>",
             bar_chart("firing-rates-chart", _rates(report), vmax=max([1.0] + [v for _, v in _rates(report)
@@ -274,7 +275,7 @@ def activity_section(report: dict, graph: Graph | None = None, inputs=None) -> s
         body += [f"<h3>{esc(name)}: float vs fixed-point agreement (approximate, measured)</h3>",
                  f'<p class="muted">{esc(ffx.get("meaning", ""))}</p>',
                  bar_chart(f"float-vs-fixed-{name}-chart", rows, vmax=100.0, unit="%")]
-    return _section("activity", "Activity", *body, *_rasters(graph, inputs))
+    return _section("activity", "Activity", *body, *_rasters(graph, inputs, activity))
 
 
 def params_section(report: dict) -> str:
@@ -437,23 +438,26 @@ def page(title: str, verdict: bool | None, sections) -> str:
             f"<main>{''.join(sections)}</main></body></html>\n")
 
 
-def render_report(report: dict, before: Graph | None, after: Graph, inputs=None) -> str:
-    """The page of a compile (``write_html`` writes it); ``inputs`` ``[T, B, ...]`` for the rasters."""
+def render_report(report: dict, before: Graph | None, after: Graph, inputs=None, activity=None) -> str:
+    """The page of a compile (``write_html`` writes it); ``inputs`` ``[T, B, ...]`` for the rasters (``activity``:
+    their layers already read from a run of ``after`` on them, ``html_raster.recorded_activity``)."""
     sections = [summary_section(report), graphs_section(report, before, after), passes_section(report),
-                layers_section(report), activity_section(report, after, inputs), params_section(report),
+                layers_section(report), activity_section(report, after, inputs, activity), params_section(report),
                 cost_section(report),
                 targets_section(report), warnings_section(report)]
     return page(f"spikec report: {report.get('model') or after.meta.get('source') or 'model'}",
                 report.get("equivalent") if isinstance(report.get("equivalent"), bool) else None, sections)
 
 
-def write_html(report: dict, before: Graph | None, after: Graph, path, inputs=None) -> Path:
+def write_html(report: dict, before: Graph | None, after: Graph, path, inputs=None, activity=None) -> Path:
     """Write ``report.html`` for a compile: ``report`` as in report.json, ``before`` the traced graph (None if not
     kept), ``after`` the deployed graph; ``inputs`` the verification inputs, by default the ``input`` of the
-    ``io.npz`` beside ``path`` (the OUTDIR's, written before the page). Returns the path written."""
+    ``io.npz`` beside ``path`` (the OUTDIR's, written before the page); ``activity`` the rasters' layers when the
+    compile read them from its own run of ``after`` on those inputs (else ``after`` is run on sample 0 here).
+    Returns the path written."""
     path = Path(path)
     inputs = recorded_inputs(path.parent) if inputs is None else inputs
-    path.write_text(render_report(report, before, after, inputs), encoding="utf-8")
+    path.write_text(render_report(report, before, after, inputs, activity), encoding="utf-8")
     return path
 
 

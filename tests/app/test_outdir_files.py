@@ -253,7 +253,7 @@ def test_a_compile_that_fills_the_disk_is_named_and_keeps_the_old_outdir(out, tm
     (src / "net.py").write_text(NET)
     (src / "model.py").write_text("def width():\n    return 5\n")
 
-    def full(report, before, graph, path):
+    def full(report, before, graph, path, **kw):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
     monkeypatch.setattr(driver, "write_html", full)
     before = snapshot(out)
