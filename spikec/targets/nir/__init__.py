@@ -85,66 +85,94 @@ def _min_margin(graph: Graph, reference) -> float | None:
     return min(margins) if margins else None
 
 
+CALLS = {"norse": "norse.torch.from_nir(nir.read(path), dt={dt:g})",
+         "spikingjelly": "spikingjelly.activation_based.nir_exchange.from_nir.import_from_nir(nir.read(path), dt={dt:g})",
+         "rockpool": consumers_mod.rockpool_consumer.CALL,
+         "sinabs": "sinabs.from_nir(nir.read(path), batch_size=1), one call per step",
+         "snntorch": "snntorch.import_nir.import_from_nir(nir.read(path))"}
+PER_OUTPUT = ("the file has {n} outputs and nirtorch returns one: it was run as {n} one-output graphs, each Output "
+              "with every node it reads (consumers.one_output_parts)")
+
+
 def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: float) -> dict:
-    """Each consumer's verdict: ran and matched, or why it did not run."""
+    """Each consumer's verdict: ran and matched, or why it did not run. A file with several outputs is run one
+    output at a time (nirtorch, under snnTorch, Norse, Sinabs and Rockpool, returns one), each with what it reads."""
     g = nir.read(path)
-    found = consumers_mod.limits(g, dt)
-    carriers = mapping.get("carriers", {})
-    by_nir = {v: k for k, v in carriers.items() if (graph.node(k).type.is_spike or _counts(graph.node(k)))
-              and graph.node(k).op != "input"}
     outputs = mapping.get("outputs", {})
+    if len(outputs) <= 1:
+        parts = [(path, g, mapping)]
+    else:
+        parts = []
+        for out, sub in consumers_mod.one_output_parts(g).items():
+            sub_path = Path(path).with_name(f"{Path(path).stem}.{out}.nir")
+            nir.write(sub_path, sub)
+            over = {k: v for k, v in mapping.get("read_over_time", {}).items() if k == out}
+            parts.append((sub_path, sub, {**mapping, "outputs": {out: outputs[out]}, "read_over_time": over}))
     report = {}
     for name in consumers_mod.CONSUMERS:
         missing = consumers_mod.available(name)
         if missing:
             report[name] = {"ran": False, "reason": missing}
             continue
-        if found[name]:
-            report[name] = {"ran": False, "reason": "; ".join(found[name])}
-            continue
-        (nir_out, ir_out), = outputs.items()
-        out_node = graph.node(ir_out)
-        try:
-            y, spikes = consumers_mod.run_consumer(name, path, inputs, dt, out_node.type.shape)
-        except Exception as e:  # the consumer itself failed on a file the analysis passed: report it
-            report[name] = {"ran": False, "reason": f"{name} raised {type(e).__name__}: {e}"}
-            continue
-        cmp, at_margins = Comparison(), []
-        for nir_name, s in sorted(spikes.items()):
-            ir = by_nir.get(nir_name)
-            if ir is not None:
-                cmp.add(ir, reference.values[ir], s, True, reference.margins.get(ir))
-                if ir in reference.margins and reference.values[ir].shape == s.shape:
-                    at_margins.append(reference.margins[ir][reference.values[ir] != s])
-        expected = reference.values[ir_out]
-        if out_node.type.is_spike or _counts(out_node):   # spikes, or spike counts: every one compared
-            cmp.add(f"{ir_out} (output)", expected, y, True, reference.margins.get(ir_out))
-            rel = 0.0
-        else:
-            scale = max(np.abs(expected).max(initial=0.0), np.finfo(float).tiny)
-            rel = float(np.abs(expected - y).max(initial=0.0) / scale)
-        for spec in mapping.get("read_over_time", {}).values():
-            _add_readout(cmp, spec, y, reference)
-        report[name] = {"ran": True, "spike_exact": cmp.spike_mismatches == 0 and cmp.real_mismatches == 0,
-                        "neurons_compared": len(cmp.nodes_compared), "spikes_compared": cmp.spikes_compared,
-                        "spike_mismatches": cmp.spike_mismatches, "spike_count": int(sum(
-                            float(np.sum(s)) for s in spikes.values())),
-                        "output_max_rel_diff": rel, "precision": "float32 (as the importer builds it)",
-                        "mismatches_at_exact_ties": int(sum(int((m == 0).sum()) for m in at_margins)),
-                        "max_margin_at_mismatch": max((float(m.max()) for m in at_margins if m.size), default=None),
-                        "first_mismatches": [m.to_json() for m in cmp.mismatches]}
-        if name == "norse":
-            report[name]["call"] = f"norse.torch.from_nir(nir.read(path), dt={dt:g})"
-        elif name == "spikingjelly":
-            report[name]["call"] = ("spikingjelly.activation_based.nir_exchange.from_nir.import_from_nir("
-                                    f"nir.read(path), dt={dt:g})")
-        elif name == "rockpool":
-            report[name]["call"] = consumers_mod.rockpool_consumer.CALL
-        elif name == "sinabs":
-            report[name]["call"] = "sinabs.from_nir(nir.read(path), batch_size=1), one call per step"
-        else:
-            report[name]["call"] = "snntorch.import_nir.import_from_nir(nir.read(path))"
+        verdicts = [_one_consumer(name, p, sub, graph, inputs, reference, m, dt) for p, sub, m in parts]
+        report[name] = verdicts[0] if len(verdicts) == 1 else _merge(verdicts, list(outputs))
+        if report[name]["ran"]:
+            report[name]["call"] = CALLS[name].format(dt=dt)
     return report
+
+
+def _merge(verdicts: list[dict], outs: list[str]) -> dict:
+    """One verdict of a consumer run output by output: ran when every part ran."""
+    if not all(v["ran"] for v in verdicts):
+        return {"ran": False, "reason": "; ".join(f"output {o!r}: {v['reason']}" for o, v in zip(outs, verdicts)
+                                                  if not v["ran"])}
+    total = lambda k: sum(v[k] for v in verdicts)  # noqa: E731
+    margins = [v["max_margin_at_mismatch"] for v in verdicts if v["max_margin_at_mismatch"] is not None]
+    return {"ran": True, "spike_exact": all(v["spike_exact"] for v in verdicts), "per_output": PER_OUTPUT.format(
+        n=len(verdicts)), **{k: total(k) for k in ("neurons_compared", "spikes_compared", "spike_mismatches",
+                                                   "spike_count", "mismatches_at_exact_ties")},
+            "output_max_rel_diff": max(v["output_max_rel_diff"] for v in verdicts),
+            "precision": verdicts[0]["precision"], "max_margin_at_mismatch": max(margins, default=None),
+            "first_mismatches": [m for v in verdicts for m in v["first_mismatches"]][:10]}
+
+
+def _one_consumer(name, path, g, graph: Graph, inputs, reference, mapping: dict, dt: float) -> dict:
+    """Consumer ``name`` on the one-output file ``path`` (graph ``g``): its verdict."""
+    found = consumers_mod.limits(g, dt)[name]
+    if found:
+        return {"ran": False, "reason": "; ".join(found)}
+    carriers = mapping.get("carriers", {})
+    by_nir = {v: k for k, v in carriers.items() if (graph.node(k).type.is_spike or _counts(graph.node(k)))
+              and graph.node(k).op != "input"}
+    (nir_out, ir_out), = mapping.get("outputs", {}).items()
+    out_node = graph.node(ir_out)
+    try:
+        y, spikes = consumers_mod.run_consumer(name, path, inputs, dt, out_node.type.shape)
+    except Exception as e:  # the consumer itself failed on a file the analysis passed: report it
+        return {"ran": False, "reason": f"{name} raised {type(e).__name__}: {e}"}
+    cmp, at_margins = Comparison(), []
+    for nir_name, s in sorted(spikes.items()):
+        ir = by_nir.get(nir_name)
+        if ir is not None:
+            cmp.add(ir, reference.values[ir], s, True, reference.margins.get(ir))
+            if ir in reference.margins and reference.values[ir].shape == s.shape:
+                at_margins.append(reference.margins[ir][reference.values[ir] != s])
+    expected = reference.values[ir_out]
+    if out_node.type.is_spike or _counts(out_node):   # spikes, or spike counts: every one compared
+        cmp.add(f"{ir_out} (output)", expected, y, True, reference.margins.get(ir_out))
+        rel = 0.0
+    else:
+        scale = max(np.abs(expected).max(initial=0.0), np.finfo(float).tiny)
+        rel = float(np.abs(expected - y).max(initial=0.0) / scale)
+    for spec in mapping.get("read_over_time", {}).values():
+        _add_readout(cmp, spec, y, reference)
+    return {"ran": True, "spike_exact": cmp.spike_mismatches == 0 and cmp.real_mismatches == 0,
+            "neurons_compared": len(cmp.nodes_compared), "spikes_compared": cmp.spikes_compared,
+            "spike_mismatches": cmp.spike_mismatches, "spike_count": int(sum(float(np.sum(s)) for s in spikes.values())),
+            "output_max_rel_diff": rel, "precision": "float32 (as the importer builds it)",
+            "mismatches_at_exact_ties": int(sum(int((m == 0).sum()) for m in at_margins)),
+            "max_margin_at_mismatch": max((float(m.max()) for m in at_margins if m.size), default=None),
+            "first_mismatches": [m.to_json() for m in cmp.mismatches]}
 
 
 def check_file(path, graph: Graph, inputs, reference, dt: float = DT, scheme: str = SCHEME,

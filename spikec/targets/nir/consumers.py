@@ -67,9 +67,10 @@ def limits(graph: nir.NIRGraph, dt: float) -> dict[str, list[str]]:
         snn.append(f"dt = {dt:g}: snnTorch's importer hard-codes dt = 1e-4")
     n_in = sum(isinstance(n, nir.Input) for n in graph.nodes.values())
     n_out = sum(isinstance(n, nir.Output) for n in graph.nodes.values())
-    if n_in != 1 or n_out != 1:
+    if n_in != 1 or n_out != 1:   # the NIR target runs a file of several outputs one output at a time instead
         for lst in (snn, nor):
-            lst.append(f"{n_in} inputs and {n_out} outputs: nirtorch runs graphs with one of each")
+            lst.append(f"{n_in} inputs and {n_out} outputs: nirtorch runs graphs with one of each (the NIR target "
+                       "runs each output's part, one_output_parts)")
     for name, node in graph.nodes.items():
         k = _kind(node)
         where = f"node {name!r} ({k})"
@@ -210,6 +211,25 @@ def is_clock(graph: nir.NIRGraph, name: str, dt: float) -> bool:
     a, gain = graph.nodes[feeds[0]], np.asarray(node.r) * dt / np.asarray(node.tau)
     return bool(not np.any(a.weight) and not np.any(node.v_leak) and not np.any(node.v_reset)
                 and np.all(gain * a.bias >= 2 * np.asarray(node.v_threshold)) and np.all(node.v_threshold > 0))
+
+
+def one_output_parts(graph: nir.NIRGraph) -> dict[str, nir.NIRGraph]:
+    """Per Output node, the graph of that Output, the Inputs and every node it reads (cycles included): what a
+    one-output importer (nirtorch) can run of a file with several outputs. Same nodes, edges among them."""
+    parts = {}
+    for out in [n for n, v in graph.nodes.items() if isinstance(v, nir.Output)]:
+        keep, todo = {out}, [out]
+        while todo:
+            d = todo.pop()
+            for s, dd in graph.edges:
+                if dd == d and s not in keep:
+                    keep.add(s)
+                    todo.append(s)
+        keep |= {n for n, v in graph.nodes.items() if isinstance(v, nir.Input)}
+        parts[out] = nir.NIRGraph(nodes={n: v for n, v in graph.nodes.items() if n in keep},
+                                  edges=[(s, d) for s, d in graph.edges if s in keep and d in keep],
+                                  metadata=dict(graph.metadata or {}), type_check=False)
+    return parts
 
 
 def _sinabs_scheme_limits(graph: nir.NIRGraph) -> dict[str, list[str]]:
