@@ -312,6 +312,8 @@ def _linear(ex: _Exporter, node: Node):
 
 @lowering("avgpool2d")
 def _avgpool2d(ex: _Exporter, node: Node):
+    if structure.is_conv1d(ex, node):   # AvgPool1d on a (C, L) step viewed as (C, 1, L)
+        return structure.pool1d(ex, node)
     a = node.attrs
     if a.get("ceil_mode"):
         _refuse(node, "ceil_mode=True: NIR AvgPool2d (and the importers' torch AvgPool2d) floor the output size")

@@ -23,6 +23,9 @@ def _state(ex) -> dict:
 
 def _conv1d_kernel(ex, name: str) -> bool:
     n = ex.graph.node(name)
+    if n.op == "avgpool2d":   # a 1-D average pool (AvgPool1d on (C, L)): kernel (1, k), no padding over the 1
+        a = n.attrs
+        return tuple(a["kernel"])[0] == 1 and tuple(a["stride"])[0] == 1 and tuple(a["padding"])[0] == 0
     if n.op != "conv2d":
         return False
     a, w = n.attrs, np.asarray(n.params["weight"])
@@ -76,6 +79,30 @@ def conv1d(ex, node) -> None:
     ex.sources[node.name] = [name]   # no carrier: the IR value is (C', 1, L'), the NIR node's (C', L')
     _state(ex)["outputs"].add(node.name)
     ex.notes.append(f"{node.name}: a (1, k) conv on a (C, L) step viewed as (C, 1, L): NIR Conv1d")
+
+
+def pool1d(ex, node) -> None:
+    """A 1-D average pool on a viewed ``(C, L)`` step (``AvgPool1d``: a ``(1, k)`` avgpool2d) as NIR ``Conv1d`` with
+    ``1/k`` on each channel's diagonal, stride and zero padding as the pool's (the padded zeros counted, as
+    ``count_include_pad=True``). Exact for a power-of-two ``k``: ``x / k`` is then ``x * (1/k)`` and scaling by it
+    commutes with rounding; another ``k`` rounds otherwise and is refused."""
+    a = node.attrs
+    k, stride, pad = (int(tuple(a[n])[1]) for n in ("kernel", "stride", "padding"))
+    if a.get("ceil_mode") or (pad and not a.get("count_include_pad", True)) or k & (k - 1):
+        _refuse(node, f"a 1-D average pool of kernel {k}{', ceil_mode' if a.get('ceil_mode') else ''}"
+                f"{', count_include_pad=False' if pad and not a.get('count_include_pad', True) else ''}: NIR has no "
+                "1-D pool; it is written as a Conv1d of weight 1/k, which is the pool's x/k exactly only for a "
+                "power-of-two k, with the padded zeros counted and the output size floored")
+    x = ex.graph.node(node.inputs[0]).type.shape
+    c, length = int(x[0]), int(x[2])
+    w = np.zeros((c, c, k))
+    w[np.arange(c), np.arange(c), :] = 1.0 / k
+    conv = nir.Conv1d(input_shape=length, weight=w, stride=stride, padding=pad, dilation=1, groups=1,
+                      bias=np.zeros(c))
+    name = ex.add(node.name, conv, node.inputs)
+    ex.sources[node.name] = [name]
+    _state(ex)["outputs"].add(node.name)
+    ex.notes.append(f"{node.name}: a 1-D average pool (kernel {k}) on a (C, L) step as NIR Conv1d (weight 1/{k})")
 
 
 def channel_conv1d(a: np.ndarray, b: np.ndarray, shape) -> nir.Conv1d:
