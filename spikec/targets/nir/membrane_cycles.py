@@ -120,7 +120,9 @@ def _params(conv, n, node, shape) -> tuple[np.ndarray, np.ndarray]:
     why = [f"{k} != 0" for k, v in (("v_leak", v_leak), ("v_reset", v_reset)) if np.any(v != 0)]
     if conv.scheme == "snntorch":
         decay_mem, gs, gm = 1 - dt / tau_mem, w_in * dt / tau_syn, r * dt / tau_mem
-        B, A, T = 1 - dt / tau_syn, np.ones(c), v_th / (gm * gs)
+        if np.any(gm * gs == 0):
+            _refuse(n, node, "r = 0 or w_in = 0: the membrane's gain is 0, it has no threshold")
+        B, T = 1 - dt / tau_syn, v_th / (gm * gs)
         memory = np.any(decay_mem != 0)
     else:
         a_s, a_m = dt * (1 / tau_syn), dt * (1 / tau_mem)
@@ -138,15 +140,22 @@ def _params(conv, n, node, shape) -> tuple[np.ndarray, np.ndarray]:
     return (np.clip(B, 0.0, 1.0) if np.all(np.abs(B - np.clip(B, 0, 1)) <= ROUNDING) else B), T
 
 
-def _leaky_threshold(sub: np.ndarray, T: np.ndarray, close) -> np.ndarray | None:
+NEGATIVE = ("a negative threshold {}: snnTorch's Leaky/RLeaky resets at the first step already (its delayed reset "
+            "reads 0 > threshold), the NIR cycle does not (it carries no spike at rest); spikec writes this cycle for "
+            "threshold >= 0 only")
+
+
+def _leaky_threshold(n, node, sub: np.ndarray, T: np.ndarray, close) -> np.ndarray | None:
     """The Leaky's threshold when the amount removed per spike ``sub`` is (``close`` to) the threshold ``T``: 0-dim
-    when it is one float32 value (snnTorch subtracts a 0-dim threshold in float32), else per channel."""
+    when it is one float32 value (snnTorch subtracts a 0-dim threshold in float32), else per channel. A negative
+    ``T`` that matches is refused (``NEGATIVE``)."""
     one = bool((T == T[0]).all() and (sub == sub[0]).all())
     with np.errstate(over="ignore"):
         f32 = np.float32(T).astype(np.float64)
-    if one and close(sub, f32):
-        return np.asarray(T[0])
-    return T.copy() if close(sub, T) else None
+    theta = np.asarray(T[0]) if one and close(sub, f32) else (T.copy() if close(sub, T) else None)
+    if theta is not None and np.any(T < 0):
+        _refuse(n, node, NEGATIVE.format(np.unique(T[T < 0])[:3]))
+    return theta
 
 
 def _scalar(v: np.ndarray) -> np.ndarray:
@@ -186,7 +195,7 @@ def read(conv, n: str, node, x: str, loops: list[tuple[str, str]]) -> str:
         for close, op in ((exact, LIF), (exact, LIF_SNNTORCH), (near, LIF_SNNTORCH), (near, LIF)):
             if op == LIF and lif(close):
                 return conv.lif(n, x, _scalar(B), 1.0, 0.0, _scalar(fire), reset="subtract")
-            theta = _leaky_threshold(sub, T, close) if op == LIF_SNNTORCH else None
+            theta = _leaky_threshold(n, node, sub, T, close) if op == LIF_SNNTORCH else None
             if theta is not None:
                 return conv.emit(n, LIF_SNNTORCH, [x], attrs, {"beta": _scalar(B), "threshold": theta})
         _refuse(f, conv.nodes[f], f"the feedback removes {np.unique(sub)[:3]} per spike; neither the threshold "
@@ -202,7 +211,7 @@ def _rleaky(conv, n, x, B, T, weights, attrs, shape) -> str:
     exact, near = np.array_equal, lambda a, b: np.allclose(a, b, rtol=RTOL, atol=0)
     for close, k in ((exact, 0), (exact, 1), (near, 0), (near, 1)):
         (_, w), (g, v) = weights[k], weights[1 - k]
-        theta = _leaky_threshold(-w, T, close) if w is not None else None
+        theta = _leaky_threshold(n, conv.nodes[n], -w, T, close) if w is not None else None
         if theta is None:
             continue
         params = {"beta": _scalar(B), "threshold": theta}

@@ -109,11 +109,13 @@ def test_compiling_the_written_file_round_trips(models, factory, tmp_path):
     assert result.equivalent, result.describe()
 
 
-def _mutated(path, tmp_path, node, **changes):
+def _mutated(path, tmp_path, changes: dict):
+    """``path`` with ``{node: {parameter: value}}`` changed."""
     g = nir.read(path)
-    for k, v in changes.items():
-        setattr(g.nodes[node], k, v)
-    out = tmp_path / f"mutated_{node}.nir"
+    for node, params in changes.items():
+        for k, v in params.items():
+            setattr(g.nodes[node], k, v)
+    out = tmp_path / f"mutated_{'_'.join(changes)}.nir"
     nir.write(out, nir.NIRGraph(nodes=g.nodes, edges=g.edges, metadata=g.metadata, type_check=False))
     return out
 
@@ -121,19 +123,22 @@ def _mutated(path, tmp_path, node, **changes):
 def test_a_cycle_spikec_did_not_write_is_refused_by_name(models, tmp_path):
     _, path, _ = written(models, "dense", tmp_path)
     cuba = nir.read(path).nodes["lif"]
-    cases = [  # (node, change, what the refusal names)
-        ("lif_reset", {"weight": np.diag(np.full(6, -0.7))}, "NIR node 'lif_reset'.*neither the threshold"),
-        ("lif", {"tau_mem": cuba.tau_mem * 2}, "NIR node 'lif'.*membrane decay"),
-        ("lif", {"v_leak": np.full(6, 0.1)}, "NIR node 'lif'.*v_leak != 0"),
-        ("lif_reset", {"bias": np.full(6, 0.1)}, "NIR node 'lif_reset'.*not a per-neuron weight"),
-        ("lif_reset_pass", {"weight": np.eye(6) * 2}, "NIR node 'lif'.*'lif_reset_pass' .Affine. is not an identity"),
+    cases = [  # (changes, what the refusal names)
+        ({"lif_reset": {"weight": np.diag(np.full(6, -0.7))}}, "NIR node 'lif_reset'.*neither the threshold"),
+        ({"lif": {"tau_mem": cuba.tau_mem * 2}}, "NIR node 'lif'.*membrane decay"),
+        ({"lif": {"v_leak": np.full(6, 0.1)}}, "NIR node 'lif'.*v_leak != 0"),
+        ({"lif_reset": {"bias": np.full(6, 0.1)}}, "NIR node 'lif_reset'.*not a per-neuron weight"),
+        ({"lif_reset_pass": {"weight": np.eye(6) * 2}}, "NIR node 'lif'.*'lif_reset_pass' .Affine. is not an identity"),
+        # -T removed per spike with T < 0: snnTorch's Leaky would reset at the first step, the cycle does not
+        ({"lif": {"v_threshold": -cuba.v_threshold}, "lif_reset": {"weight": np.eye(6)}},
+         "NIR node 'lif'.*negative threshold .-1.*first step"),
     ]
-    for node, change, match in cases:
-        bad = _mutated(path, tmp_path, node, **change)
+    for changes, match in cases:
+        bad = _mutated(path, tmp_path, changes)
         with pytest.raises(UnsupportedOp, match=match):
             load_nir(bad)
         found = check.check_file(bad)
-        assert not found["compiles"] and [f for f in found["findings"] if f["kind"] == "spikec_refuses"], node
+        assert not found["compiles"] and [f for f in found["findings"] if f["kind"] == "spikec_refuses"], changes
 
 
 @pytest.mark.parametrize("beta, alpha, theta", [(1.0, 1.0, 0.5), (0.9, 1.0, 0.7), (0.75, 0.5, 0.3), (1.0, 2.0, 0.6)])
