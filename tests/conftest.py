@@ -7,6 +7,14 @@ each), the app's compiles through subprocesses, examples, TTFS, the mutation too
 that costs seconds is marked ``@pytest.mark.slow`` (or listed in ``SLOW_HERE`` when its file is another
 engineer's). ``make test`` runs everything, over pytest-xdist's workers.
 
+Lava sessions: a Lava run outside ``supervisor.session()`` starts its own supervisor and warm runner (~3.8 s a run
+against ~1.2 s inside one). Each worker holds one session for its whole run (``shared_lava_session``), so every
+compile of every test shares one runtime; it starts at the first Lava job (a worker that runs none starts none).
+A module checking what a compile's own session does (that it starts one, that nothing outlives the compile) is
+listed in ``OWN_LAVA_SESSIONS`` or marked ``@pytest.mark.own_lava_sessions``: the shared session is ended before
+it and started again after it. Jobs are forks of the runner, each from the same state, so a shared session
+computes what sessions of their own do (``targets/lava/test_runtime_shared.py`` checks it).
+
 ``@pytest.mark.exclusive``: a test with a wall-clock bound, or one that leaves dead-run files in the machine's
 shared ``/dev/shm`` for a later sweep to find, runs while no other worker runs a test (another worker's compile
 sweeps dead runs' segments, and a Lava run beside it doubles a cleanup's time).
@@ -31,6 +39,9 @@ LONG_FIRST = ("targets/test_coverage.py", "test_readme_commands.py", "targets/la
               "targets/lava/test_network_api.py", "targets/test_nir_paper_targets.py",
               "targets/lava/test_lava_target.py", "targets/lava/test_framework_neurons.py",
               "targets/lava/test_ttfs_lava.py", "targets/lava/test_leftovers.py")
+# Modules that check a compile's own Lava session (counted, ended with the compile) or kill one: no shared session.
+OWN_LAVA_SESSIONS = ("targets/lava/test_runtime_shared.py", "targets/lava/test_interrupts.py",
+                     "targets/lava/test_leftovers.py")
 
 
 def _relative(path) -> str | None:
@@ -103,6 +114,8 @@ _MACHINE: list = []
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "own_lava_sessions: the module checks a compile's own Lava session: no "
+                                       "session shared across its tests (tests/conftest.py)")
     # an xdist worker's basetemp is <the run's basetemp>/popen-gwN: the parent is shared by the run's workers
     if hasattr(config, "workerinput") and config.option.basetemp:
         _MACHINE.append(_Machine(Path(config.option.basetemp).parent))
@@ -125,3 +138,70 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+class _SharedLava:
+    """This worker's held ``supervisor.session()`` (entered lazily, left for an ``own_lava_sessions`` module)."""
+    held = None
+
+    @classmethod
+    def hold(cls) -> None:
+        if cls.held is None:
+            from spikec.targets.lava import supervisor
+            cls.held = supervisor.session()
+            cls.held.__enter__()
+
+    @classmethod
+    def release(cls) -> None:
+        if cls.held is not None:
+            held, cls.held = cls.held, None
+            held.__exit__(None, None, None)   # the outermost session(): ends the supervisor and runner
+
+
+def own_lava_sessions(module) -> bool:
+    return _relative(module.path) in OWN_LAVA_SESSIONS or module.get_closest_marker("own_lava_sessions") is not None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def shared_lava_session(request):
+    """One Lava session for every test of the module, and of the worker's next modules (see the docstring)."""
+    rel = _relative(request.path)
+    if not slow_path(rel):          # the fast tier runs no Lava: nothing to import
+        yield
+    elif own_lava_sessions(request.node):
+        _SharedLava.release()
+        yield
+    else:
+        _SharedLava.hold()
+        yield
+
+
+def pytest_sessionfinish(session):
+    _SharedLava.release()
+
+
+# -- SPIKEC_FILE_TIMES=PATH: each file's wall seconds (its tests' setup, call and teardown) and its worker, as TSV --
+_FILE_TIMES: dict = {}
+
+
+def pytest_runtest_logreport(report):
+    """In the run's own process (pytest-xdist's controller receives every worker's reports)."""
+    rel = report.nodeid.split("::", 1)[0]
+    worker = getattr(getattr(report, "node", None), "workerinput", {}).get("workerid", "main")
+    seconds, _ = _FILE_TIMES.get(rel, (0.0, worker))
+    _FILE_TIMES[rel] = (seconds + report.duration, worker)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    import os
+    path = os.environ.get("SPIKEC_FILE_TIMES")
+    if not path or hasattr(config, "workerinput") or not _FILE_TIMES:
+        return
+    rows = sorted(_FILE_TIMES.items(), key=lambda kv: -kv[1][0])
+    per_worker: dict = {}
+    for _, (seconds, worker) in rows:
+        per_worker[worker] = per_worker.get(worker, 0.0) + seconds
+    Path(path).write_text("".join(f"{s:.1f}\t{w}\t{f}\n" for f, (s, w) in rows)
+                          + "".join(f"{s:.1f}\t{w}\t(worker total)\n" for w, s in sorted(per_worker.items())))
+    terminalreporter.write_line(f"per-file wall times: {path} (" + ", ".join(
+        f"{w} {s:.0f} s" for w, s in sorted(per_worker.items())) + ")")

@@ -35,6 +35,15 @@ def spikes_in(steps=8, batch=3, n=12, seed=0):
     return (np.random.default_rng(seed).random((steps, batch, n)) < 0.5).astype(np.float64)
 
 
+@pytest.fixture(scope="module")
+def on_spikes(tmp_path_factory):
+    """``(factory, stepping) -> Compiled`` of ``framework_models.py``'s factory on ``spikes_in()``, compiled once
+    per module (tests only read it)."""
+    import functools
+    where = tmp_path_factory.mktemp("framework_neurons")
+    return functools.cache(lambda factory, stepping: compile_lava(f"{MODELS}:{factory}", stepping, spikes_in(), where))
+
+
 CASES = {  # factory: (stepping, float op, the integer reset kind, process)
     "leaky_default": ("step", "lif_snntorch", "delayed_subtract", "SpikecLIF"),
     "leaky_immediate": ("step", "lif_snntorch", "snntorch_subtract", "SpikecLIF"),
@@ -53,9 +62,9 @@ CASES = {  # factory: (stepping, float op, the integer reset kind, process)
 
 
 @pytest.mark.parametrize("factory", list(CASES))
-def test_framework_neurons_are_bit_exact_in_lava(factory, tmp_path):
+def test_framework_neurons_are_bit_exact_in_lava(factory, on_spikes):
     stepping, op, reset, process = CASES[factory]
-    c = compile_lava(f"{MODELS}:{factory}", stepping, spikes_in(), tmp_path)
+    c = on_spikes(factory, stepping)
     t = c.report["target"]
     assert c.report["equivalent"]
     assert t["bit_exact"], t["first_mismatches"]
@@ -70,11 +79,11 @@ def test_framework_neurons_are_bit_exact_in_lava(factory, tmp_path):
         assert agree["spike_agreement"] >= 0.9
 
 
-def test_sj_fires_on_ge_and_synaptic_bias_is_a_current(tmp_path):
-    t = compile_lava(f"{MODELS}:sj_if_reset", "multistep", spikes_in(), tmp_path).report["target"]
+def test_sj_fires_on_ge_and_synaptic_bias_is_a_current(on_spikes):
+    t = on_spikes("sj_if_reset", "multistep").report["target"]   # the compiles of the test above
     assert all(v.get("fire", "").startswith("v >= vth") for v in t["quantization"]["layers"].values()
                if v.get("process") == "SpikecLIF")
-    t = compile_lava(f"{MODELS}:synaptic_default", "step", spikes_in(), tmp_path).report["target"]
+    t = on_spikes("synaptic_default", "step").report["target"]
     layers = [v for v in t["quantization"]["layers"].values() if "current_decay_quantization" in v]
     assert layers and all(v["du"] == 4095 - round(4096 * 0.6) for v in layers)
 
@@ -134,16 +143,16 @@ STATE_OUTS = {  # factory: (stepping, the recorded output, its integer output)
 
 
 @pytest.mark.parametrize("factory", list(STATE_OUTS))
-def test_state_reads_and_norse_li_are_recorded_bit_exactly(factory, tmp_path):
+def test_state_reads_and_norse_li_are_recorded_bit_exactly(factory, on_spikes):
     stepping, out, integer = STATE_OUTS[factory]
-    c = compile_lava(f"{MODELS}:{factory}", stepping, spikes_in(), tmp_path)
+    c = on_spikes(factory, stepping)
     t = c.report["target"]
     assert t["bit_exact"], t["first_mismatches"]
     assert t["state_reads_compared"] > 0 and t["quantization_checks"]["ok"]
     a = t["float_vs_fixed"]["per_layer"][out]
     assert a["state_max_rel_error"] < 0.5, a    # approximate: dequantized with v / (64 s) (+ v_leak)
     layer = next(v for v in t["quantization"]["layers"].values() if out in v.get("state_reads", {out: 0}))
-    assert layer["process"] == "SpikecLIF"
+    assert layer["process"] == ("LIF" if factory == "norse_libox" else "SpikecLIF")   # LIBox: standard_integrator.py
     if out in layer.get("state_reads", {}):
         assert layer["state_reads"][out].startswith(f"integer {integer}")
 
