@@ -166,15 +166,15 @@ def _corrupt(out, key, fn):
     np.savez(params, **arrays)
 
 
-@pytest.mark.parametrize("factory,seed,key,population", [
-    ("residual_dense", 3, "skip.0/weights", "lif3"),          # a DelayDense stream
-    ("intfire_dense", 7, "layers.1/vth", "layers.1"),         # the unrolled integer neuron's threshold
-    ("host_partition", 6, "host1/bn.to.n3/gain", "bn.to.n3"),  # what a host sends to the chip
-    ("silif_csilif", 5, "layers.1/a_im", "layers.1"),         # CSiLIF's rotation (real <-> imaginary coupling)
+@pytest.mark.parametrize("factory,seed,batch,key,population", [   # the compiles of the tests above where one fits
+    ("residual_dense", 3, 3, "skip.0/weights", "lif3"),          # a DelayDense stream
+    ("intfire_dense", 7, 2, "layers.1/vth", "layers.1"),         # the unrolled integer neuron's threshold
+    ("host_partition", 6, 2, "host1/bn.to.n3/gain", "bn.to.n3"),  # what a host sends to the chip
+    ("silif_csilif", 5, 3, "layers.1/a_im", "layers.1"),         # CSiLIF's rotation (real <-> imaginary coupling)
 ])
-def test_corruption_fails_verification_naming_the_population(tmp_path, factory, seed, key, population):
+def test_corruption_fails_verification_naming_the_population(tmp_path, factory, seed, batch, key, population):
     from spikec.targets.lava import verify_lava
-    c = compile_fixture(factory, seed=seed, batch=2)
+    c = compile_fixture(factory, seed=seed, batch=batch)
     assert c.report["target"]["bit_exact"]
     out, x = _write(tmp_path, c)
 
@@ -194,13 +194,13 @@ def test_corruption_fails_verification_naming_the_population(tmp_path, factory, 
 
 def test_verify_rereads_a_written_host_and_sub_step_network(tmp_path):
     from spikec.targets.lava import load, verify_lava
-    c = compile_fixture("intfire_conv_pool", seed=2, batch=2)
+    c = compile_fixture("intfire_conv_pool", seed=2)   # test_max_pooling_as_or_layers_over_unrolled_spikes's
     out, x = _write(tmp_path, c)
     ok = verify_lava(out, c.graph, x, None)
     assert ok["equivalent"] and ok["bit_exact"] and ok["spikes_compared"] == c.report["target"]["spikes_compared"]
     model = load(out)                         # the deployment, usable from Python without Lava
     y = model(x)
-    assert y.shape == (x.shape[0], 2, 5) and y.max() <= 2     # the unrolled integer neuron's count (D = 2)
+    assert y.shape == (x.shape[0], 3, 5) and y.max() <= 2     # the unrolled integer neuron's count (D = 2)
     report = json.loads((out / "report.json").read_text())
     assert report["target"]["schedule"]["lava_steps_per_physical_step"] == 3
 
