@@ -175,6 +175,8 @@ class _Converter:
                              "pattern LI/I -> Threshold -> diagonal feedback -> LI/I; the IR has no other recurrence",
                              "unroll the recurrence, or export it as a subtract-reset neuron")
             self.patterns[v] = (th_names[0], u, self._diagonal(u, fb))
+        # an RLeaky's recurrence bias, written on its input path (Affine(I, b)): folded back into the op
+        self.rec_bias = {v: a for v in self.cycles if (a := membrane_cycles.input_bias(self, v))}
         for v in set(self.cycles) & set(self.recurrent):
             _unsupported(v, self.nodes[v], f"a CubaLIF both in a reset cycle {self.cycles[v][0]} and fed back directly "
                          f"through {self.recurrent[v]!r}: neither the RLeaky nor the RSynaptic form spikec reads")
@@ -275,6 +277,9 @@ class _Converter:
                 continue  # a subtract-reset feedback, a CubaLIF's recurrence or reset cycle: folded into its neuron
             if any(n == p[0] for p in self.patterns.values()):
                 continue  # the spikes of a subtract-reset neuron, emitted with its LI/I
+            if n in self.rec_bias.values():
+                self.value[n] = self.summed(n)  # its bias is the RLeaky's (membrane_cycles.input_bias)
+                continue
             handler = getattr(self, f"node_{k}", None)
             if handler is None:
                 _unsupported(n, node, f"NIR node type {k} has no IR mapping")
@@ -443,7 +448,8 @@ class _Converter:
 
     def node_CubaLIF(self, n, node, x):
         if n in self.cycles:
-            return membrane_cycles.read(self, n, node, x, self.cycles[n])
+            bias = self.nodes[self.rec_bias[n]].bias if n in self.rec_bias else None
+            return membrane_cycles.read(self, n, node, x, self.cycles[n], bias)
         if n in self.recurrent:
             return self._synaptic(n, node, x, self.recurrent[n])
         return self._cuba(n, node, x, True)

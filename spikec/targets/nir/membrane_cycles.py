@@ -110,6 +110,21 @@ def loop(conv, u: str, v: str) -> tuple[str, str] | str | None:
     return f, u
 
 
+def input_bias(conv, v: str) -> str | None:
+    """The ``Affine(I, b)`` (nonzero ``b``) that alone feeds the CubaLIF ``v`` of an RLeaky with a dense recurrence
+    and feeds nothing else: ``recurrent.rleaky`` moves the recurrence's bias there (nirtorch reads a cycle as 0 at
+    the first step), and it is read back as the op's ``bias`` (``rec(s) = W s + b``: equal in exact arithmetic)."""
+    loops, ins = conv.cycles[v], conv.ins(v)
+    if len(loops) != 2 or not any(kind(conv.nodes[f]) == "Linear" for f, _ in loops) or len(ins) != 1:
+        return None
+    a, node = ins[0], conv.nodes[ins[0]]
+    if isinstance(node, tuple) or kind(node) != "Affine" or conv.outs(a) != [v]:
+        return None
+    w, b = np.asarray(node.weight, dtype=np.float64), np.asarray(node.bias, dtype=np.float64)
+    ok = w.ndim == 2 and w.shape[0] == w.shape[1] and np.array_equal(w, np.eye(w.shape[0])) and b.shape == w.shape[:1]
+    return a if ok and np.any(b) else None
+
+
 def _params(conv, n, node, shape) -> tuple[np.ndarray, np.ndarray]:
     """``(B, T)`` per channel: the current's decay and the firing threshold in input units
     (``m = i / A`` fires on ``m > T``), as the interpreter computes them; refuses a membrane with memory."""
@@ -162,8 +177,9 @@ def _scalar(v: np.ndarray) -> np.ndarray:
     return np.asarray(v[0]) if (v == v[0]).all() else v
 
 
-def read(conv, n: str, node, x: str, loops: list[tuple[str, str]]) -> str:
-    """Emit the op the CubaLIF ``n`` and its ``loops`` (``[(feedback, identity)]``) are; refuse any other."""
+def read(conv, n: str, node, x: str, loops: list[tuple[str, str]], bias=None) -> str:
+    """Emit the op the CubaLIF ``n`` and its ``loops`` (``[(feedback, identity)]``) are (an RLeaky's recurrence
+    ``bias`` from ``input_bias``); refuse any other."""
     shape = conv.ctx.type(x).shape
     c = shape[0]
     B, T = _params(conv, n, node, shape)
@@ -203,10 +219,10 @@ def read(conv, n: str, node, x: str, loops: list[tuple[str, str]]) -> str:
     if len(loops) != 2:
         _refuse(n, node, f"a CubaLIF in {len(loops)} reset cycles; spikec reads one (a Leaky, a subtract-reset lif)"
                     " or two (an RLeaky: its reset and its recurrence)")
-    return _rleaky(conv, n, x, B, T, weights, attrs, shape)
+    return _rleaky(conv, n, x, B, T, weights, attrs, bias)
 
 
-def _rleaky(conv, n, x, B, T, weights, attrs, shape) -> str:
+def _rleaky(conv, n, x, B, T, weights, attrs, bias) -> str:
     """Two loops: the reset (a per-neuron ``-T``) and the recurrence (a dense Linear, or a per-neuron ``V``)."""
     exact, near = np.array_equal, lambda a, b: np.allclose(a, b, rtol=RTOL, atol=0)
     for close, k in ((exact, 0), (exact, 1), (near, 0), (near, 1)):
@@ -218,6 +234,8 @@ def _rleaky(conv, n, x, B, T, weights, attrs, shape) -> str:
         if v is None:
             params["weight"] = np.asarray(conv.nodes[g].weight, dtype=np.float64)
             rec = "linear"
+            if bias is not None:
+                params["bias"] = np.asarray(bias, dtype=np.float64)
         else:
             with np.errstate(over="ignore"):
                 one = bool((v == v[0]).all() and np.float32(v[0]) == v[0])

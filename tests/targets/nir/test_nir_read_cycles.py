@@ -81,16 +81,16 @@ def test_the_written_cycle_reads_back_as_its_op_with_the_same_spikes(models, fac
         assert read.name == source.name
         assert (read.attrs["reset"], read.attrs["reset_delay"], read.attrs.get("recurrent")) == \
             ("subtract", True, OPS[factory][1])
+        assert set(read.params) == set(source.params)   # an RLeaky's bias too (on the file's input path)
         if scheme == "snntorch":   # the parameters themselves, 0-dim-ness included (snnTorch's float32 products)
-            for k in ("beta", "threshold", "V", "weight"):
-                if k in source.params:
-                    np.testing.assert_array_equal(np.asarray(read.params[k]), np.asarray(source.params[k]), k)
-                    assert np.ndim(read.params[k]) == np.ndim(source.params[k]), k
+            for k in source.params:
+                np.testing.assert_array_equal(np.asarray(read.params[k]), np.asarray(source.params[k]), k)
+                assert np.ndim(read.params[k]) == np.ndim(source.params[k]), k
         result = compare_graphs(graph, back, x)
         assert result.equivalent and result.spikes_compared > 0, result.describe()
 
 
-@pytest.mark.parametrize("factory", ["dense", "rleaky_conv"])
+@pytest.mark.parametrize("factory", ["dense", "rleaky_conv", "rleaky_dense"])
 def test_compiling_the_written_file_round_trips(models, factory, tmp_path):
     """compile -> model.nir -> spikec compiles that file (checked against its NIR interpreter) -> the NIR target writes
     the same cycle again, exact."""
