@@ -30,6 +30,24 @@ def version_findings(path) -> list[dict]:
                     "made input_type/output_type init-only and metadata keyword-only, which changes no stored field")]
 
 
+def metadata_findings(graph, scheme: str) -> list[dict]:
+    """What spikec's metadata says about reading the file: a consumer scheme (the file means Sinabs's neurons, not
+    NIR's: ``schemes_sinabs``) and a read-out over time its reader applies (``readout``)."""
+    import json
+    meta = graph.metadata if isinstance(graph.metadata, dict) else {}
+    text = lambda v: v.decode() if isinstance(v, bytes) else str(v)  # noqa: E731
+    out = []
+    if text(meta.get("scheme", "")) == "sinabs":
+        out.append(finding("graph", "consumer_scheme", WARNING, f"written in the consumer scheme 'sinabs' (metadata): "
+                           f"{text(meta.get('consumer_scheme', ''))}; sinabs.from_nir runs it as meant, and read here "
+                           f"at scheme {scheme!r} it is NIR's one-spike neurons, another model"))
+    if "read_over_time" in meta:
+        for out_name, spec in json.loads(text(meta["read_over_time"])).items():
+            out.append(finding(out_name, "read_over_time", INFO, f"the model's output is this output's {spec['reduce']} "
+                               "over time (metadata read_over_time): NIR graphs are per step"))
+    return out
+
+
 def consumer_findings(graph, dt: float) -> list[dict]:
     """Per installed consumer, what in the file it would run differently (``consumers.limits``), or that it runs it."""
     from spikec.targets.nir import consumers
@@ -49,7 +67,7 @@ def check_file(path, dt: float = 1e-4, scheme: str = "snntorch") -> dict:
     """``spikec nir-check``: ``{file, dt, scheme, findings, compiles}``; BadInput for a missing/unreadable file
     or a bad dt/scheme. ``compiles`` is whether spikec's frontend builds the IR (its refusal is an error)."""
     graph, found = read_nir(path)
-    found = found + nir_diagnostics(graph, dt, scheme) + version_findings(path)
+    found = found + nir_diagnostics(graph, dt, scheme) + version_findings(path) + metadata_findings(graph, scheme)
     try:
         found += consumer_findings(graph, dt)
     except Exception as e:  # a malformed graph the limits cannot walk: the other findings say what is wrong

@@ -106,3 +106,11 @@ def test_a_read_out_read_further_is_refused():
     scale = Node("after", "scale", (ts.name,), ts.type, {"a": 2.0, "b": 0.0})
     with pytest.raises(UnsupportedOp, match="read-out over time .* read by another node"):
         export_graph(g.with_nodes(list(g.nodes) + [scale], outputs=("after",)))
+
+
+def test_nir_check_names_the_read_out(tmp_path):
+    from spikec.targets.nir.check import check_file
+    path = tmp_path / "model.nir"
+    nir.write(path, export_graph(spikec.compile(LeakySum(), _x(), targets=()).graph).graph)
+    found = [f for f in check_file(path)["findings"] if f["kind"] == "read_over_time"]
+    assert found and "sum over time" in found[0]["message"]

@@ -162,3 +162,14 @@ def test_an_unclipped_iaf_on_a_map_is_exact_here_and_a_pinned_sinabs_limit(tmp_p
     nir.write(path, export_graph(c.graph).graph)
     with pytest.raises(ValueError, match="ambiguous"):
         consumers.run_consumer("sinabs", path, x, 1.0, (6,))
+
+
+def test_nir_check_names_the_sinabs_scheme(tmp_path):
+    from spikec.targets.nir.check import check_file
+    path = tmp_path / "model.nir"
+    nir.write(path, export_graph(spikec.compile(frontend.SinabsNet(dense()), _x((4, 3, 12)), targets=()).graph).graph)
+    result = check_file(path, dt=1.0)
+    scheme = [f for f in result["findings"] if f["kind"] == "consumer_scheme"]
+    assert scheme and "MultiSpike" in scheme[0]["message"] and scheme[0]["severity"] == "warning"
+    sinabs_ok = [f for f in result["findings"] if f["kind"] == "consumer_sinabs"]
+    assert sinabs_ok and "no known limit" in sinabs_ok[0]["message"]
