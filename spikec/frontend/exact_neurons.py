@@ -4,10 +4,12 @@ import torch
 
 from spikec.compiler.errors import IRError, ShapeError
 from spikec.compiler.ir import TensorType
-from spikec.frontend.registry import refuse
+from spikec.frontend.registry import READ_OUT_REFUSAL, refuse
 
 
 def multi_step_only(ctx, module, name):
+    if ctx.per_step and ctx.read_out:
+        refuse(name, module, *READ_OUT_REFUSAL)
     if ctx.per_step:
         refuse(name, module, "a multi-step neuron on T and B merged ([T*B, ...], inside TimeDistributed or after "
                "flatten(0, 1)) would see T*B as time",

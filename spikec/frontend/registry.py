@@ -40,13 +40,25 @@ class Merged(str):
     ``x.reshape(T * B, ...)``): torch modules applied to it run per step. The IR has no node for the merge."""
 
 
+class ReadLast(str):
+    """A node name whose torch tensor is a read-out over time (``x.mean(0)``, ``x.max(0)`` of ``[T, B, ...]``):
+    torch sees ``[B, ...]``; the IR holds its running value ``[T, B, ...]``, which the model's output reads at the
+    last step (``read='last'``). Per-step torch calls on it run at every step, as on a merged tensor."""
+
+
 class Unmerged(str):
     """A node name a converter returns to say its output has T and B apart again (``unflatten(0, (T, B))``)."""
 
 
+READ_OUT_REFUSAL = ("a neuron after a read-out over time (x.mean(0), x.max(0)): torch runs it once on [B, ...], "
+                    "while the graph would step it through the running read-out",
+                    "reduce over time after the last neuron, or return the [T, B, ...] sequence and reduce it "
+                    "outside the model")
+
+
 def lead_count(ctx, x) -> int:
     """How many leading dims torch sees before the per-step shape of ``x``: 2 for [T, B], 1 merged or per step."""
-    return 1 if ctx.per_step or isinstance(x, Merged) else 2
+    return 1 if ctx.per_step or isinstance(x, (Merged, ReadLast)) else 2
 
 
 # framework package -> the registrations waiting for it (see the module docstring); emptied as they run
@@ -112,6 +124,7 @@ class ConvertContext:
     mappings: dict = field(default_factory=dict)   # module path -> "which converter was used"
     module_outputs: dict = field(default_factory=dict)  # top-level module call -> its output node
     per_step: bool = False
+    read_out: bool = False          # per_step because the input is a read-out over time (ReadLast), not merged
     stepping: str = "multistep"
     concrete: tuple | None = None  # (T, B) when shapes were captured as numbers (a loop model's capture)
 

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from spikec.compiler.errors import UnsupportedOp
-from spikec.frontend.registry import Merged, ToAten, Unmerged, register_function
+from spikec.frontend.registry import Merged, ReadLast, ToAten, Unmerged, register_function
 from spikec.frontend.torch_modules import flatten_dims
 
 
@@ -91,7 +91,10 @@ T_DIM, B_DIM, TB_DIM = LeadDim("T"), LeadDim("B"), LeadDim("T*B")
 
 
 def leading(ctx, x) -> tuple:
-    """The leading dims torch sees before ``x``'s per-step shape: (T, B), (T*B,) merged, or (B,) per step."""
+    """The leading dims torch sees before ``x``'s per-step shape: (T, B), (T*B,) merged, or (B,) per step or
+    after a read-out over time."""
+    if isinstance(x, ReadLast):
+        return (B_DIM,)
     if isinstance(x, Merged) or (ctx.per_step and ctx.stepping == "multistep"):
         return (TB_DIM,)
     return (B_DIM,) if ctx.stepping == "step" else (T_DIM, B_DIM)

@@ -9,6 +9,7 @@ every other call -- a torch function or method with no converter, a ``torch.nn``
 AvgPool1d) -- is captured to core ATen and lowered through one table (``spikec.frontend.aten``), or refused
 naming the ATen op and the user's line.
 """
+import operator
 import inspect
 import traceback
 
@@ -19,8 +20,8 @@ from torch import nn
 from spikec.compiler.errors import BadInput, ShapeError, SpikecError, UnsupportedOp
 from spikec.compiler.ir import Graph, Node, TensorType
 from spikec.compiler.verify import verify
-from spikec.frontend.registry import (FALLBACK, FUNCTIONS, REGISTER_HINT, ConvertContext, Merged, ToAten, Unmerged,
-                                      find_converter, register_converter)
+from spikec.frontend.registry import (FALLBACK, FUNCTIONS, REGISTER_HINT, ConvertContext, Merged, ReadLast, ToAten,
+                                      Unmerged, find_converter, register_converter)
 from spikec.frontend.aten import capture, capture_module
 from spikec.frontend.loop import MULTISTEP, Looped
 from spikec.frontend.stepping import Stepped
@@ -165,6 +166,8 @@ def convert_fx(ctx, model, fx_graph, x: str, *, threads_state: bool = False) -> 
             env[fx_node.name], bound = (fx_node.args[0] if bound else x), True
         elif fx_node.op == "call_function" and fx_node.target is _ASSERT_IS_NONE:
             env[fx_node.name] = None  # fx's guard on a concrete None argument: it holds by construction
+        elif fx_node.op == "call_function" and fx_node.target is operator.getitem and not fx_node.users:
+            env[fx_node.name] = None  # an item nothing reads (`m, _ = x.max(0)`): needs no tensor
         elif fx_node.op == "output":
             result = fx_node.args[0]
             if threads_state:
@@ -230,13 +233,17 @@ def _with_layout(ctx, xs, convert):
     """Run a converter with ``ctx.per_step`` set when an input has T and B merged; its output stays merged
     unless the converter returns ``Unmerged`` (or ``Merged``) itself."""
     merged = any(isinstance(x, Merged) for x in xs)
-    outer, ctx.per_step = ctx.per_step, ctx.per_step or merged
+    read_last = any(isinstance(x, ReadLast) for x in xs)   # [B, ...] after a read-out over time: per step too
+    outer = ctx.per_step, ctx.read_out
+    ctx.per_step, ctx.read_out = ctx.per_step or merged or read_last, read_last and not (ctx.per_step or merged)
     try:
         out = convert()
     finally:
-        ctx.per_step = outer
+        ctx.per_step, ctx.read_out = outer
     if isinstance(out, Unmerged):
         return str(out)
+    if read_last and isinstance(out, str) and not isinstance(out, ReadLast):
+        return ReadLast(out)
     return Merged(out) if merged and isinstance(out, str) and not isinstance(out, Merged) else out
 
 

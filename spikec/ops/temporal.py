@@ -74,7 +74,16 @@ def time_sum(ctx, node, p, x):
     return (out / x.shape[0] if node.attrs.get("mean") else out).to(x.dtype)
 
 
+def time_max(ctx, node, p, x):
+    """The running maximum over the steps seen so far (``torch.cummax``): a maximum rounds nothing, so the value
+    at the last step is torch's ``x.max(0)`` / ``x.amax(0)`` bit for bit in any precision."""
+    return torch.cummax(x, 0).values
+
+
 # no one-step form (state ()): its output is the run's read-out at the last step, not a stream
+define("time_max", 1, lambda n, i: TensorType(i[0].shape), kernel=time_max, stateful=True,
+       doc="y_t = max_{s <= t} x_s: a max-over-time read-out (Norse's decoder: voltages.max(0)); attr read 'last': "
+           "the model's output is this value at the last step ([B, ...], torch's x.max(0).values / x.amax(0))")
 define("time_sum", 1, lambda n, i: TensorType(i[0].shape), kernel=time_sum, stateful=True,
        doc="y_t = sum_{s <= t} x_s (attr mean: divided by the run's T): a rate read-out over time; attr read "
            "'last': the model's output is this value at the last step ([B, ...], torch's x.sum(0) / x.mean(0)); attr dtype "

@@ -62,12 +62,14 @@ def _conv(op_fn, shape=(2, 6, 6)):
     return build
 
 
-def _time_readout():
-    """input -> linear -> lif -> the mean of its spikes over time, read at the last step (SpikingJelly's rate
-    read-out ``out.mean(0)``): the model's output."""
+def _time_readout(op="time_sum", attrs=(("mean", True),), spikes=True):
+    """input -> linear -> lif -> a read-out over time of its spikes (the mean: SpikingJelly's rate read-out
+    ``out.mean(0)``) or of the linear layer's values (the maximum: Norse's ``voltages.max(0)``), read at the last
+    step: the model's output."""
     b = _Builder(31, (8,))
-    s = b.lif("lif", b.linear("fc", "x", 6))
-    return b.graph(b.add("rate", "time_sum", [s], {"mean": True, "read": "last"})), _spikes(32, (8,))
+    y = b.linear("fc", "x", 6)
+    s = b.lif("lif", y)
+    return b.graph(b.add("rate", op, [s if spikes else y], {**dict(attrs), "read": "last"})), _spikes(32, (8,))
 
 
 def _spiking(op_fn, shape=(2, 6, 6)):
@@ -337,6 +339,7 @@ EXAMPLES = {
     "delay": _spiking(lambda b, s: b.add("later", "delay", [s], {"steps": 1})),
     "step_bias": _dense(lambda b, y: b.add("sb", "step_bias", [y], {}, {"bias": b.weights(STEPS, 6)})),
     "time_sum": _time_readout,
+    "time_max": lambda: _time_readout("time_max", (), spikes=False),
     "avgpool2d": _pool("avgpool2d"),
     "maxpool2d": _pool("maxpool2d"),
     "flatten": _spiking(lambda b, s: s),

@@ -13,7 +13,7 @@ from spikec.compiler.errors import SpikecError, UnsupportedOp
 from spikec.frontend.aten.table import FOLDS, LOWERINGS
 from spikec.frontend.aten.values import (Call, Lowering, Unavailable, Value, call_of, describe_module, remedy_for,
                                          where)
-from spikec.frontend.registry import Merged, Unmerged
+from spikec.frontend.registry import Merged, ReadLast, Unmerged
 from spikec.frontend.torch_functions import B_DIM, T_DIM, TB_DIM, LeadDim, leading
 
 DECOMPOSITIONS = core_aten_decompositions()
@@ -212,6 +212,8 @@ def _result(lw, out, merged_in):
                   "keep [T, B] leading (merge only T and B: x.flatten(0, 1)), or view it back in the same call")
     if out.lead == (TB_DIM,) and not lw.ctx.per_step:
         return Merged(out.name)
+    if out.lead == (B_DIM,) and lw.ctx.stepping != "step":   # a read-out over time, or a call on one
+        return ReadLast(out.name)
     if out.lead == (T_DIM, B_DIM) and (merged_in or lw.ctx.per_step):
         return Unmerged(out.name)
     return out.name

@@ -189,7 +189,7 @@ def _reduction(op):
         if not dims:
             lw.refuse("reduces over every dim, time and batch included", "give the per-step dims to reduce (and "
                       "reduce over time outside the model)")
-        if x.lead == (T_DIM, B_DIM) and [d % (2 + len(lw.shape(x))) for d in dims] == [0] and op != "amax":
+        if x.lead == (T_DIM, B_DIM) and [d % (2 + len(lw.shape(x))) for d in dims] == [0]:
             return _over_time(lw, x, op, keepdim)
         if lw.ctx.per_step and x.lead == (B_DIM,) and 0 in [d % (1 + len(lw.shape(x))) for d in dims]:
             lw.refuse("reduces over dim 0, the batch of one step: with --stepping step forward sees one step, so "
@@ -207,15 +207,17 @@ def _reduction(op):
 
 
 def _over_time(lw, x, op, keepdim):
-    """``x.sum(0)`` / ``x.mean(0)`` of a ``[T, B, ...]`` sequence: the running read-out ``time_sum`` marked read
-    at the last step (its value there is the model's ``[B, ...]`` output)."""
+    """``x.sum(0)`` / ``x.mean(0)`` / ``x.amax(0)`` of a ``[T, B, ...]`` sequence: the running read-out
+    ``time_sum`` / ``time_max`` marked read at the last step (its value there is the model's ``[B, ...]`` output)."""
     if keepdim:
         lw.refuse("reduces over time keeping the time dim", "reduce over time without keepdim (x.mean(0))")
+    if op == "amax":
+        return Value(lw.emit("time_max", [x], {"read": "last"}), (B_DIM,))
     attrs = {"mean": op == "mean", "read": "last"}
     if lw.aten_node.args[0].meta["val"].dtype == torch.float32:
         attrs["dtype"] = "float32"  # snnTorch's float32 spikes: the source sums and divides in float32
     name = lw.emit("time_sum", [x], attrs)
-    return Value(name, x.lead)
+    return Value(name, (B_DIM,))   # torch holds [B, ...] from here (capture marks it ReadLast)
 
 
 # -- element-wise ---------------------------------------------------------------------------------------------

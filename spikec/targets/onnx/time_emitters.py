@@ -12,6 +12,18 @@ from spikec.targets.onnx.builder import Builder
 from spikec.targets.onnx.emitters import emitter
 
 
+@emitter("time_max")
+def time_max(b: Builder, node: Node, x: str) -> str:
+    """The running maximum: ONNX has no CumMax, so the steps are unrolled (model.onnx is unrolled for a
+    stateful op with no one-step form): y_0 = x_0, y_t = Max(y_{t-1}, x_t), concatenated along time."""
+    pieces = b.split_steps(x, b.time_len(node.inputs[0]), f"{node.name}/steps")
+    pieces = [pieces] if isinstance(pieces, str) else list(pieces)
+    running = [pieces[0]]
+    for t, piece in enumerate(pieces[1:], 1):
+        running.append(b.op("Max", [running[-1], piece], hint=f"{node.name}/max{t}"))
+    return b.stack_steps(running, out=node.name)
+
+
 @emitter("time_sum")
 def time_sum(b: Builder, node: Node, x: str) -> str:
     axis = b.const(0, f"{node.name}.axis", "int64")  # CumSum's axis: a 0-d int64 tensor
