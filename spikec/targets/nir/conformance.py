@@ -272,6 +272,11 @@ def _check_taus(name, node, dt) -> list[dict]:
                                  f"{param} = {float(tau.min()):g} < dt = {dt:g}: the decay 1 - dt/{param} = "
                                  f"{float(decay.min()):g} is outside (0, 1], the discretized neuron flips sign every "
                                  f"step (spikec refuses it unless --allow-unstable; use --dt <= {float(tau.min()):g})"))
+        elif np.any(decay == 0) and (kind(node), param) == ("CubaLIF", "tau_mem"):
+            found.append(finding(name, "zero_decay", WARNING,
+                                 f"{param} = dt = {dt:g}: the decay 1 - dt/{param} is 0, the membrane is the synaptic "
+                                 "current each step and fires on it (the form spikec writes for a subtract reset; at "
+                                 "another dt, or in NIR's ODE, it is a different neuron)"))
         elif np.any(decay == 0):
             found.append(finding(name, "zero_decay", WARNING,
                                  f"{param} = dt = {dt:g}: the decay 1 - dt/{param} is 0, the state forgets everything "

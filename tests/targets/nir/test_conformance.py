@@ -61,6 +61,8 @@ def test_a_clean_graph_has_only_the_discretization_recorded():
     (lif(tau=-1e-3), "negative_tau", "error"),
     (lif(tau=5e-5), "dt_over_tau", "error"),
     (lif(tau=DT), "zero_decay", "warning"),
+    (nir.CubaLIF(tau_syn=np.full(N, 1e-3), tau_mem=np.full(N, DT), r=np.ones(N), v_leak=np.zeros(N),
+                 v_threshold=np.ones(N), v_reset=np.zeros(N), w_in=np.full(N, 10.0)), "zero_decay", "warning"),
     (lif(r=2.0), "r_not_one", "warning"),
     (lif(tau=1e-7), "norse_tau_convention", "warning"),
     (nir.IF(r=np.ones(N), v_threshold=np.ones(N), v_reset=np.zeros(N)), "if_as_leaky", "warning"),
@@ -73,6 +75,15 @@ def test_each_kind_is_found_on_a_node(node, kind, severity):
     assert kind in found, found
     assert found[kind]["node"] == "n0" and found[kind]["severity"] == severity
     assert kind not in kinds(clean())
+
+
+def test_a_cubalif_firing_on_its_current_is_named_as_spikecs_form():
+    """tau_mem = dt in a CubaLIF is the reset cycle's membrane-is-current form (composed.membrane_cuba), not a lost
+    state; an LIF's tau = dt is still named an artefact."""
+    cuba = nir.CubaLIF(tau_syn=np.full(N, 1e-3), tau_mem=np.full(N, DT), r=np.ones(N), v_leak=np.zeros(N),
+                       v_threshold=np.ones(N), v_reset=np.zeros(N), w_in=np.full(N, 10.0))
+    assert "membrane is the synaptic current" in kinds(graph(cuba, type_check=False))["zero_decay"]["message"]
+    assert "artefact" in kinds(graph(lif(tau=DT), type_check=False))["zero_decay"]["message"]
 
 
 def test_the_consumer_findings_name_the_version_read():
