@@ -169,20 +169,27 @@ def _dump_here(path) -> dict:
                       for k, v in g.nodes.items()}, "edges": sorted(map(list, g.edges))}
 
 
-def _graph():
-    """input (6,) -> linear -> a subtract-reset lif (written as the CubaLIF reset cycle) -> linear -> a zero-reset lif."""
+def _graph(conv: bool = False):
+    """input (6,) -> linear -> a subtract-reset lif (written as the CubaLIF reset cycle) -> linear -> a zero-reset
+    lif; ``conv``: input (2, 4, 4) -> conv2d -> the subtract-reset lif (a Conv2d cycle) -> flatten -> linear -> lif."""
     from spikec.compiler.ir import Graph, Node, TensorType
     from spikec.compiler.verify import verify
     from spikec.frontend import ConvertContext
     rng = np.random.default_rng(7)
     ctx = ConvertContext()
-    node = Node("input", "input", (), TensorType((6,), "real"))
+    node = Node("input", "input", (), TensorType((2, 4, 4) if conv else (6,), "real"))
     ctx.nodes.append(node)
     ctx.types["input"] = node.type
     lif = lambda name, x, reset: ctx.emit(name, "lif", [x], {"reset": reset}, {
         "beta": 0.875, "alpha": 1.0, "bias": 0.0, "threshold": 0.5, "v_reset": 0.0})
-    x = ctx.emit("fc1", "linear", ["input"], {}, {"weight": rng.normal(0.2, 0.5, (5, 6)), "bias": np.zeros(5)})
-    x = lif("lif1", x, "subtract")
+    if conv:
+        x = ctx.emit("conv", "conv2d", ["input"], {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1),
+                                                   "groups": 1}, {"weight": rng.normal(0.2, 0.4, (3, 2, 3, 3))})
+        x = ctx.emit("flat", "flatten", [lif("lif1", x, "subtract")], {"start": 0, "end": 2})
+        x = ctx.emit("fc1", "linear", [x], {}, {"weight": rng.normal(0.1, 0.2, (5, 48)), "bias": np.zeros(5)})
+    else:
+        x = ctx.emit("fc1", "linear", ["input"], {}, {"weight": rng.normal(0.2, 0.5, (5, 6)), "bias": np.zeros(5)})
+    x = lif("lif1" if not conv else "lif1b", x, "subtract")
     x = ctx.emit("fc2", "linear", [x], {}, {"weight": rng.normal(0.3, 0.6, (4, 5)), "bias": np.zeros(4)})
     out = lif("lif2", x, "zero")
     return verify(Graph(tuple(ctx.nodes), (out,)))
@@ -193,17 +200,18 @@ def test_nir_1_0_7_itself_reads_what_spikec_writes_in_either_version(nir_1_0_7, 
     types and edges as nir 1.0.8 reads them."""
     from spikec.compiler.interpreter import run
     from spikec.targets.nir import hdf5, nir_target
-    graph = _graph()
-    x = np.random.default_rng(0).random((20, 2, 6)) * 2
-    ref = run(graph, x)
-    for version in hdf5.WRITE_VERSIONS:
-        result = nir_target(graph, x, ref, {"nir_version": version})
-        assert result.ok and result.report["exact"], result.report
-        path = tmp_path / f"spikec_{version}.nir"
-        result.files["model.nir"](path)
-        theirs = with_nir_1_0_7(nir_1_0_7, path)["graph"]
-        assert "CubaLIF" in {t for t, _ in theirs["nodes"].values()}
-        assert theirs == _dump_here(path), version
+    for conv in (False, True):
+        graph = _graph(conv)
+        x = np.random.default_rng(0).random((20, 2, *graph.inputs[0].type.shape)) * 2
+        ref = run(graph, x)
+        for version in hdf5.WRITE_VERSIONS:
+            result = nir_target(graph, x, ref, {"nir_version": version})
+            assert result.ok and result.report["exact"], result.report
+            path = tmp_path / f"spikec_{version}_{conv}.nir"
+            result.files["model.nir"](path)
+            theirs = with_nir_1_0_7(nir_1_0_7, path)["graph"]
+            assert {"CubaLIF", "Conv2d" if conv else "Affine"} <= {t for t, _ in theirs["nodes"].values()}
+            assert theirs == _dump_here(path), (version, conv)
 
 
 def test_spikec_reads_and_compiles_a_file_nir_1_0_7_writes(nir_1_0_7, tmp_path):
