@@ -165,10 +165,7 @@ def own_lava_sessions(module) -> bool:
 @pytest.fixture(autouse=True, scope="module")
 def shared_lava_session(request):
     """One Lava session for every test of the module, and of the worker's next modules (see the docstring)."""
-    rel = _relative(request.path)
-    if not slow_path(rel):          # the fast tier runs no Lava: nothing to import
-        yield
-    elif own_lava_sessions(request.node):
+    if own_lava_sessions(request.node):
         _SharedLava.release()
         yield
     else:
