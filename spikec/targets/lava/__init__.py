@@ -81,7 +81,13 @@ def deploy(graph, inputs, options=None):
                  vth_override=options.get("vth_override"), bias_unit=options.get("bias_unit", 1))
     net, arrays = lower(q.graph)
     kinds = {p["name"]: p["type"] for p in net["processes"]}
+    integrators = {p["name"]: p for p in net["processes"] if p.get("integrator")}
     for layer in q.layers:
+        if layer.name in integrators:   # standard_integrator.py: proven never to fire, Lava's LIF
+            p = integrators[layer.name]
+            layer.info.update(process="LIF", lowered_as=f"Lava's LIF (vth = {p['vth']}, never reached: v in "
+                                                        f"[{p['v_bound'][0]}, {p['v_bound'][1]}] on any input), "
+                                                        "its v read by Lava's Monitor each step")
         if layer.info.get("process") == "LIF" and kinds.get(layer.name) == "SpikecLIF":
             layer.info.update(process="SpikecLIF", lowered_as=f"SpikecLIF: Lava's LIF updates every Lava step, the "
                                                            f"sub-step schedule ({net['period']} Lava steps per "

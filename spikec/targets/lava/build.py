@@ -4,7 +4,8 @@ Runs where Lava runs (the runner's job process, ``runner.py``). Samples run side
 (``layout.fold``). Recording: ``Var.get`` moves data element by element, so spikes go to Recorder
 processes and states to StateProbes that write ``.npy`` files directly. A read-out that is Lava's LIF
 (``standard_readout.py``) is read by Lava's own Monitor instead: ``finish`` (after the run, before the runtime
-stops) fetches its ``u``, adds the bias as the host does and writes the values where a Recorder would.
+stops) fetches its ``u``, adds the bias as the host does and writes the values where a Recorder would; a leaky
+integrator that is Lava's LIF (``standard_integrator.py``) likewise, its ``v`` as it is.
 """
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,13 +55,15 @@ def build(net: dict, arrays: dict, x: dict, steps: int, workdir: Path):
 
 @dataclass(frozen=True)
 class MonitorRead:
-    """Lava's Monitor on a standard LIF read-out's ``u``; ``finish`` writes its host values to ``path``."""
+    """Lava's Monitor on a standard LIF read-out's ``u`` (or a standard integrator's ``v``); ``finish`` writes its
+    host values to ``path``."""
     monitor: object
     proc: object
     var: str
-    bias: np.ndarray          # folded Lava layout
+    bias: np.ndarray          # folded Lava layout (0: an integrator's v is its value)
     start: int
     path: Path
+    shift: int = 6            # the read-out's u = a << 6; 0 for an integrator's v
 
 
 def monitor_read(net: dict, arrays: dict, r: dict, procs: dict, batch: int, steps: int, path: Path) -> MonitorRead:
@@ -68,7 +71,13 @@ def monitor_read(net: dict, arrays: dict, r: dict, procs: dict, batch: int, step
     p = next(p for p in net["processes"] if p["name"] == r["proc"])
     monitor = Monitor()
     monitor.probe(getattr(procs[r["proc"]], r["port"]), steps)
-    return MonitorRead(monitor, procs[r["proc"]], r["port"], fold(arrays[p["bias"]], batch), p["bias_from_step"], path)
+    return MonitorRead(monitor, procs[r["proc"]], r["port"], monitored_bias(p, arrays, batch),
+                       p.get("bias_from_step", p["start"]), path, p.get("act_shift", 6))
+
+
+def monitored_bias(p: dict, arrays: dict, batch: int) -> np.ndarray:
+    """What the host adds to a monitored value (folded): a read-out's bias, nothing for an integrator's v."""
+    return fold(arrays[p["bias"]], batch) if "bias" in p else np.zeros((), np.int64)
 
 
 def finish(aux: list) -> None:
@@ -77,7 +86,7 @@ def finish(aux: list) -> None:
     for a in aux:
         if isinstance(a, MonitorRead):
             u = a.monitor.get_data()[a.proc.name][a.var]
-            np.save(a.path, host_values(u, a.bias, a.start))
+            np.save(a.path, host_values(u, a.bias, a.start, a.shift))
 
 
 def _build_process(p: dict, arrays: dict, batch: int, t: int, workdir: Path, files: dict, aux: list):

@@ -82,6 +82,9 @@ def verdict(p: dict) -> dict:
                      f"[{p['a_exact'][0]}, {p['a_exact'][1]}]" if "a_bound" in p else "") + ")")
         if typ == "AND":
             why += " (two-input AND neurons: du = dv = 4095, vth = 1, weight-1 synapses: fires iff both inputs spiked)"
+        if p.get("integrator"):
+            why += (f" (a leaky-integrator read-out: du = {p['du']}, dv = {p['dv']}, vth = {p['vth']} never reached: "
+                    f"v in [{p['v_bound'][0]}, {p['v_bound'][1]}] on any input; v read with Lava's Monitor each step)")
         if p.get("bias_on_after_step") and typ == "LIF":
             why += (f"; its bias is switched on after Lava step {p['bias_on_after_step']} (spikec's run writes "
                     "bias_mant then; on the chip, a Var write between two runs)")
@@ -111,8 +114,12 @@ def _lif_blockers(p: dict, net: dict, arrays: dict) -> list[tuple[str, str]]:
                     "a hard reset (v_reset=0.0) and a synapse (Linear / Conv) between a host value and the neuron, or a "
                     "Loihi 2 microcode neuron"))
     elif p.get("fire") == "never":
-        out.append(("a leaky integrator read-out whose state v is the output (Lava's LIF records no v)",
-                    REMEDY["Readout"]))
+        out.append(("a leaky integrator read-out whose state v is the output, not Lava's LIF because "
+                    + p.get("standard_integrator_refused", "its form has none"),
+                    "Lava's LIF with vth out of reach and v read by Lava's Monitor (standard_integrator.py), which "
+                    "needs one Lava step per physical step, scalar decays with a leak (beta < 1), no current bias, "
+                    "only the host reading v, and v within 2^23 - 64 on every input (smaller weights or a larger "
+                    "leak)"))
     if get("v_reset") is not None:
         out.append(("a hard reset to a nonzero value", "v_reset = 0 (Lava's LIF resets to 0)"))
     if get("bias_u") is not None:

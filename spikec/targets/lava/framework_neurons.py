@@ -7,7 +7,8 @@ reset kind and a firing comparison (``neurons._lif_node`` builds the integer nod
   soft reset) so that it starts at 0: ``W = V - r``, ``W_H = (1 - k) W + k X`` (decay_input) or ``+ X``;
   IF: ``W_H = W + X``. Fires ``W_H >= theta - r`` (``fire="ge"``); soft reset subtracts theta (= the threshold,
   r = 0), hard reset returns W to 0. Lava's own LIF cannot compare ``>=``: it runs in SpikecLIF.
-- ``lif_snntorch`` (Leaky): beta, alpha = 1, fires ``mem > theta``. Resets: subtract with ``reset_delay``
+- ``lif_snntorch`` (Leaky): beta, alpha = 1, fires ``mem > theta``. Its ``mem`` read alone with no reset (the
+  membrane read-out, ``reset_mechanism="none"``, spikes unused) is a population that never fires, like Norse's LI. Resets: subtract with ``reset_delay``
   (snnTorch's default, ``U_t = beta U_{t-1} + X_t - theta S_{t-1}``) is ``delayed_subtract``: the reset of a
   spike acts after the next step's decay, a state of SpikecLIF (exact; an inhibitory self-synapse would need a
   reset-free Lava LIF, which Lava does not have, and a cycle in the process graph). Zero reset (either delay)
@@ -115,6 +116,8 @@ def _rleaky_params(get, node) -> dict:
 
 
 def _leaky_params(get, node) -> dict:
+    if node.attrs.get("read") == "mem":   # the read alone, no reset (mapping.state_read): a leaky integrator
+        return _base(get, get("beta"), np.zeros_like(get("beta")), reset="none", fire="never")
     return _base(get, get("beta"), get("threshold"), reset=_snntorch_reset(node, False))
 
 

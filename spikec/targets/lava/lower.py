@@ -30,7 +30,7 @@ import numpy as np
 
 from spikec.compiler.errors import BadInput, IRError, UnsupportedOp
 from spikec.compiler.ir import Graph, Node, TensorType, thaw
-from spikec.targets.lava import ops as lops, standard_readout
+from spikec.targets.lava import ops as lops, standard_integrator, standard_readout
 from spikec.targets.lava.fixed_point import PAYLOAD_BITS
 from spikec.targets.lava.layout import conv_weight_to_lava, flatten_perm, lava_shape, per_neuron
 
@@ -173,10 +173,12 @@ def _lower_population_node(lo: _Lowered, n: Node) -> None:
     if output == "membrane":
         lo.origin[n.name] = _origin(pop["name"], "m_out", pop["start"], 1, n.type.shape)
     if output in STATE_PORTS and n.name in lo.q.outputs:   # a state read as a graph output: recorded every step
-        if pop["type"] != "SpikecLIF":
+        monitored = pop.get("integrator") and n.name == pop["name"]   # Lava's LIF: its v read by Lava's Monitor
+        if pop["type"] != "SpikecLIF" and not monitored:
             raise IRError(f"the state of a {pop['type']} process is not recorded", where=f"node {n.name!r}")
-        lo.recorded.append({"name": n.name, "proc": pop["name"], "port": STATE_PORTS[output], "ir_node": n.name,
-                            "start": pop["start"], "substeps": 1, "ir_shape": list(n.type.shape), "what": "state"})
+        lo.recorded.append({"name": n.name, "proc": pop["name"], "port": "v" if monitored else STATE_PORTS[output],
+                            "ir_node": n.name, "start": pop["start"], "substeps": 1, "ir_shape": list(n.type.shape),
+                            "what": "state", **({"via": "monitor"} if monitored else {})})
     # else: a state read-out twin (v, u, flags), recorded by the reference only
 
 
@@ -242,6 +244,8 @@ def _lower_population(lo: _Lowered, n: Node) -> None:
     record = spec.process(n, base, lo.arrays)
     if spec.readout:   # Lava's LIF where exact on every input, else spikec's Readout (standard_readout.py)
         record = standard_readout.choose(lo.q, n, record, terms)
+    elif n.op == "lava_lif" and n.attrs.get("fire") == "never":   # a leaky integrator (standard_integrator.py)
+        record = standard_integrator.choose(lo.q, n, record, standard_readout.bound(lo.q, n, terms), lo.arrays)
     lo.procs.append(record)
     for src, port in names:
         lo.conns.append({"src": src, "port": port, "dst": n.name, "dst_port": "a_in"})

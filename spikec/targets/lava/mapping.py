@@ -345,9 +345,15 @@ class _Mapper:
                 owner = next((m for m in self.g.nodes if _is_neuron(m) and m.op == spikes_as and m.inputs == n.inputs
                               and m.attrs.get("reset") == "zero" and m.name in self.pops
                               and np.array_equal(m.params["beta"], n.params["beta"])), None)
+            if owner is None and entry(n.op).integrates_alone and n.attrs.get("reset") == "none":
+                # no reset: the state does not depend on the spikes, which nothing reads: the read is a population
+                # of its own that never fires (framework_neurons: a leaky integrator, standard_integrator.py)
+                streams, bias, nodes, notes = self.parse_sum(n.inputs[0])
+                self.add(Population(n.name, _neuron_kind(n), n, streams, bias, n.type.shape, nodes, notes))
+                return
             if owner is None:
                 raise refuse(n, "a state read is recorded from its spiking neuron's population, which is not in the "
-                                "graph: output the neuron's spikes too")
+                                "graph: output the neuron's spikes too (or, for a membrane read-out, no reset)")
             pop = self.pops[owner.name]
         else:
             pop, what = _membrane_owner(self.g, n, self.pops, host=False), "membrane"

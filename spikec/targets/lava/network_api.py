@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from spikec.compiler.errors import BadInput
-from spikec.targets.lava.layout import fold, fold_data, folded_shape, unfold_data
+from spikec.targets.lava.layout import fold_data, folded_shape, unfold_data
 from spikec.targets.lava.lower import POPULATION_TYPES, lava_steps, load_network
 
 
@@ -115,7 +115,8 @@ class Network:
         from spikec.targets.lava.standard_readout import host_values
         r = next(r for r in self.spec["recorded"] if r["name"] == name)
         u = monitor.get_data()[self.processes[r["proc"]].name][r["port"]]
-        return host_values(u, self.readout_bias[name], r["start"])
+        p = next(p for p in self.spec["processes"] if p["name"] == r["proc"])
+        return host_values(u, self.readout_bias[name], r["start"], p.get("act_shift", 6))
 
 
 def network(outdir, batch: int = 1, steps: int | None = None) -> Network:
@@ -124,7 +125,7 @@ def network(outdir, batch: int = 1, steps: int | None = None) -> Network:
     ``steps`` (physical steps) matters only to host partitions, which stop after it; by default the recorded
     inputs' length (``io.npz``)."""
     from spikec.targets.lava._shim import import_lava
-    from spikec.targets.lava.build import _build_population, _build_process
+    from spikec.targets.lava.build import _build_population, _build_process, monitored_bias
     import_lava()
     net, arrays = load_network(Path(outdir) / "lava")
     steps = steps or _recorded_steps(Path(outdir))
@@ -146,7 +147,7 @@ def network(outdir, batch: int = 1, steps: int | None = None) -> Network:
         (src.flatten() if c.get("flatten") else src).connect(dst)
     outputs = {r["name"]: getattr(procs[r["proc"]], r["port"]) for r in net["recorded"]}
     kinds = {p["name"]: p for p in net["processes"]}
-    readout_bias = {r["name"]: fold(arrays[kinds[r["proc"]]["bias"]], batch) for r in net["recorded"]
+    readout_bias = {r["name"]: monitored_bias(kinds[r["proc"]], arrays, batch) for r in net["recorded"]
                     if r.get("via") == "monitor"}
     names = [r["name"] for r in net["recorded"] if r["name"] in net["outputs"] or r["ir_node"] in net["outputs"]]
     return Network(processes=procs, inputs=inputs, outputs=outputs, output_names=names or list(outputs),

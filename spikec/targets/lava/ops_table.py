@@ -39,6 +39,8 @@ class LavaOp:
     #                                            (chip_variant.memoryless_resets)
     dense_input_weights: bool = False          # its input_weights become a Dense of their own
     #                                            (placement.split_norse_input)
+    integrates_alone: bool = False             # with no reset, a read of its state without its spikes is a leaky
+    #                                            integrator of its own (mapping.state_read: it never fires)
     counts_as_intfire: bool = False            # a MaxSpike(n) form is intfire exactly (sinabs_counts.lower)
     host: HostOp | None = None                 # run on a host partition (host.py)
     refused: str = ""                          # why the mapping refuses it by name (vocabulary.NO_MAPPING)
@@ -64,7 +66,8 @@ TABLE: dict[str, LavaOp] = {
     "csilif": LavaOp("spikec_csilif"),
     # the frameworks' neurons on the LIF process (framework_neurons.py), in real arithmetic
     "lif_sj": LavaOp("sj_lif"),
-    "lif_snntorch": LavaOp("snntorch_leaky", reads={"mem": "v"}, zero_reset_spikes_as="lif", zero_reset_variant=True),
+    "lif_snntorch": LavaOp("snntorch_leaky", reads={"mem": "v"}, zero_reset_spikes_as="lif", zero_reset_variant=True,
+                           integrates_alone=True),
     "synaptic_snntorch": LavaOp("snntorch_synaptic", reads={"mem": "v"}),
     "rleaky_snntorch": LavaOp("snntorch_rleaky", reads={"mem": "v"}),
     "lif_norse": LavaOp("norse_lif", reads={"v": "v"}),

@@ -102,6 +102,8 @@ def _payload(p: dict) -> str:
         return "graded 24-bit (integer read-out)"
     if p["type"] == "LIFReadout":
         return "none sent: its current u (24-bit) read by the host each step (Lava's Monitor)"
+    if p.get("integrator"):
+        return "none sent: its state v (24-bit) read by the host each step (Lava's Monitor)"
     if p["type"] == "SpikecIntFire":
         d = p["max_spikes"]
         return (f"binary spikes over {d} Lava sub-steps (unrolled integer neuron)" if p["unrolled"] else

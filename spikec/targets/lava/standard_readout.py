@@ -19,7 +19,7 @@ says why (``standard_readout_refused``), which ``chip.py`` reports.
 """
 import numpy as np
 
-from spikec.targets.lava import ops as lops
+from spikec.targets.lava import ops as lops, standard_integrator
 
 TYPE = "LIFReadout"
 DU, DV, VTH = 4095, 4095, 2 ** 17 - 1
@@ -97,19 +97,21 @@ def choose(q, n, record: dict, terms: list) -> dict:
                 bias_from_step=record["start"], a_bound=[lo, hi], a_exact=list(EXACT), rule=RULE)
 
 
-def host_values(u: np.ndarray, bias: np.ndarray, start: int) -> np.ndarray:
+def host_values(u: np.ndarray, bias: np.ndarray, start: int, shift: int = ACT_SHIFT) -> np.ndarray:
     """``(*shape, steps)`` read-out values from Lava's Monitor data of ``u`` ``(steps, *shape)``: ``(u >> 6) + bias``
-    from Lava step ``start`` (0-based) on, ``u >> 6`` before (0 when nothing arrived early: compared as silence)."""
+    from Lava step ``start`` (0-based) on, ``u >> 6`` before (0 when nothing arrived early: compared as silence).
+    ``shift = 0`` and no bias: a standard integrator's ``v`` as it is (standard_integrator.py)."""
     u = np.moveaxis(np.rint(np.asarray(u, dtype=np.float64)).astype(np.int64), 0, -1)
     on = (np.arange(u.shape[-1]) >= start).astype(np.int64)
-    return (u >> ACT_SHIFT) + np.asarray(bias, dtype=np.int64)[..., None] * on
+    return (u >> shift) + np.asarray(bias, dtype=np.int64)[..., None] * on
 
 
 def measured(net: dict, q, trace) -> dict:
     """Per standard LIF read-out: its static bound of ``a``, the exact range, and ``a``'s range on these inputs
     (from the integer reference, ``a = y - bias``), checked within the exact range and within the static bound (a
-    value outside the bound is a compiler bug: the bound is wrong)."""
-    out = {}
+    value outside the bound is a compiler bug: the bound is wrong); per standard leaky integrator
+    (standard_integrator.py) its bound of ``v`` likewise."""
+    out = standard_integrator.measured(net, trace)
     for p in net["processes"]:
         if p["type"] != TYPE:
             continue
@@ -133,8 +135,13 @@ def _bias(q, name: str, ndim: int) -> np.ndarray:
 def line(m: dict) -> str:
     """One summary line for the standard LIF read-outs."""
     parts = [f"{k} a in [{v['a_measured'][0]}, {v['a_measured'][1]}] on these inputs, bound [{v['a_bound'][0]}, "
-             f"{v['a_bound'][1]}] on any, exact in [{v['a_exact'][0]}, {v['a_exact'][1]}]" for k, v in m.items()]
-    return "read-out as Lava's LIF (u = a << 6 read by Lava's Monitor, bias added by the host): " + "; ".join(parts)
+             f"{v['a_bound'][1]}] on any, exact in [{v['a_exact'][0]}, {v['a_exact'][1]}]" for k, v in m.items()
+             if "a_measured" in v]
+    integrators = {k: v for k, v in m.items() if "v_measured" in v}
+    text = "read-out as Lava's LIF (u = a << 6 read by Lava's Monitor, bias added by the host): " + "; ".join(parts)
+    if not integrators:
+        return text
+    return (text + "\n             " if parts else "") + standard_integrator.line(integrators)
 
 
 def add_to_report(report: dict, net: dict, q, trace) -> None:

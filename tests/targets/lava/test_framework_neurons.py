@@ -152,7 +152,7 @@ def test_state_reads_and_norse_li_are_recorded_bit_exactly(factory, on_spikes):
     a = t["float_vs_fixed"]["per_layer"][out]
     assert a["state_max_rel_error"] < 0.5, a    # approximate: dequantized with v / (64 s) (+ v_leak)
     layer = next(v for v in t["quantization"]["layers"].values() if out in v.get("state_reads", {out: 0}))
-    assert layer["process"] == ("LIF" if factory == "norse_libox" else "SpikecLIF")   # LIBox: standard_integrator.py
+    assert layer["process"] == "SpikecLIF"
     if out in layer.get("state_reads", {}):
         assert layer["state_reads"][out].startswith(f"integer {integer}")
 
