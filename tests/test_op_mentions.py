@@ -7,9 +7,8 @@ place that needs a fact about an op (does it decay, has it a step form, is it a 
 
 The neuron ops are the cards flagged ``neuron``; ``test_every_firing_op_is_flagged_a_neuron`` holds the flag
 honest: a stateful op holding the IR's firing threshold (``threshold`` in every op of the IR, docs/ops.md) fires.
-An op whose excess is entirely in ``targets/nir/`` (being restructured by its owners now) is a strict xfail
-naming those files; nothing else is excused. The Lava target names neuron ops in one file, its table
-(``targets/lava/ops_table.py``). ``-s`` prints the table.
+Nothing is excused (the Lava and NIR targets, restructured, are within it). The Lava target names neuron ops in one
+file, its table (``targets/lava/ops_table.py``). ``-s`` prints the table.
 """
 import ast
 from functools import cache
@@ -25,7 +24,6 @@ from spikec.ops import OPS
 ROOT = Path(__file__).resolve().parents[1]
 SPIKEC = ROOT / "spikec"
 LIMIT = 6
-ELSEWHERE = ("targets/nir/",)   # excused while its owners restructure it
 LAVA_TABLE = "targets/lava/ops_table.py"
 
 
@@ -60,17 +58,6 @@ def files_naming(op: str) -> list[str]:
 NEURONS = sorted(name for name, d in OPS.items() if d.neuron)
 
 
-def _case(op: str):
-    files = files_naming(op)
-    here = [f for f in files if not f.startswith(ELSEWHERE)]
-    if len(files) > LIMIT >= len(here):
-        there = [f for f in files if f.startswith(ELSEWHERE)]
-        return pytest.param(op, marks=pytest.mark.xfail(strict=True, reason=(
-            f"{op} is named in {len(files)} files, {len(files) - len(here)} of them in targets/nir/ (being changed "
-            f"by its owners; the rest is within {LIMIT}): {', '.join(there)}")))
-    return op
-
-
 def table() -> str:
     rows = sorted(((op, files_naming(op)) for op in NEURONS), key=lambda r: (-len(r[1]), r[0]))
     return "\n".join(f"{op:22s} {len(files):3d} {' '.join(files)}" for op, files in rows)
@@ -91,7 +78,7 @@ def test_every_neuron_is_named_on_its_card():
     assert len(NEURONS) >= 5 and not missing, missing
 
 
-@pytest.mark.parametrize("op", [_case(op) for op in NEURONS])
+@pytest.mark.parametrize("op", NEURONS)
 def test_a_neuron_op_is_named_in_at_most_limit_files(op):
     files = files_naming(op)
     assert len(files) <= LIMIT, f"{op} is named by string in {len(files)} files of spikec/: {files}"
