@@ -27,7 +27,8 @@ import numpy as np
 
 from spikec.targets.nir import composed, forms
 from spikec.targets.nir.export import LOWERINGS, REMEDIES, VARIANT_REASONS, _refuse
-from spikec.targets.nir.reasons import LI_NORSE, LIF_RECURRENT_NORSE, LIF_SNNTORCH, SYNAPTIC_SNNTORCH
+from spikec.targets.nir.export import NEVER
+from spikec.targets.nir.reasons import LI_NORSE, LIF, LIF_RECURRENT_NORSE, LIF_SNNTORCH, SYNAPTIC_SNNTORCH
 
 SYN_NOTE = ("snnTorch Synaptic (subtract reset, reset_delay=True) as its syn (an Affine cycle, or NIR LI) into the "
             "Leaky's CubaLIF (its current the Synaptic's mem, tau_mem = dt) + a -threshold feedback through an identity")
@@ -88,6 +89,8 @@ def _resting_input(ex, node, readers=None) -> list[str] | None:
     rests = lambda n: n.op == "input" or n.type.is_spike
     if rests(src):
         return list(ex.sources[src.name])
+    if src.name in ex.__dict__.get("rested", ()):   # already moved onto the clock for another of its readers
+        return list(ex.sources[src.name])
     bias = np.asarray(src.params.get("bias", 0.0), dtype=np.float64)
     if src.op != "linear" or not rests(ex.graph.node(src.inputs[0])) or len(ex.sources[src.name]) != 1:
         return None
@@ -103,6 +106,7 @@ def _resting_input(ex, node, readers=None) -> list[str] | None:
     ex.edges.append((clock, column))
     ex.carriers.pop(src.name, None)   # its value is now the sum of the two
     ex.sources[src.name] = [fc, column]
+    ex.__dict__.setdefault("rested", set()).add(src.name)
     ex.notes.append(f"{src.name}: its bias from a clock neuron (it feeds a leaky integrator cycle, which must rest at 0)")
     return [fc, column]
 
@@ -136,6 +140,44 @@ def concat(ex, node) -> None:
 _plain_synaptic = LOWERINGS[SYNAPTIC_SNNTORCH]
 
 
+def _takes_cycle(ex, n) -> bool:
+    """``n`` reads its input through a ``leaky_cycle`` (``synaptic``'s spikes, ``membrane``): the readers among which a
+    linear's bias may move onto the clock (``_resting_input``), since every one of them then reads the moved sum."""
+    if len(n.type.shape) != 1:
+        return False
+    p = {k: ex.per_neuron(n, np.asarray(v, dtype=np.float64)) for k, v in n.params.items() if k in (
+        "alpha", "beta", "threshold", "bias")}
+    a = n.attrs
+    if n.op == SYNAPTIC_SNNTORCH:
+        return bool(a["reset"] == "subtract" and a["reset_delay"] and a.get("recurrent", "none") == "none"
+                    and a.get("read", "spikes") == "spikes" and (p["threshold"] >= 0).all()
+                    and ((p["beta"] >= 0) & (p["beta"] < 1)).all() and ((p["alpha"] >= 0) & (p["alpha"] <= 1)).all())
+    return bool(n.op == LIF and a.get("output") == "membrane" and "nir_dt" not in a
+                and (p["threshold"] >= NEVER).all() and (p["alpha"] == 1).all() and (p["bias"] == 0).all()
+                and ((p["beta"] >= 0) & (p["beta"] <= 1)).all())
+
+
+def _cycle_readers(ex, node) -> set[str]:
+    return {u for u in ex.users.get(node.inputs[0], ()) if _takes_cycle(ex, ex.graph.node(u))}
+
+
+MEMBRANE_NOTE = ("a never-firing neuron read as its membrane (snnTorch Synaptic's syn): y_t = x_t + beta y_{t-1}, an "
+                 "identity Affine and a diagonal cycle, which the consumers read (NIR LI they do not)")
+_plain_lif = LOWERINGS[LIF]
+
+
+def membrane(ex, node) -> None:
+    """``lif`` never firing, read as its membrane, ``U = beta H + X`` (no bias, gain 1; Synaptic's ``syn``, not one
+    read from NIR): a ``leaky_cycle`` when its input rests at 0 on a vector step; else the plain lowering (LI)."""
+    if _takes_cycle(ex, node):
+        sources = _resting_input(ex, node, _cycle_readers(ex, node))
+        if sources is not None:
+            beta = ex.per_neuron(node, np.asarray(node.params["beta"], dtype=np.float64))
+            ex.single(node, leaky_cycle(ex, node, "mem", sources, beta))
+            return ex.notes.append(f"{node.name}: {MEMBRANE_NOTE} (read one step late)")
+    return _plain_lif(ex, node)
+
+
 def synaptic(ex, node) -> None:
     a = node.attrs
     if not (a["reset"] == "subtract" and a["reset_delay"] and a.get("recurrent", "none") == "none"
@@ -146,7 +188,7 @@ def synaptic(ex, node) -> None:
     if (theta < 0).any() or not (((beta >= 0) & (beta < 1)).all() and ((alpha >= 0) & (alpha <= 1)).all()):
         _refuse(node, "a negative threshold, or a decay outside [0, 1) (beta) / [0, 1] (alpha): "
                 + VARIANT_REASONS[SYNAPTIC_SNNTORCH], REMEDIES[SYNAPTIC_SNNTORCH])
-    sources = _resting_input(ex, node) if len(node.type.shape) == 1 else None
+    sources = _resting_input(ex, node, _cycle_readers(ex, node)) if len(node.type.shape) == 1 else None
     if sources is not None:   # syn_t = x_t + alpha syn_{t-1}: Affine nodes and a cycle, read by the consumers
         li = leaky_cycle(ex, node, "syn", sources, alpha)
     else:
@@ -254,5 +296,5 @@ def leaky(ex, node) -> None:
     ex.single(node, ex.neurons[key][a.get("read", "spikes")])
 
 
-LOWERINGS.update({LIF_SNNTORCH: leaky, "concat": concat, SYNAPTIC_SNNTORCH: synaptic, LIF_RECURRENT_NORSE: lif_recurrent_norse,
+LOWERINGS.update({LIF: membrane, LIF_SNNTORCH: leaky, "concat": concat, SYNAPTIC_SNNTORCH: synaptic, LIF_RECURRENT_NORSE: lif_recurrent_norse,
                   LI_NORSE: li_norse})

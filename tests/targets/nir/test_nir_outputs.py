@@ -69,3 +69,43 @@ def test_each_part_holds_only_what_its_output_reads():
         assert [n for n, v in sub.nodes.items() if isinstance(v, nir.Output)] == [out]
         assert all(s in sub.nodes and d in sub.nodes for s, d in sub.edges)
     assert len(parts["output"].nodes) < len(g.nodes)
+
+
+class SynapticSyn(nn.Module):
+    """snnTorch's default Synaptic, its spikes and its synaptic current returned (a biased Linear before it)."""
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(10, 6)
+        self.syn = snn.Synaptic(alpha=0.8, beta=0.9, init_hidden=True, output=True)
+        with torch.no_grad():
+            self.fc.bias.fill_(0.3)
+
+    def forward(self, x):
+        spk, syn, mem = self.syn(self.fc(x))
+        return spk, syn
+
+
+def test_synaptic_read_as_syn_runs_in_snntorch_norse_and_spikingjelly(tmp_path):
+    x = np.random.default_rng(0).random((20, 3, 10)) * 3 - 0.5
+    c = spikec.compile(SynapticSyn(), x, targets=("nir",), stepping="step")
+    t = c.targets["nir"]
+    assert c.equivalent and t["exact"] and "LI" not in t["nodes"], t
+    assert any("Synaptic's syn" in n for n in t["notes"])
+    for name in ("snntorch", "norse", "spikingjelly"):
+        v = t["consumers"][name]
+        assert v["ran"] and v["spike_exact"] and v["spike_count"] > 10, (name, v)
+    parts = consumers.one_output_parts(export_graph(c.graph).graph)
+    net = SynapticSyn()
+    with torch.no_grad():
+        want = [np.stack([r.numpy() for r in rec]) for rec in zip(*[net(x_t) for x_t in torch.as_tensor(
+            x, dtype=torch.float32)])]
+    for name in ("snntorch", "norse", "spikingjelly"):
+        for out, w in zip(("output", "output_1"), want):
+            sub = tmp_path / f"{name}.{out}.nir"
+            nir.write(sub, parts[out])
+            got, _ = consumers.run_consumer(name, sub, x, 1e-4, w.shape[2:])
+            if out == "output":
+                np.testing.assert_array_equal(got, w)
+            else:   # syn = alpha syn + x in float32, summed in snnTorch's order: the same floats
+                np.testing.assert_allclose(got, w, rtol=1e-6, atol=1e-6)
