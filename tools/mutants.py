@@ -259,7 +259,7 @@ MUTANTS: tuple[Mutant, ...] = (
        "bq = to_int(np.round(pop.bias)",
        T_QUANT, "read-out bias not multiplied by the layer scale"),
     _m("quant-membrane-gain-csilif", "quantizer", LAVA_NEURONS,
-       'return 64 * pop.scale / (2 if pop.kind == "csilif" else 1)',
+       'return 64 * pop.scale / (2 if pop.kind == KIND_CSILIF else 1)',
        "return 64 * pop.scale",
        ("tests/targets/lava/test_lava_mapping.py",) + T_QUANT,
        "a host reading a CSiLIF membrane gets twice its value (threshold on 2 Re m)"),
