@@ -97,6 +97,11 @@ PER_OUTPUT = ("the file has {n} outputs and nirtorch returns one: it was run as 
 def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: float) -> dict:
     """Each consumer's verdict: ran and matched, or why it did not run. A file with several outputs is run one
     output at a time (nirtorch, under snnTorch, Norse, Sinabs and Rockpool, returns one), each with what it reads."""
+    with tempfile.TemporaryDirectory(prefix="spikec-nir-parts-") as tmp:   # never beside the file (an OUTDIR)
+        return _run_consumers(path, Path(tmp), graph, inputs, reference, mapping, dt)
+
+
+def _run_consumers(path, tmp: Path, graph: Graph, inputs, reference, mapping: dict, dt: float) -> dict:
     g = nir.read(path)
     outputs = mapping.get("outputs", {})
     if len(outputs) <= 1:
@@ -104,7 +109,7 @@ def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: floa
     else:
         parts = []
         for out, sub in consumers_mod.one_output_parts(g).items():
-            sub_path = Path(path).with_name(f"{Path(path).stem}.{out}.nir")
+            sub_path = tmp / f"{out}.nir"
             nir.write(sub_path, sub)
             over = {k: v for k, v in mapping.get("read_over_time", {}).items() if k == out}
             parts.append((sub_path, sub, {**mapping, "outputs": {out: outputs[out]}, "read_over_time": over}))

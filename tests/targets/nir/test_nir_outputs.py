@@ -109,3 +109,15 @@ def test_synaptic_read_as_syn_runs_in_snntorch_norse_and_spikingjelly(tmp_path):
                 np.testing.assert_array_equal(got, w)
             else:   # syn = alpha syn + x in float32, summed in snnTorch's order: the same floats
                 np.testing.assert_allclose(got, w, rtol=1e-6, atol=1e-6)
+
+
+def test_the_parts_are_written_outside_the_files_directory(tmp_path):
+    """``spikec verify`` checks OUTDIR/model.nir: its per-output parts must not land in the user's OUTDIR."""
+    from spikec.compiler.interpreter import run
+    from spikec.targets.nir import check_file
+    x = np.random.default_rng(0).random((6, 2, 10)) * 3
+    g = spikec.compile(Tutorial(), x, targets=()).graph
+    path = tmp_path / "model.nir"
+    nir.write(path, export_graph(g).graph)
+    report = check_file(path, g, x, run(g, x))
+    assert report["consumers"]["snntorch"]["ran"] and sorted(p.name for p in tmp_path.iterdir()) == ["model.nir"]
