@@ -54,19 +54,38 @@ class NorseMean(nn.Module):
         return torch.stack(out).mean(0)
 
 
-def _x(seed=0):
-    return np.random.default_rng(seed).random((20, 3, 10)) * 3
+class SJMean(nn.Module):
+    """SpikingJelly's multi-step CSNN (LIFNode defaults, max pooling over spikes), its firing rate read out."""
+    def __init__(self):
+        super().__init__()
+        from spikingjelly.activation_based import functional, layer, neuron, surrogate
+        torch.manual_seed(0)
+        self.net = nn.Sequential(layer.Conv2d(1, 8, 3, padding=1, bias=False), layer.BatchNorm2d(8),
+                                 neuron.LIFNode(tau=2.0, surrogate_function=surrogate.ATan()), layer.MaxPool2d(2),
+                                 layer.Flatten(), layer.Linear(8 * 3 * 3, 10), neuron.LIFNode(tau=2.0))
+        functional.set_step_mode(self.net, "m")
+        with torch.no_grad():
+            self.net[0].weight.mul_(3.0)
+            self.net[5].weight.mul_(3.0)
+
+    def forward(self, x):
+        return self.net(x).mean(0)
+
+
+def _x(seed=0, shape=(20, 3, 10)):
+    return np.random.default_rng(seed).random(shape) * (2 if len(shape) > 3 else 3)
 
 
 CASES = {"leaky_sum": (LeakySum, ("snntorch", "norse", "spikingjelly"), "sum"),
-         "norse_mean": (NorseMean, ("norse",), "mean")}
+         "norse_mean": (NorseMean, ("norse",), "mean"), "sj_mean": (SJMean, ("norse",), "mean")}
+SHAPES = {"sj_mean": (10, 3, 1, 6, 6)}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_read_out_over_time_runs_in_the_consumers(name, tmp_path):
     factory, runs, reduce = CASES[name]
-    x = _x()
-    c = spikec.compile(factory(), x, targets=("nir",))
+    x = _x(shape=SHAPES.get(name, (20, 3, 10)))
+    c = spikec.compile(factory().eval(), x, targets=("nir",))
     t = c.targets["nir"]
     assert c.equivalent and t["exact"], t
     for consumer in runs:
@@ -78,7 +97,7 @@ def test_read_out_over_time_runs_in_the_consumers(name, tmp_path):
     path = tmp_path / "model.nir"
     nir.write(path, ex.graph)
     with torch.no_grad():   # the user's own float32 module: its [B, ...] read-out
-        want = factory().float()(torch.as_tensor(x, dtype=torch.float32)).double().numpy()
+        want = factory().eval().float()(torch.as_tensor(x, dtype=torch.float32)).double().numpy()
     assert want.any() and (want < want.max()).any()
     for consumer in runs:
         per_step, _ = consumers.run_consumer(consumer, path, x, t["dt"], want.shape[1:])
