@@ -21,6 +21,9 @@ $(STAMP): pyproject.toml Makefile
 	# environment after a resolving install, and would print a resolver ERROR for their undeclared-on-purpose
 	# dependencies (spikingjelly's matplotlib, ...). Keep new resolving installs above this line.
 	$(BIN)/pip install --quiet ray==2.60.0 || echo "ray not installed: spikec verify --ray is unavailable, its test skips"
+	# matplotlib: Sinabs imports pylab at package import (a user's `import sinabs` before spikec failed here); a normal
+	# `pip install sinabs` brings it. numpy stays below 2 as pyproject.toml pins it.
+	$(BIN)/pip install --quiet "matplotlib>=3.8,<3.11" "numpy>=1.24.4,<2"
 	$(BIN)/pip install --quiet --no-deps --ignore-requires-python lava-nc==0.10.0
 	# spikingjelly (optional frontend extra): its declared torchvision/torchaudio do not import
 	# beside torch 2.13; its neuron module needs only loguru.
