@@ -44,7 +44,7 @@ from spikec.compiler.errors import BadInput
 from spikec.compiler.interpreter import run
 from spikec.compiler.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
-from spikec.targets.lava import chip, chip_variant, cores, products, standard_readout
+from spikec.targets.lava import chip, chip_variant, cores, current_bias, products, standard_readout
 from spikec.targets.lava import ops as _ops  # noqa: F401  (defines the lava_* ops)
 from spikec.targets.lava.compare import compare
 from spikec.targets.lava.limits import int_inputs
@@ -82,7 +82,12 @@ def deploy(graph, inputs, options=None):
     net, arrays = lower(q.graph)
     kinds = {p["name"]: p["type"] for p in net["processes"]}
     integrators = {p["name"]: p for p in net["processes"] if p.get("integrator")}
+    refused = {p["name"]: p["current_bias_refused"] for p in net["processes"] if p.get("current_bias_refused")}
     for layer in q.layers:
+        if layer.name in refused:   # current_bias.py: no exact bias Dense
+            layer.info.update(process="SpikecLIF", lowered_as="SpikecLIF: its current bias stays in the custom "
+                                                              f"process because {refused[layer.name]}")
+            continue
         if layer.name in integrators:   # standard_integrator.py: proven never to fire, Lava's LIF
             p = integrators[layer.name]
             layer.info.update(process="LIF", lowered_as=f"Lava's LIF (vth = {p['vth']}, never reached: v in "
@@ -201,9 +206,10 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
         report["approximate_variant"] = variant
         report["summary"] += "\n             " + chip_variant.line(variant)
     standard_readout.add_to_report(report, net, q.graph, trace)
+    biases = current_bias.add_to_report(report, net, arrays, q.graph)
     chip.add_to_report(report, net, arrays)
     return TargetResult(report, exact and netx_ok and checks["ok"] and variant is None
-                        and readouts_ok(report.get("standard_readouts")), files)
+                        and readouts_ok(report.get("standard_readouts")) and biases, files)
 
 
 def _variant(graph, inputs, reference, options) -> tuple:
@@ -365,12 +371,15 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     placement = _placement_check(outdir, net, arrays, trace.values, requantized.get("equal") is not None)
     rewrite = next((r for r in placed.rewrites if "rewritten" in r), None) if placed else None
     readouts = standard_readout.measured(net, q, trace)
+    biases = current_bias.check(net, arrays, q)
     return {"equivalent": result["bit_exact"] and not lowered and netx_ok and checks["ok"] and readouts_ok(readouts)
+            and biases["ok"]
             and requantized.get("equal") is not False and products.proven(placed) and placement["ok"] is not False,
             "bit_exact": result["bit_exact"] and products.proven(placed), "netx": netx_check,
             "quantization_checks": checks, **({"products_rewrite_check": rewrite} if rewrite else {}),
             "quantized_rederived": requantized, "placement_check": placement,
             **({"standard_readouts": readouts} if readouts else {}),
+            **({"current_biases": biases} if biases["per_population"] or not biases["ok"] else {}),
             "spikes_compared": result["spikes_compared"], "values_compared": result["values_compared"],
             "states_compared": result["states_compared"], "max_rel_diff": 0.0,
             "arrays_differing_from_lowering": lowered,

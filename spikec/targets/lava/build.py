@@ -96,6 +96,10 @@ def _build_process(p: dict, arrays: dict, batch: int, t: int, workdir: Path, fil
     name, typ = p["name"], p["type"]
     if typ in ("Conv", "Dense", "DelayDense"):
         return _build_synapse(p, arrays, batch)
+    if typ == "BiasLIF":   # current_bias.py: one always-firing LIF per sample, the source of the bias Denses
+        from lava.proc.lif.process import LIF
+        return LIF(shape=folded_shape(p["lava_shape"], batch), du=p["du"], dv=p["dv"], vth=p["vth"],
+                   bias_mant=p["bias_mant"], bias_exp=p["bias_exp"], name=name)
     if typ == "Relay":
         return Relay(shape=folded_shape(p["lava_shape"], batch), delay=p["delay"], name=name)
     if typ == "Host":

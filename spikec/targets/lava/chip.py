@@ -24,6 +24,7 @@ STANDARD = {
     "OR": "lava.proc.lif.process.LIF",
     "AND": "lava.proc.lif.process.LIF",
     "LIFReadout": "lava.proc.lif.process.LIF",
+    "BiasLIF": "lava.proc.lif.process.LIF",
     "Dense": "lava.proc.dense.process.Dense",
     "DelayDense": "lava.proc.dense.process.DelayDense",
     "Conv": "lava.proc.conv.process.Conv",
@@ -80,6 +81,15 @@ def verdict(p: dict) -> dict:
                     "Monitor each step, the bias added by the host" +
                     (f"; exact: a in [{p['a_bound'][0]}, {p['a_bound'][1]}] on any input, within "
                      f"[{p['a_exact'][0]}, {p['a_exact'][1]}]" if "a_bound" in p else "") + ")")
+        if typ == "BiasLIF":
+            why += (" (the source of current biases: du = dv = 4095, vth = 0, bias_mant = 1, firing every Lava step "
+                    "from step 0 with no input)")
+        cb = p.get("current_bias")
+        if isinstance(cb, dict):   # a population with a current bias (current_bias.py)
+            why += (f"; its current bias bias_u in [{cb['bias_u'][0]}, {cb['bias_u'][1]}] arrives through "
+                    f"{', '.join(cb['synapses'])} from the always-firing {cb['source']} (axon delay {cb['axon_delay']})")
+        elif cb:   # one of its synapses
+            why += f" (carries {p['target']}'s current bias from the always-firing LIF {p['input']})"
         if typ == "AND":
             why += " (two-input AND neurons: du = dv = 4095, vth = 1, weight-1 synapses: fires iff both inputs spiked)"
         if p.get("integrator"):
@@ -123,7 +133,11 @@ def _lif_blockers(p: dict, net: dict, arrays: dict) -> list[tuple[str, str]]:
     if get("v_reset") is not None:
         out.append(("a hard reset to a nonzero value", "v_reset = 0 (Lava's LIF resets to 0)"))
     if get("bias_u") is not None:
-        out.append(("a current bias (the synapse's bias added to u)", "bias=False on the synapse feeding it"))
+        out.append(("a current bias (the synapse's bias added to u)"
+                    + (f", not carried by a Dense from an always-firing LIF because {p['current_bias_refused']}"
+                       if p.get("current_bias_refused") else ""),
+                    "bias values that one or two 8-bit Dense weights w << weight_exp hold (current_bias.py), or "
+                    "bias=False on the synapse feeding it"))
     if any(get(k) is not None and get(k).size > 1 and len(set(get(k).reshape(-1).tolist())) > 1
            for k in ("du", "dv", "vth")):
         out.append(("per-channel decays or thresholds (Lava's LIF takes one du, dv, vth)",

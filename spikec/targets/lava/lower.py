@@ -30,7 +30,7 @@ import numpy as np
 
 from spikec.compiler.errors import BadInput, IRError, UnsupportedOp
 from spikec.compiler.ir import Graph, Node, TensorType, thaw
-from spikec.targets.lava import ops as lops, standard_integrator, standard_readout
+from spikec.targets.lava import current_bias, ops as lops, standard_integrator, standard_readout
 from spikec.targets.lava.fixed_point import PAYLOAD_BITS
 from spikec.targets.lava.layout import conv_weight_to_lava, flatten_perm, lava_shape, per_neuron
 
@@ -246,6 +246,10 @@ def _lower_population(lo: _Lowered, n: Node) -> None:
         record = standard_readout.choose(lo.q, n, record, terms)
     elif n.op == "lava_lif" and n.attrs.get("fire") == "never":   # a leaky integrator (standard_integrator.py)
         record = standard_integrator.choose(lo.q, n, record, standard_readout.bound(lo.q, n, terms), lo.arrays)
+    if record["type"] == "LIF" and "bias_u" in n.params:   # its current bias through Dense (current_bias.py)
+        bias = [(syn, "a_out") for syn in current_bias.add(lo, n, record)]
+        names += bias
+        record["inputs"] = record["inputs"] + [syn for syn, _ in bias]
     lo.procs.append(record)
     for src, port in names:
         lo.conns.append({"src": src, "port": port, "dst": n.name, "dst_port": "a_in"})
@@ -267,15 +271,18 @@ def _lif_process(n: Node, base: dict, arrays: dict) -> dict:
     kind = n.attrs.get("process", "SpikecLIF")
     if kind == "LIF" and base["period"] > 1:
         kind = "SpikecLIF"   # Lava's LIF updates every Lava step: a sub-step schedule needs the custom one
+    why = current_bias.refusal(n, base["start"]) if kind == "LIF" and "bias_u" in n.params else None
+    if why is not None:   # no exact bias Dense: the custom process adds bias_u itself
+        kind, base = "SpikecLIF", dict(base, current_bias_refused=why)
     d = dict(base, type=kind, reset=n.attrs["reset"], fire=n.attrs.get("fire", "gt"),
              bias_on_after_step=base["start"])
     for k in ("bias_mant", "bias_exp"):
         arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], shape)
     if kind == "LIF":
         if any(np.asarray(n.params[k]).ndim for k in ("du", "dv", "vth")) or "v_reset" in n.params \
-                or "bias_u" in n.params or n.attrs["reset"] != "zero" or n.attrs.get("fire", "gt") != "gt":
-            raise IRError("Lava's LIF needs scalar du, dv, vth, a hard reset to 0, no current bias and strict "
-                          "firing (v > vth << 6)", where=f"node {n.name!r}")
+                or n.attrs["reset"] != "zero" or n.attrs.get("fire", "gt") != "gt":
+            raise IRError("Lava's LIF needs scalar du, dv, vth, a hard reset to 0 and strict firing (v > vth << 6)",
+                          where=f"node {n.name!r}")
         d.update(du=int(n.params["du"]), dv=int(n.params["dv"]), vth=int(n.params["vth"]))
     else:
         for k in PARAMS["SpikecLIF"]:

@@ -41,6 +41,10 @@ def structural_blocking(q: Graph) -> list[dict]:
             blocking.append({"node": n.name, "op": n.op,
                              "why": "not in netx's vocabulary (input, dense, conv, flatten, CUBA neurons)"
                                     + (": a real-valued read-out" if n.op == "lava_readout" else "")})
+        elif n.op == "lava_lif" and "bias_u" in n.params:
+            blocking.append({"node": n.name, "op": n.op,
+                             "why": "a current bias (a Dense from an always-firing LIF into its a_in, or SpikecLIF): "
+                                    "netx's CUBA layers bias v only"})
         elif n.op == "lava_lif" and n.attrs.get("process") != "LIF":
             blocking.append({"node": n.name, "op": n.op,
                              "why": f"{n.attrs['reset']}-reset LIF with per-channel leak or soft reset runs in "

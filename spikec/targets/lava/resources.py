@@ -184,7 +184,7 @@ def resources(net: dict, arrays: dict) -> dict:
         fan_in[name] = syns[-1]["synapses"]
     for p in net["processes"]:
         if p["type"] not in ("LIF", "AND", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout",
-                             "SpikecAND", "LIFReadout"):
+                             "SpikecAND", "LIFReadout", "BiasLIF"):
             continue
         neurons = int(np.prod(p["lava_shape"]))
         s = sum(fan_in.get(i, 0) for i in p.get("inputs", [p.get("input")]))

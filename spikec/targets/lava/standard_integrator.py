@@ -18,6 +18,7 @@ spikec's SpikecLIF, its record saying why (``standard_integrator_refused``), whi
 """
 import numpy as np
 
+from spikec.targets.lava import current_bias
 from spikec.targets.lava.fixed_point import VTH_MAX
 
 VTH = VTH_MAX                      # out of reach: v <= VTH << 6 never fires
@@ -74,12 +75,22 @@ def v_bound(n, a: tuple[int, int]) -> tuple[int, int] | str:
     return -v_neg, v_hi
 
 
+def with_bias(n, a: tuple[int, int]) -> tuple[int, int]:
+    """The bound of the input ``a + bias_u`` (a current bias, delivered by a Dense: current_bias.py) from that of
+    the synaptic sum ``a``."""
+    if "bias_u" not in n.params:
+        return a
+    b = np.asarray(n.params["bias_u"], dtype=np.int64)
+    return a[0] + min(int(b.min()), 0), a[1] + max(int(b.max()), 0)
+
+
 def refusal(q, n, record: dict, a) -> str | None:
     """Why integrator ``n`` cannot be Lava's LIF exactly (None: it can)."""
     if record["period"] > 1:
         return f"a sub-step schedule ({record['period']} Lava steps per physical step): Lava's LIF updates every step"
-    if "bias_u" in n.params:
-        return "a current bias (the synapse's bias added to u; Lava's LIF biases v)"
+    if "bias_u" in n.params and current_bias.refusal(n, record["start"]) is not None:
+        return ("a current bias (the synapse's bias added to u; Lava's LIF biases v) no Dense carries exactly: "
+                + current_bias.refusal(n, record["start"]))
     if n.attrs.get("recurrent"):
         return "a self-synapse"
     twins = [m for m in q.nodes if m.op == n.op and m.inputs == n.inputs and m.name != n.name]
@@ -88,7 +99,7 @@ def refusal(q, n, record: dict, a) -> str | None:
         return "its value is read by a process or as another state (a standard LIF sends none; the host reads v)"
     if isinstance(a, str):
         return a
-    v = v_bound(n, a)
+    v = v_bound(n, with_bias(n, a))
     if isinstance(v, str):
         return v
     if v[1] > THETA:
@@ -103,8 +114,9 @@ def choose(q, n, record: dict, a, arrays: dict) -> dict:
     why = refusal(q, n, record, a)
     if why is not None:
         return dict(record, standard_integrator_refused=why)
+    a = with_bias(n, a)
     lo, hi = v_bound(n, a)
-    for k in ("du", "dv", "vth"):
+    for k in ("du", "dv", "vth", "bias_u"):
         arrays.pop(f"{n.name}/{k}", None)   # Lava's LIF takes them as scalars (the record's)
     return dict(record, type="LIF", du=_scalar(n, "du"), dv=_scalar(n, "dv"), vth=VTH, integrator=True,
                 state="v", act_shift=0, a_bound=[a[0], a[1]], v_bound=[lo, hi], v_limit=THETA, rule=RULE)
