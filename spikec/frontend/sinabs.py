@@ -390,6 +390,21 @@ def _stub_pylab():
 
 
 register_converter(SinabsNet, sinabs_net)
+
+
+def sum_pool(ctx, m, name, x):
+    """Sinabs's ``SumPool2d`` (Speck's pooling: ``torch.nn.LPPool2d`` with p = 1, a window sum) as torch computes
+    it: ``F.lp_pool2d`` is ``avg_pool2d(x ** 1)`` times ``kh * kw`` (``sign(y) * relu(|y|)`` and ``** 1.0`` leave a
+    finite ``y`` as it is), so an average pool then a scale by the window's size, bit for bit."""
+    if float(m.norm_type) != 1.0:
+        refuse(name, m, f"an LPPool2d of norm {m.norm_type} (Sinabs's SumPool2d has 1)", "use SumPool2d")
+    kernel = tuple(m.kernel_size) if isinstance(m.kernel_size, (tuple, list)) else (m.kernel_size,) * 2
+    stride = m.stride if m.stride is not None else kernel
+    stride = tuple(stride) if isinstance(stride, (tuple, list)) else (stride,) * 2
+    attrs = {"kernel": kernel, "stride": stride, "padding": (0, 0), "ceil_mode": bool(m.ceil_mode),
+             "count_include_pad": True}
+    mean = ctx.emit(f"{name}.mean", "avgpool2d", [x], attrs, scope=name)
+    return ctx.emit(name, "scale", [mean], {"a": float(kernel[0] * kernel[1]), "b": 0.0}, scope=name)
 if importlib.util.find_spec("sinabs") is not None:  # the stub only where Sinabs is there to need it, before the
     with contextlib.suppress(ImportError):          # model's code imports Sinabs
         _stub_pylab()
@@ -402,3 +417,4 @@ def _register():
         for _cls in (_sl.IAF, _sl.IAFSqueeze, _sl.LIF, _sl.LIFSqueeze, _sl.ExpLeak, _sl.ExpLeakSqueeze):
             register_converter(_cls, sinabs_neuron)
         register_converter(_sl.Repeat, sinabs_repeat)
+        register_converter(_sl.SumPool2d, sum_pool)
