@@ -206,6 +206,9 @@ def verify_outdir(outdir, inputs: str | None = None, *, model=None, weights: str
     if not inputs:
         results["io_outputs"] = compare_io(graph, x, recorded, approximate)
     results.update(_target_checks(out, graph, x, report))
+    verdict = compile_verdict(report)
+    if verdict is not None:
+        results["compile_verdict"] = verdict
     if mode is None:
         results["source_not_run"] = not_run(out, report)
         return results
@@ -215,6 +218,23 @@ def verify_outdir(outdir, inputs: str | None = None, *, model=None, weights: str
         results["io_outputs"] = compare_io(graph, x, recorded, approximate=False)
     results.update(sources)
     return results
+
+
+def compile_verdict(report: dict) -> dict | None:
+    """report.json's verdict when it is *not equivalent*, as a failed check. verify re-runs what OUTDIR holds and
+    cannot re-run what the compile could not prove (a refused target left no artifact), so such an OUTDIR must not
+    verify into a pass (a CI gate on ``spikec verify`` would ship it). report.json stays untrusted: it can only
+    lower the verdict, never raise it."""
+    if report.get("equivalent") is not False:
+        return None
+    targets = [(n, r) for n, r in (report.get("targets") or {}).items() if isinstance(r, dict)]
+    why = [f"target {n} {'refused' if r.get('refused') else 'failed (a compiler bug)'}: "
+           f"{str(r.get('reason', '')).splitlines()[0] if r.get('reason') else 'no reason recorded'}"
+           for n, r in targets if r.get("refused") or r.get("failed")]
+    return {"equivalent": False,
+            "error": "the compile that wrote this OUTDIR was not equivalent (report.json): "
+                     + ("; ".join(why) or "its own checks failed") + "; what verify re-ran above holds, the rest "
+                     "cannot be re-run: recompile without what was refused (or fix it) for an OUTDIR that verifies"}
 
 
 def _target_checks(out: Path, graph: Graph, x, report: dict) -> dict:
