@@ -2,8 +2,8 @@
 (``standard_integrator.py``): vth out of reach, ``v`` read by Lava's Monitor. Exact at the top of its static bound in
 Lava's simulation; one step of the bound beyond, it stays SpikecLIF and says why, and forced onto Lava's LIF there it
 fires and resets (the comparison fails). Also: the bound against the recursion itself, the refusals, and a Norse LIBox
-read-out compiled end to end (chip-ready, bit-exact) while an LICell behind a biased Linear keeps SpikecLIF and the
-chip blocker names its current bias."""
+read-out compiled end to end (chip-ready, bit-exact), and an LICell behind a biased Linear too, its current bias
+through a Dense (current_bias.py)."""
 import numpy as np
 import pytest
 
@@ -96,7 +96,8 @@ def test_beyond_the_top_or_without_a_bound_it_stays_spikec_lif_and_says_why():
     q2 = Graph(q.nodes + (reader,), ("r",))
     assert "read by a process" in standard_integrator.refusal(q2, q2.node("r"), {"period": 1}, (0, 1))
     q3 = Graph(q.nodes[:-1] + (q.node("r").with_(params=dict(q.node("r").params, bias_u=np.int64(1))),), ("r",))
-    assert "current bias" in standard_integrator.refusal(q3, q3.node("r"), {"period": 1}, (0, 1))
+    assert "current bias" in standard_integrator.refusal(q3, q3.node("r"), {"period": 1, "start": 0}, (0, 1))
+    assert standard_integrator.refusal(q3, q3.node("r"), {"period": 1, "start": 1}, (0, 1)) is None   # its Dense
 
 
 def _lava_vs_reference(q: Graph, x: np.ndarray, force: bool = False, monkeypatch=None) -> dict:
@@ -148,10 +149,8 @@ def test_norse_li_readouts_compile_to_lavas_lif_or_name_the_blocker(tmp_path):
     (m,) = out["norse_libox"]["standard_readouts"].values()
     assert m["within"] and m["within_bound"] and m["v_measured"][1] > 0
     assert "leaky-integrator read-out as Lava's LIF" in out["norse_libox"]["summary"]
-    li = {b["name"]: b for b in out["norse_li"]["chip_readiness"]["blocking"]}["model.3"]
-    assert li["type"] == "SpikecLIF" and "not Lava's LIF because a current bias" in li["why"]
-    assert any(line.strip().startswith("chip blocker: model.3 (SpikecLIF)") for line in
-               out["norse_li"]["summary"].splitlines())
+    li = {p["name"]: p for p in out["norse_li"]["processes"]}["model.3"]   # its current bias through a Dense
+    assert li["type"] == "LIF" and li["chip_ready"] and "current bias" in li["why"] and "never reached" in li["why"]
 
 
 @needs_lava
