@@ -24,6 +24,7 @@ from spikec.app.vacuity import warnings_for
 from spikec.app.provenance import provenance, source_files
 from spikec.app import loader
 from spikec.app.conventions import choose, loop_convention
+from spikec.compiler import heap
 from spikec.compiler.checker import compare_with_torch, run_torch
 from spikec.compiler.metrics import firing_rates, neurobench_metrics
 from spikec.compiler.cost import cost_report, partition_report, sdna_report
@@ -236,7 +237,13 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
 
     ``inputs``: a replay (verify) on exactly these recorded inputs: no probes, no provenance, no files.
     ``array``: the user's inputs in memory (the Python API), used like an ``--inputs`` file.
+    Freed memory is kept for the next run's values meanwhile, within a bound (``spikec.compiler.heap``).
     """
+    with heap.kept():
+        return _compile(opts, model, inputs, array)
+
+
+def _compile(opts: CompileOptions, model, inputs, array) -> Compiled:
     targets = _plan(opts)
     coding, no_lowering = _coding(opts, targets)
     passes, explicit = select(opts.passes)

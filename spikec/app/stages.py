@@ -11,6 +11,8 @@ import resource
 import time
 from contextlib import contextmanager
 
+from spikec.compiler import heap
+
 
 def _status_mb(key: str) -> float | None:
     try:
@@ -44,6 +46,7 @@ class Stages:
         if self._open:
             raise RuntimeError(f"stage {name!r} started inside another stage")
         self._open = True
+        heap.bound()  # what the last stage freed and a compile keeps (spikec.compiler.heap): within its bound
         reset = _reset_peak()
         start, start_cpu = time.perf_counter(), time.process_time()
         try:

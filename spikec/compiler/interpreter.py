@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from spikec.compiler import heap
 from spikec.compiler.errors import BadInput, IRError
 from spikec.compiler.ir import Graph
 from spikec.ops import KernelContext, opdef
@@ -149,6 +150,7 @@ def run(graph: Graph, inputs, *, record="all", integer: bool | None = None,
             remaining[i] -= 1
             if remaining[i] == 0 and i not in keep:
                 env.pop(i, None)
+        heap.bound()  # a compile keeps freed memory for the next output: within a bound (spikec.compiler.heap)
     return trace
 
 
