@@ -31,14 +31,19 @@ FAST = ("compiler", "ops", "nn", "frontend", "passes", "tools",
         "test_code_size.py", "test_docs.py", "test_import_layers.py", "test_lint.py", "test_nn_reach.py")
 # Tests under a fast path that cost seconds each, in files other engineers own (node id prefixes from tests/).
 SLOW_HERE = ()
-# Files measured longest (30-260 s each on a loaded machine), started first: pytest-xdist gives a worker a whole
-# file (--dist loadfile keeps a module's shared fixtures on one worker), so a long file left to the end would
-# leave the other worker idle. A file missing here or gone only loses the ordering.
-LONG_FIRST = ("targets/test_coverage.py", "test_readme_commands.py", "targets/lava/test_lava_mapping.py",
-              "targets/lava/test_interrupts.py", "targets/lava/test_sdna_sdt_lava.py",
-              "targets/lava/test_network_api.py", "targets/test_nir_paper_targets.py",
-              "targets/lava/test_lava_target.py", "targets/lava/test_framework_neurons.py",
-              "targets/lava/test_ttfs_lava.py", "targets/lava/test_leftovers.py")
+# Files measured longest (a run of the whole suite over 2 workers, each file's wall seconds from SPIKEC_FILE_TIMES
+# below; 2026-12-02, loaded machine: coverage 248 s ... lava_spikformer 25 s), started first: pytest-xdist gives a
+# worker a whole file (--dist loadfile keeps a module's shared fixtures on one worker), so a long file left to the
+# end would leave the other worker idle. A file missing here or gone only loses the ordering.
+LONG_FIRST = ("targets/test_coverage.py", "targets/lava/test_sdna_sdt_lava.py", "targets/lava/test_interrupts.py",
+              "targets/lava/test_lava_mapping.py", "targets/lava/test_network_api.py",
+              "targets/lava/test_runtime_shared.py", "targets/lava/test_framework_neurons.py",
+              "targets/lava/test_ttfs_lava.py", "targets/lava/test_placement_written.py",
+              "targets/test_nir_paper_targets.py", "targets/lava/test_lava_target.py", "test_readme_commands.py",
+              "compiler/test_cli.py", "app/test_fuzz_graphs.py", "targets/lava/test_exact_source.py",
+              "app/test_dataset_verify.py", "ttfs/test_examples.py", "targets/lava/test_lava_spikformer.py",
+              "targets/onnx/test_onnx_framework_neurons.py", "app/test_trust_after_success.py",
+              "targets/lava/test_leftovers.py")
 # Modules that check a compile's own Lava session (counted, ended with the compile) or kill one: no shared session.
 OWN_LAVA_SESSIONS = ("targets/lava/test_runtime_shared.py", "targets/lava/test_interrupts.py",
                      "targets/lava/test_leftovers.py")
