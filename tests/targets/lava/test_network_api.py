@@ -93,23 +93,38 @@ def test_ports_follow_the_written_network(tmp_path):
                      "layers.4.1.synapse": "Dense", "layers.4.1": "LIF"}, kinds   # the read-out: Lava's LIF
 
 
-@pytest.mark.parametrize("factory", ["dense_soft", "intfire_dense", "host_partition"])
-def test_run_equals_the_integer_reference_batched(tmp_path, factory):
-    """Run in a child process (Lava forks its workers from it): every recorded output, all samples at once."""
-    out = compiled(tmp_path, factory, batch=2, seed=3)
-    code = (f"import numpy as np\nimport spikec.targets.lava as L\nnet = L.network({str(out)!r}, batch=2)\n"
-            f"x = np.load({str(out / 'io.npz')!r})['input']\n"
-            f"np.savez({str(tmp_path / 'y.npz')!r}, **net.run(x, record=list(net.outputs)), period=net.period)\n")
-    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+BATCHED = ("dense_soft", "intfire_dense", "host_partition")
+
+
+@pytest.fixture(scope="module")
+def batched_runs(tmp_path_factory):
+    """Each of ``BATCHED`` compiled and run by ``network(OUTDIR).run`` in one child process (Lava forks its workers
+    from it; one interpreter for the three, each network its own run): ``factory -> (OUTDIR, y.npz)``."""
+    runs, code = {}, "import numpy as np\nimport spikec.targets.lava as L\n"
+    for factory in BATCHED:
+        where = tmp_path_factory.mktemp(factory)
+        out, y = compiled(where, factory, batch=2, seed=3), where / "y.npz"
+        code += (f"net = L.network({str(out)!r}, batch=2)\nx = np.load({str(out / 'io.npz')!r})['input']\n"
+                 f"np.savez({str(y)!r}, **net.run(x, record=list(net.outputs)), period=net.period)\n")
+        runs[factory] = out, y
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600,
                        start_new_session=True)
+    return runs, r
+
+
+@pytest.mark.parametrize("factory", BATCHED)
+def test_run_equals_the_integer_reference_batched(batched_runs, factory):
+    """Run in a child process: every recorded output, all samples at once."""
+    runs, r = batched_runs
     assert r.returncode == 0, r.stderr[-3000:]
+    out, y_file = runs[factory]
     from spikec.compiler.interpreter import run
     from spikec.targets.lava import load_deployed
     from spikec.targets.lava.ops import with_readouts
     q, spec, _ = load_deployed(out)
     x = np.load(out / "io.npz")["input"].astype(np.int64)
     trace = run(with_readouts(q), {q.inputs[0].name: x}, integer=True)
-    with np.load(tmp_path / "y.npz") as z:
+    with np.load(y_file) as z:
         y = {k: z[k] for k in z.files}
     for rec in spec["recorded"]:
         assert np.array_equal(y[rec["name"]], trace.values[rec["ir_node"]]), rec["name"]
