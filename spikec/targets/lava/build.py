@@ -41,7 +41,7 @@ def build(net: dict, arrays: dict, x: dict, steps: int, workdir: Path):
     for c in net["connections"]:
         src = getattr(procs[c["src"]], c["port"])
         dst = getattr(procs[c["dst"]], c["dst_port"])
-        (src.flatten() if c.get("flatten") else src).connect(dst)
+        connect(src, dst, c)
     for r in net["recorded"]:
         files[("spikes", r["name"])] = workdir / f"{r['name']}.out.npy"
         if r.get("via") == "monitor":
@@ -51,6 +51,12 @@ def build(net: dict, arrays: dict, x: dict, steps: int, workdir: Path):
         aux.append(Recorder(shape=port.shape, steps=steps, path=files[("spikes", r["name"])]))
         port.connect(aux[-1].a_in)
     return procs, aux, files
+
+
+def connect(src, dst, c: dict) -> None:
+    """Connection ``c``: ``src`` flattened (a Dense reading a conv population) or reshaped to ``dst`` (a bias Dense
+    into a (C, H, W) population, current_bias.py) when it says so."""
+    (src.flatten() if c.get("flatten") else src.reshape(dst.shape) if c.get("reshape") else src).connect(dst)
 
 
 @dataclass(frozen=True)
@@ -133,7 +139,11 @@ def _build_synapse(p: dict, arrays: dict, batch: int):
         return Conv(weight=w, input_shape=folded_shape(p["input_lava_shape"], batch), stride=tuple(p["stride"]),
                     padding=tuple(p["padding"]), dilation=tuple(p["dilation"]), groups=p["groups"] * batch,
                     num_message_bits=p["num_message_bits"], name=name)
-    w = fold_dense(arrays[f"{name}/weights"], batch, p["flatten_input"], p["input_lava_shape"])
+    if p.get("current_bias"):   # from the always-firing source: its rows in the folded population's order
+        from spikec.targets.lava.current_bias import folded_weights
+        w = folded_weights(arrays[f"{name}/weights"], p["ir_shape"], batch)
+    else:
+        w = fold_dense(arrays[f"{name}/weights"], batch, p["flatten_input"], p["input_lava_shape"])
     if p["type"] == "Dense":
         return Dense(weights=w, weight_exp=p["weight_exp"], num_message_bits=p["num_message_bits"], name=name)
     return DelayDense(weights=w, delays=int(p["axon_delay"]), weight_exp=p["weight_exp"],

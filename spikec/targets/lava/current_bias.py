@@ -17,14 +17,15 @@ reference step for step:
   of at most two such 8-bit terms (``terms``); the sum is checked against ``bias_u`` (``delivered``) when lowered,
   in the report and in ``spikec verify``.
 
-Otherwise (a bias no two Dense terms hold, a first update at Lava step 0 or beyond the axon delays, a
-``(C, H, W)`` population) the population stays spikec's SpikecLIF and its record says why
+A ``(C, H, W)`` population (a biased conv's) takes the Dense too, its rows laid out as Lava's folded ``(W, H, B C)``
+and its ``a_out`` reshaped to the population's ``a_in`` (``folded_weights``). Otherwise (a bias no two Dense terms
+hold, a first update at Lava step 0 or beyond the axon delays) the population stays spikec's SpikecLIF and its record says why
 (``current_bias_refused``), which the chip-blocker line repeats.
 """
 import numpy as np
 
 from spikec.targets.lava import ops as lops
-from spikec.targets.lava.layout import lava_shape, per_neuron
+from spikec.targets.lava.layout import lava_shape
 
 TYPE = "BiasLIF"
 SOURCE = "current_bias.source"
@@ -82,16 +83,32 @@ def terms(b: np.ndarray) -> list | None:
 
 
 def _per_neuron(n) -> np.ndarray:
-    """``bias_u`` per neuron of population ``n``, in Lava's layout (flat)."""
-    return per_neuron(np.asarray(n.params["bias_u"], dtype=np.int64), n.type.shape).reshape(-1)
+    """``bias_u`` per neuron of population ``n``, flat in the IR's order (``(C, H, W)`` row-major: the rows of the
+    bias Dense as params.npz holds them; ``build.py`` lays them out in Lava's folded ``(W, H, B C)``)."""
+    b, shape = np.asarray(n.params["bias_u"], dtype=np.int64), tuple(n.type.shape)
+    return np.broadcast_to(b.reshape(-1, *([1] * (len(shape) - 1))) if b.ndim else b, shape).reshape(-1).copy()
+
+
+def folded_weights(w: np.ndarray, ir_shape, batch: int) -> np.ndarray:
+    """A bias Dense's weights ``(N, 1)`` (IR order) for ``batch`` samples side by side: ``(B N, B)``, sample ``b``'s
+    source feeding sample ``b``'s neurons, rows in the folded population's flat order (a vector: blocks; a
+    ``(C, H, W)`` population: Lava's ``(W, H, B C)``, its ``a_out`` reshaped to the population's ``a_in``)."""
+    w = np.asarray(w).reshape(-1)
+    if len(ir_shape) != 3:
+        return np.kron(np.eye(batch, dtype=w.dtype), w.reshape(-1, 1))
+    c, h, wd = ir_shape
+    lava = w.reshape(c, h, wd).transpose(2, 1, 0)            # (W, H, C)
+    big = np.zeros((wd, h, batch, c, batch), dtype=w.dtype)
+    for b in range(batch):
+        big[:, :, b, :, b] = lava
+    return big.reshape(-1, batch)
 
 
 def refusal(n, start: int) -> str | None:
     """Why population ``n`` (first update at Lava step ``start``) cannot take its current bias from a Dense exactly
     (None: it can)."""
-    if len(n.type.shape) != 1:
-        return (f"a current bias into a {tuple(n.type.shape)} population (the bias Dense is built for vector "
-                "populations only)")
+    if len(n.type.shape) not in (1, 3):
+        return f"a current bias into a {tuple(n.type.shape)} population (the bias Dense is built for (N,) and (C, H, W))"
     if start < 1:
         return "its first update is Lava step 0, before any synapse can deliver the bias (one Lava step)"
     if start - 1 > MAX_AXON_DELAY:
@@ -130,6 +147,8 @@ def add(lo, n, record: dict) -> list[str]:
                          "current_bias": True})
         lo.conns.append({"src": SOURCE, "port": "s_out", "dst": name, "dst_port": "s_in", "flatten": False})
         names.append(name)
+    if len(n.type.shape) == 3:   # the caller connects them: their a_out reshaped to the population's (W, H, B C)
+        record["reshape_inputs"] = names
     record["current_bias"] = {"source": SOURCE, "synapses": names, "axon_delay": delay,
                               "bias_u": [int(b.min(initial=0)), int(b.max(initial=0))], "rule": RULE}
     return names

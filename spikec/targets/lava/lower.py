@@ -252,7 +252,9 @@ def _lower_population(lo: _Lowered, n: Node) -> None:
         record["inputs"] = record["inputs"] + [syn for syn, _ in bias]
     lo.procs.append(record)
     for src, port in names:
-        lo.conns.append({"src": src, "port": port, "dst": n.name, "dst_port": "a_in"})
+        lo.conns.append({"src": src, "port": port, "dst": n.name, "dst_port": "a_in",
+                         **({"reshape": True} if src in record.get("reshape_inputs", ()) else {})})
+    record.pop("reshape_inputs", None)
     lo.origin[n.name] = _origin(n.name, "s_out", phi, emit, shape)
     if n.attrs.get("recurrent"):
         _lower_recurrence(lo, n)

@@ -125,7 +125,7 @@ def network(outdir, batch: int = 1, steps: int | None = None) -> Network:
     ``steps`` (physical steps) matters only to host partitions, which stop after it; by default the recorded
     inputs' length (``io.npz``)."""
     from spikec.targets.lava._shim import import_lava
-    from spikec.targets.lava.build import _build_population, _build_process, monitored_bias
+    from spikec.targets.lava.build import _build_population, _build_process, connect, monitored_bias
     import_lava()
     net, arrays = load_network(Path(outdir) / "lava")
     steps = steps or _recorded_steps(Path(outdir))
@@ -143,8 +143,7 @@ def network(outdir, batch: int = 1, steps: int | None = None) -> Network:
             inputs[c["src"]].append(dst)
             flattened[c["src"]].append(bool(c.get("flatten")))
             continue
-        src = getattr(procs[c["src"]], c["port"])
-        (src.flatten() if c.get("flatten") else src).connect(dst)
+        connect(getattr(procs[c["src"]], c["port"]), dst, c)
     outputs = {r["name"]: getattr(procs[r["proc"]], r["port"]) for r in net["recorded"]}
     kinds = {p["name"]: p for p in net["processes"]}
     readout_bias = {r["name"]: monitored_bias(kinds[r["proc"]], arrays, batch) for r in net["recorded"]

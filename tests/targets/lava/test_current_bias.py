@@ -37,6 +37,19 @@ def _graph(bias_u, depth: int = 1, n_in: int = 8) -> Graph:
     return Graph(tuple(nodes), (src,))
 
 
+def _conv_graph(bias_u) -> Graph:
+    """``x (1, 5, 5) -> Conv 3x3 (same) -> LIF (C, 5, 5)`` with one ``bias_u`` per channel."""
+    c = len(bias_u)
+    w = np.random.default_rng(2).integers(-40, 90, (c, 1, 3, 3))
+    conv = Node("c0", "lava_conv", ("x",), TensorType((c, 5, 5)), {"stride": [1, 1], "padding": [1, 1],
+                                                                    "dilation": [1, 1], "groups": 1}, {"weight": w})
+    params = {"du": np.int64(3000), "dv": np.int64(500), "vth": np.int64(1000), "bias_mant": np.int64(0),
+              "bias_exp": np.int64(0), "bias_u": np.asarray(bias_u, dtype=np.int64)}
+    lif = Node("n0", "lava_lif", ("c0",), TensorType((c, 5, 5), "binary"),
+               {"reset": "zero", **lops.output_attrs({}, "spikes"), "process": "LIF"}, params)
+    return Graph((Node("x", "input", (), TensorType((1, 5, 5), "binary")), conv, lif), ("n0",))
+
+
 def _lava_vs_reference(q: Graph, x: np.ndarray) -> dict:
     from spikec.compiler.interpreter import run
     from spikec.targets.lava.compare import compare
@@ -95,6 +108,13 @@ def test_lavas_lif_with_its_bias_dense_is_bit_exact_and_the_fallback_too():
         assert r["bit_exact"], r["first_mismatches"]
         s = np.asarray(r["trace"].values[f"n{depth - 1}"])
         assert 0 < s.mean() < 1   # the bias changes what fires: both fire and rest
+    xc = (rng.random((10, 3, 1, 5, 5)) < 0.4).astype(np.int64)   # a conv population: rows as Lava's (W, H, B C)
+    r = _lava_vs_reference(_conv_graph([60, -90, 9]), xc)
+    pop = {p["name"]: p for p in r["net"]["processes"]}["n0"]
+    assert pop["type"] == "LIF" and pop["current_bias"]["synapses"] == ["n0.current_bias0"]
+    assert r["bit_exact"], r["first_mismatches"]
+    s = np.asarray(r["trace"].values["n0"])
+    assert 0 < s[:, :, 0].mean() and s[:, :, 1].mean() < s[:, :, 0].mean()   # the per-channel bias matters
     # without its bias synapse Lava's LIF is not the reference: the Dense is what makes it exact
     q = _graph([40, -25, 120, 7], depth=2)
     net, arrays = lower(q)
@@ -106,25 +126,38 @@ def test_lavas_lif_with_its_bias_dense_is_bit_exact_and_the_fallback_too():
     assert not compare(net, trace, run_lava(net, arrays, {"x": x}), x.shape[0])["bit_exact"]
 
 
+HERE = __import__("pathlib").Path(__file__).resolve().parent
+E2E = {  # name: (model, --stepping, input shape, its biased populations)
+    "norse_lif_default": (f"{HERE / 'framework_models.py'}:norse_lif_default", "step", (8, 3, 12),
+                          ("model.1", "model.3")),
+    "norse_li": (f"{HERE / 'framework_models.py'}:norse_li", "step", (8, 3, 12), ("model.1", "model.3")),
+    "norse_multistep": (f"{HERE.parents[2] / 'examples' / 'frameworks' / 'norse_multistep.py'}:net", "multistep",
+                        (6, 2, 1, 8, 8), ("lif1", "lif2")),   # a biased Conv2d: a (C, H, W) population
+}
+
+
 @needs_lava
-@pytest.mark.parametrize("factory", ["norse_lif_default", "norse_li"])
-def test_norse_lifcell_and_licell_behind_biased_linears_are_chip_ready_and_verify(tmp_path, factory):
+@pytest.mark.parametrize("name", list(E2E))
+def test_norse_cells_behind_biased_synapses_are_chip_ready_and_verify(tmp_path, name):
+    """Norse's LIFCell, an LICell read-out and a multi-step LIF behind a biased Conv2d: every process chip-ready, bit
+    exact, ``spikec verify`` passing; the conv one also run by ``network(OUTDIR).run`` (its bias Dense reshaped)."""
     pytest.importorskip("norse.torch")
     import json
-    from pathlib import Path
+    import subprocess
+    import sys
     from click.testing import CliRunner
     from spikec.app.cli import main
     from spikec.app.verify import verify_outdir
-    models = Path(__file__).resolve().parent / "framework_models.py"
-    np.savez(tmp_path / "x.npz", input=(np.random.default_rng(0).random((8, 3, 12)) < 0.5).astype(np.float64))
+    model, stepping, shape, pops = E2E[name]
+    np.savez(tmp_path / "x.npz", input=(np.random.default_rng(0).random(shape) < 0.5).astype(np.float64))
     out = tmp_path / "out"
-    res = CliRunner().invoke(main, ["compile", f"{models}:{factory}", "--target", "lava", "--inputs",
-                                    str(tmp_path / "x.npz"), "--stepping", "step", "-o", str(out)])
+    res = CliRunner().invoke(main, ["compile", model, "--target", "lava", "--inputs", str(tmp_path / "x.npz"),
+                                    "--stepping", stepping, "-o", str(out)])
     assert res.exit_code == 0, res.output
     t = json.loads((out / "report.json").read_text())["targets"]["lava"]
     assert t["bit_exact"], t.get("first_mismatches")
     procs = {p["name"]: p for p in t["processes"]}
-    for pop in ("model.1", "model.3"):   # the LIFCell, and the LIFCell or LICell read-out: both biased
+    for pop in pops:
         assert procs[pop]["type"] == "LIF" and procs[pop]["chip_ready"] and "current bias" in procs[pop]["why"]
         assert t["current_biases"]["per_population"][pop]["delivered_equals_bias_u"]
     assert procs[current_bias.SOURCE]["type"] == "BiasLIF" and procs[current_bias.SOURCE]["chip_ready"]
@@ -133,3 +166,14 @@ def test_norse_lifcell_and_licell_behind_biased_linears_are_chip_ready_and_verif
     assert CliRunner().invoke(main, ["verify", str(out)]).exit_code == 0
     v = verify_outdir(out)["target_lava"]
     assert v["equivalent"] and v["current_biases"]["ok"] and not v["arrays_differing_from_lowering"]
+    if len(shape) == 5:   # the user's own Lava program (network_api.py) connects the reshaped bias Dense too
+        y = tmp_path / "y.npz"
+        code = (f"import numpy as np\nimport spikec.targets.lava as L\nnet = L.network({str(out)!r}, batch=2)\n"
+                f"x = np.load({str(out / 'io.npz')!r})['input'][:, :2]\nnp.savez({str(y)!r}, **net.run(x))\n")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                           start_new_session=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+        from spikec.targets.lava import load
+        x = np.load(out / "io.npz")["input"][:, :2]
+        with np.load(y) as z:
+            assert np.array_equal(z[next(iter(z.files))], load(out)(x))
