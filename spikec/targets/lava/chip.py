@@ -4,8 +4,8 @@ The rule (``chip_ready``). lava-nc 0.10.0, the open package spikec runs, ships C
 process in ``lava.proc`` has a model requiring ``Loihi2NeuroCore``. The Loihi 2 (NeuroCore microcode) models
 of Lava's standard processes are in Intel's closed ``lava-loihi``, given to the INRC with hardware access. So a
 process is ``chip_ready: true`` when it is a *standard Lava process class that Intel's Loihi 2 stack
-implements*: ``LIF`` (lava.proc.lif; the OR and AND layers and the standard read-outs, standard_readout.py, are
-LIFs too), ``Dense`` / ``DelayDense``
+implements*: ``LIF`` (lava.proc.lif; the OR and AND layers, the standard read-outs, standard_readout.py, and the
+always-firing source of current biases, current_bias.py, are LIFs too), ``Dense`` / ``DelayDense``
 (lava.proc.dense), ``Conv`` (lava.proc.conv) --
 the classes lava-dl's netx builds its networks from and Intel's tutorials run with ``Loihi2HwCfg``. Every
 spikec process (``procs/process.py``: SpikecLIF, SpikecIntFire, SpikecSiLIF, SpikecCSiLIF, Readout, Relay,
@@ -63,8 +63,8 @@ REMEDY = {
     "Host": "binary operands (spiking Q, K, V, attention), so that products run on chip as AND neurons; or run the "
             "op on Loihi 2's embedded CPUs (not modelled here)",
 }
-RULE = ("chip_ready: a standard Lava process class (LIF, Dense, DelayDense, Conv; AND and OR layers and read-outs are "
-        "LIFs) whose Loihi 2 model is in "
+RULE = ("chip_ready: a standard Lava process class (LIF, Dense, DelayDense, Conv; AND and OR layers, read-outs and the "
+        "current-bias source are LIFs) whose Loihi 2 model is in "
         "Intel's closed lava-loihi; lava-nc 0.10 itself ships CPU models only. Custom spikec processes are "
         "CPU-only. Not a claim about the chip's arithmetic (untested here)")
 

@@ -132,7 +132,9 @@ class _Builder:
         p = {k: _ints(n.params[k]) for k in LIF_KEYS}
         if syn in self.bias:
             p["bias_u"] = self.bias[syn]
-        lava_lif = n.attrs["reset"] == "zero" and "bias_u" not in p and all(p[k].ndim == 0 for k in ("du", "dv", "vth"))
+        # a current bias reaches Lava's LIF through a Dense from an always-firing LIF (current_bias.py), or the
+        # lowering keeps SpikecLIF and says why
+        lava_lif = n.attrs["reset"] == "zero" and all(p[k].ndim == 0 for k in ("du", "dv", "vth"))
         self.add(Node(n.name, "lava_lif", (syn,), TensorType(n.type.shape, "binary"),
                       {"reset": n.attrs["reset"], "output": "spikes", "process": "LIF" if lava_lif else "SpikecLIF"},
                       p, n.scope))

@@ -177,3 +177,26 @@ def test_norse_cells_behind_biased_synapses_are_chip_ready_and_verify(tmp_path, 
         x = np.load(out / "io.npz")["input"][:, :2]
         with np.load(y) as z:
             assert np.array_equal(z[next(iter(z.files))], load(out)(x))
+
+
+@needs_lava
+def test_a_loihi_dense_bias_into_lavas_lif_is_exact_against_the_source():
+    """spikec.nn.loihi: a Dense with a bias feeding a zero-reset LIF (its bias a current bias) deploys its own
+    integers as Lava's LIF and the bias Dense, bit-exact against the module's forward, every process chip-ready."""
+    import torch
+    from torch import nn
+    import spikec.nn as snn
+    from spikec.app.driver import CompileOptions, compile_model
+    torch.manual_seed(0)
+    dense = snn.loihi.Dense(12, 6, bias=True)
+    with torch.no_grad():
+        dense.weight.copy_(torch.randint(-60, 120, dense.weight.shape).float())
+        dense.bias.copy_(torch.tensor([30.0, -20.0, 100.0, 5.0, -90.0, 0.0]))
+    model = nn.Sequential(dense, snn.loihi.LIF(du=3000, dv=500, vth=300))
+    x = (np.random.default_rng(4).random((10, 3, 12)) < 0.5).astype(np.float64)
+    c = compile_model(CompileOptions(model="given", target="lava"), model=model, inputs=x)
+    t = c.report["target"]
+    assert t["exact_source"] is True and t["bit_exact_vs_source"] is True, t.get("first_divergent_layer")
+    procs = {p["name"]: p for p in t["processes"]}
+    assert procs["1"]["type"] == "LIF" and procs[current_bias.SOURCE]["type"] == "BiasLIF"
+    assert all(p["chip_ready"] for p in procs.values()), t["chip_readiness"]["blocking"]
