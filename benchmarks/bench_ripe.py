@@ -12,8 +12,9 @@ Protocol (each measurement a fresh process, alternating, ``--pairs`` times):
     same seed), ``.double().eval()``, ``torch.no_grad()``, on the very inputs the compile draws
     (``driver.make_inputs``); run twice, the second (warm) call's CPU (``time.process_time``: all threads) counts;
 (b) the CLI: ``python -m spikec.app.cli compile ...`` above in a subprocess; its CPU is user + sys of that process
-    and its forked command child (``getrusage(RUSAGE_CHILDREN)`` around it: start-up, imports, the compile, writing
-    and re-reading OUTDIR, report.html), its peak the largest child's ``ru_maxrss``.
+    and its forked command child (``getrusage(RUSAGE_CHILDREN)`` of a fresh parent: start-up, imports, the compile,
+    writing and re-reading OUTDIR, report.html); its peak the larger of their ``ru_maxrss`` and the largest stage
+    peak of ``report.json`` (each stage resets the kernel's high-water mark, ``ru_maxrss`` with it).
 The ratio of a pair is (b) / (a); the median over the pairs is printed last, with the median peak. The stages of
 the last compile (``report.json`` ``stages``, CPU per stage) are printed, and the report's fingerprint (without
 timings and provenance: equal fingerprints, the same report).
@@ -82,7 +83,10 @@ def cli(threads, root=None) -> dict:
             raise SystemExit(f"the CLI failed ({done.returncode}): {done.stderr[-2000:]}")
         user, sys_, peak = json.loads(done.stdout.strip().splitlines()[-1])
         report = json.loads((out / "report.json").read_text())
-    return {"seconds": seconds, "cpu": user + sys_, "user": user, "sys": sys_, "peak_mb": peak / 1024,
+    # report.json's stages reset the kernel's high-water mark at each stage (ru_maxrss with it): the peak is the
+    # larger of what the process ended with and every stage's own
+    peak = max([peak / 1024] + [s["peak_memory_mb"] for s in report.get("stages") or ()])
+    return {"seconds": seconds, "cpu": user + sys_, "user": user, "sys": sys_, "peak_mb": peak,
             "equivalent": report["equivalent"], "fingerprint": fingerprint(report), "stages": report.get("stages")}
 
 

@@ -8,8 +8,8 @@ kernel. Inside ``kept()`` glibc serves every allocation from its heap and keeps 
 free is bounded: ``bound()``, called between nodes and stages, returns the free pages to the system
 (``malloc_trim(0)``) once the resident memory exceeds what is in use by more than the slack (1 GiB, or an eighth
 of the memory available when the compile starts, whichever is less); the peak is then at most what is in use plus
-the slack. RIPE published, one torch thread, in-process (2026-12-02, a loaded machine): compile CPU 19.4 s ->
-13.7 s, peak 2.31 -> 2.50 GB (a 512 MB slack: 15.0-17.1 s, 8-12 trims; none: 13.8 s, peak 2.99 GB). On leaving, glibc's defaults are set again (its dynamic mmap threshold,
+the slack (benchmarks/README.md, ``bench_ripe.py``: on RIPE published the CLI's system time 7.7 -> 1.6-2.5 s; a
+512 MB slack trimmed 8-12 times a compile and gave back most of the gain, none let the peak reach 3 GB). On leaving, glibc's defaults are set again (its dynamic mmap threshold,
 which any ``mallopt`` turns off, stays at its default of 128 kB) and the free pages are returned.
 
 Values are unchanged: only where the allocator places them differs.
