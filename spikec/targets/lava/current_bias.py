@@ -31,6 +31,9 @@ TYPE = "BiasLIF"
 SOURCE = "current_bias.source"
 SOURCE_LIF = {"du": 4095, "dv": 4095, "vth": 0, "bias_mant": 1, "bias_exp": 0}
 MAX_TERMS = 2
+# the synaptic weight exponent's range, Loihi's (NxSDK weightExponent -8..7), assumed for Loihi 2 (its microcode
+# limits are not in the open packages); Lava 0.10's CPU Dense takes any shift
+WEIGHT_EXP = (-8, 7)
 MAX_AXON_DELAY = 62          # DelayDense on Loihi 2: delays 0..62 (lower.MAX_AXON_DELAY)
 RULE = ("a current bias as a Dense from an always-firing LIF (du = dv = 4095, vth = 0, bias_mant = 1: v = 1 > 0 every "
         "Lava step) into the population's a_in, delayed to land from its first update on: u gets (a + bias_u) << 6, "
@@ -40,7 +43,8 @@ RULE = ("a current bias as a Dense from an always-firing LIF (du = dv = 4095, vt
 def _one(b: np.ndarray) -> tuple[np.ndarray, int] | None:
     """``(weights, weight_exp)`` of one Dense delivering ``b`` (per neuron) for one input spike, or None. Single
     sign: ``w <= 255`` in magnitude, ``w << e``; mixed sign: Lava drops the LSB, so ``2 m`` with ``weight_exp = e - 1``
-    delivers ``m << e`` for ``-128 <= m <= 127``. ``e`` is the largest shift all values share (smallest mantissas)."""
+    delivers ``m << e`` for ``-128 <= m <= 127``. ``e`` is the largest shift all values share (smallest mantissas),
+    within ``WEIGHT_EXP``."""
     b = np.asarray(b, dtype=np.int64)
     nz = b[b != 0]
     if nz.size == 0:
@@ -48,8 +52,10 @@ def _one(b: np.ndarray) -> tuple[np.ndarray, int] | None:
     e = min(int((int(v) & -int(v)).bit_length()) - 1 for v in np.unique(np.abs(nz)))
     m = b >> e
     if m.min() >= 0 or m.max() <= 0:
-        return (m, e) if np.abs(m).max() <= 255 else None
-    return (2 * m, e - 1) if -128 <= m.min() and m.max() <= 127 else None
+        found = (m, e) if np.abs(m).max() <= 255 else None
+    else:
+        found = (2 * m, e - 1) if -128 <= m.min() and m.max() <= 127 else None
+    return found if found is None or WEIGHT_EXP[0] <= found[1] <= WEIGHT_EXP[1] else None
 
 
 def delivered(terms: list) -> np.ndarray:

@@ -68,11 +68,13 @@ def test_terms_deliver_the_bias_exactly_or_are_refused():
         if t is not None and b.any():
             assert len(t) <= 2 and np.array_equal(current_bias.delivered(t), b), (b, t)
             assert all(np.array_equal(lops.dense_effective_weights(w), w) for w, _ in t)   # Lava keeps them
+            assert all(-8 <= e <= 7 for _, e in t)
     assert len(current_bias.terms(np.array([3, -100, 127]))) == 1            # mixed sign: 2 m, weight_exp -1
     assert current_bias.terms(np.array([3, -100, 127]))[0][1] == -1
     ((w, e),) = current_bias.terms(np.array([8, 16, 2040]))   # single sign: the largest shared shift
     assert w.tolist() == [1, 2, 255] and e == 3
-    assert len(current_bias.terms(np.array([1, 384, 81920]))) == 2
+    assert len(current_bias.terms(np.array([1, 384, 20480]))) == 2
+    assert current_bias.terms(np.array([1, 384, 81920])) is None   # weight_exp 9: beyond Loihi's 7
     assert current_bias.terms(UNREPRESENTABLE) is None
 
 
@@ -99,7 +101,7 @@ def test_the_lowering_adds_the_source_and_its_dense_or_names_the_fallback():
 def test_lavas_lif_with_its_bias_dense_is_bit_exact_and_the_fallback_too():
     rng = np.random.default_rng(3)
     x = (rng.random((12, 2, 8)) < 0.4).astype(np.int64)
-    for bias, depth, kind, n_syn in (([40, -25, 120, 7], 2, "LIF", 1), ([1, 384, 81920 // 64, -77], 1, "LIF", 2),
+    for bias, depth, kind, n_syn in (([40, -25, 120, 7], 2, "LIF", 1), ([1, 384, 1280, -77], 1, "LIF", 2),
                                      (UNREPRESENTABLE, 1, "SpikecLIF", 0)):
         q = _graph(bias, depth=depth)
         r = _lava_vs_reference(q, x)
