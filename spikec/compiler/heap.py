@@ -6,11 +6,12 @@ and zeroes, then unmaps when it is freed; on RIPE published that was a third of 
 kernel. Inside ``kept()`` glibc serves every allocation from its heap and keeps what is freed (``mallopt``:
 ``M_MMAP_MAX`` 0, ``M_TRIM_THRESHOLD`` beyond reach), so the next node output reuses those pages. What is kept
 free is bounded: ``bound()``, called between nodes and stages, returns the free pages to the system
-(``malloc_trim(0)``) once the resident memory exceeds what is in use by more than the slack (1 GiB, or an eighth
+(``malloc_trim(0)``) once the resident memory exceeds what is in use by more than the slack (768 MiB, or an eighth
 of the memory available when the compile starts, whichever is less); the peak is then at most what is in use plus
 the slack (benchmarks/README.md, ``bench_ripe.py``: on RIPE published the CLI's system time 7.7 -> 1.6-2.5 s; a
-512 MB slack trimmed 8-12 times a compile and gave back most of the gain, none let the peak reach 3 GB). On leaving, glibc's defaults are set again (its dynamic mmap threshold,
-which any ``mallopt`` turns off, stays at its default of 128 kB) and the free pages are returned.
+512 MiB slack trimmed 8-12 times a compile and gave back most of the gain, 1 GiB let the peak reach 3.01 GB). On
+leaving, glibc's defaults are set again (its dynamic mmap threshold, which any ``mallopt`` turns off, stays at its
+default of 128 kB) and the free pages are returned.
 
 Values are unchanged: only where the allocator places them differs.
 """
@@ -22,7 +23,7 @@ from contextlib import contextmanager
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4        # mallopt parameters (malloc.h)
 DEFAULT_TRIM_THRESHOLD, DEFAULT_MMAP_MAX = 128 * 1024, 65536
 NEVER_TRIM = 2 ** 31 - 1                     # mallopt takes an int
-SLACK = 2 ** 30                              # free resident bytes kept at most (or an eighth of what is available)
+SLACK = 768 * 2 ** 20                        # free resident bytes kept at most (or an eighth of what is available)
 
 
 class _MallInfo2(ctypes.Structure):
