@@ -83,11 +83,17 @@ def deploy(graph, inputs, options=None):
     kinds = {p["name"]: p["type"] for p in net["processes"]}
     integrators = {p["name"]: p for p in net["processes"] if p.get("integrator")}
     refused = {p["name"]: p["current_bias_refused"] for p in net["processes"] if p.get("current_bias_refused")}
+    biased = {p["name"]: p["current_bias"] for p in net["processes"] if isinstance(p.get("current_bias"), dict)}
     for layer in q.layers:
         if layer.name in refused:   # current_bias.py: no exact bias Dense
             layer.info.update(process="SpikecLIF", lowered_as="SpikecLIF: its current bias stays in the custom "
                                                               f"process because {refused[layer.name]}")
             continue
+        if layer.name in biased:
+            layer.info["current_bias"] = (f"bias_u in [{biased[layer.name]['bias_u'][0]}, "
+                                          f"{biased[layer.name]['bias_u'][1]}] through "
+                                          f"{', '.join(biased[layer.name]['synapses'])} from the always-firing LIF "
+                                          f"{biased[layer.name]['source']}")
         if layer.name in integrators:   # standard_integrator.py: proven never to fire, Lava's LIF
             p = integrators[layer.name]
             layer.info.update(process="LIF", lowered_as=f"Lava's LIF (vth = {p['vth']}, never reached: v in "
