@@ -6,9 +6,9 @@ and zeroes, then unmaps when it is freed; on RIPE published that was a third of 
 kernel. Inside ``kept()`` glibc serves every allocation from its heap and keeps what is freed (``mallopt``:
 ``M_MMAP_MAX`` 0, ``M_TRIM_THRESHOLD`` beyond reach), so the next node output reuses those pages. What is kept
 free is bounded: ``bound()``, called between nodes and stages, returns the free pages to the system
-(``malloc_trim(0)``) once the resident memory exceeds what is in use by more than the slack (768 MiB, or an eighth
-of the memory available when the compile starts, whichever is less); the peak is then at most what is in use plus
-the slack (benchmarks/README.md, ``bench_ripe.py``: on RIPE published the CLI's system time 7.7 -> 1.6-2.5 s; a
+(``malloc_trim(0)``) once the resident memory exceeds the most the compile has had in use by more than the slack (512
+MiB, or an eighth of the memory available when the compile starts, whichever is less); the peak is then at most
+that high-water mark plus the slack (benchmarks/README.md, ``bench_ripe.py``: on RIPE published the CLI's system time 7.7 -> 1.6-2.5 s; a
 512 MiB slack trimmed 8-12 times a compile and gave back most of the gain, 1 GiB let the peak reach 3.01 GB). On
 leaving, glibc's defaults are set again (its dynamic mmap threshold, which any ``mallopt`` turns off, stays at its
 default of 128 kB) and the free pages are returned.
@@ -23,7 +23,7 @@ from contextlib import contextmanager
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4        # mallopt parameters (malloc.h)
 DEFAULT_TRIM_THRESHOLD, DEFAULT_MMAP_MAX = 128 * 1024, 65536
 NEVER_TRIM = 2 ** 31 - 1                     # mallopt takes an int
-SLACK = 768 * 2 ** 20                        # free resident bytes kept at most (or an eighth of what is available)
+SLACK = 512 * 2 ** 20                        # free resident bytes kept at most (or an eighth of what is available)
 
 
 class _MallInfo2(ctypes.Structure):
@@ -83,7 +83,7 @@ def kept(slack: int | None = None):
     if libc is None or resident is None:
         yield
         return
-    _state.update(libc=libc, slack=slack, other=resident - _in_use(libc))
+    _state.update(libc=libc, slack=slack, other=resident - _in_use(libc), high=_in_use(libc))
     libc.mallopt(M_MMAP_MAX, 0)
     libc.mallopt(M_TRIM_THRESHOLD, NEVER_TRIM)
     try:
@@ -96,9 +96,13 @@ def kept(slack: int | None = None):
 
 
 def bound() -> None:
-    """Inside ``kept()``: return the free pages to the system when more than the slack of them is resident."""
+    """Inside ``kept()``: return the free pages to the system when what is resident exceeds the most the compile
+    has had in use so far by more than the slack (free pages below that level cost no more memory than the compile
+    already needed)."""
     if not _state:
         return
     libc, resident = _state["libc"], _resident()
-    if resident is not None and resident - _in_use(libc) - _state["other"] > _state["slack"]:
+    in_use = _in_use(libc)
+    _state["high"] = max(_state["high"], in_use)
+    if resident is not None and resident - _state["other"] > _state["high"] + _state["slack"]:
         libc.malloc_trim(0)
