@@ -178,9 +178,9 @@ def test_braille_on_lava_bit_exact(name, tmp_path):
     assert procs["lif1.lif.recurrent"]["type"] == "Dense"   # the recurrence: a Dense from s_out back to a_in
     if name.endswith("noBias_subtract"):   # no bias anywhere: every process is Lava's own
         assert all(p["chip_ready"] for p in procs.values()) and procs["lif1.lif"]["type"] == "LIF"
-    else:   # the recurrence's bias is a current bias, which Lava's LIF lacks: named
-        assert procs["lif1.lif"]["type"] == "SpikecLIF" and not procs["lif1.lif"]["chip_ready"]
-        assert "current bias" in procs["lif1.lif"]["why"]
+    else:   # the recurrence's bias is a current bias: Lava's LIF fed by a bias Dense from the always-firing source
+        assert all(p["chip_ready"] for p in procs.values()) and procs["lif1.lif"]["type"] == "LIF"
+        assert any(p["type"] == "BiasLIF" for p in procs.values())
     lava, reference = lava_run(out, x)
     assert np.array_equal(lava, reference) and lava.sum() > 0
 
