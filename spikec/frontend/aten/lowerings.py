@@ -96,8 +96,8 @@ def _fold_of(lw, x: Value, shape) -> int:
     return 0
 
 
-STATIC_TIME = ("x.unsqueeze(0).repeat(T, ...) (or .expand) makes the time steps from one static input inside forward "
-               "(SpikingJelly's CSNN tutorial), which spikec cannot see: its graphs take [T, B, ...] inputs",
+STATIC_TIME = ("if this is x.unsqueeze(0).repeat(T, ...) (or .expand), forward makes the time steps from one static "
+               "input (SpikingJelly's CSNN tutorial), which spikec cannot see: its graphs take [T, B, ...] inputs",
                "repeat outside the model: give forward x_seq = x.unsqueeze(0).repeat(T, 1, 1, 1, 1) as its input "
                "([T, B, ...] inputs, e.g. np.repeat(x[None], T, 0) saved as the --inputs array), or write the "
                "loop as a for-loop over T feeding x each step (--stepping loop takes a static [B, ...] input)")
@@ -107,7 +107,9 @@ def _view(lw, x, *args, **kwargs):
     out = _out_shape(lw)
     if lw.aten_node.target is torch.ops.aten.unsqueeze.default and len(out) > len(x.lead) and out[0] == 1 \
             and lw.aten_node.args[1] % len(out) == 0:
-        lw.refuse("inserts a new dim 0 before the leading dims: " + STATIC_TIME[0], STATIC_TIME[1])
+        lead = ", ".join(map(str, x.lead))
+        lw.refuse(f"inserts a new dim 0 before the leading [{lead}] dims, mixing the leading [{lead}] dims with "
+                  "per-step dims; " + STATIC_TIME[0], STATIC_TIME[1])
     return reshape_to(lw, x, out)
 
 
