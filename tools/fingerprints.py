@@ -34,8 +34,8 @@ EXAMPLES = {
     "ttfs-mlp": dict(model="ttfs/mlp.py:mlp", weights="ttfs/mlp.pt", coding="ttfs", target="onnx"),
     "xylo-kws": dict(model="xylo/model.py:kws", weights="xylo/checkpoint.pt", inputs="xylo/inputs.npz",
                      target="lava,xylo,nir,onnx"),
-    "frameworks-snntorch_step": dict(model="frameworks/snntorch_step.py:net", steps=8, batch=2,
-                                     target="lava,nir,onnx"),
+    "frameworks-snntorch_step": dict(model="frameworks/snntorch_step.py:net", input_shape=(1, 12, 12), steps=8,
+                                     stepping="step", target="lava,nir,onnx"),
 }
 PATH_KEYS = ("model", "weights", "inputs")
 # report keys whose values vary between two runs of the same compile
