@@ -90,13 +90,16 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="example names (default: all)")
     args = parser.parse_args(argv)
     if args.write:
-        found = {}
+        found, status = {}, 0
         with tempfile.TemporaryDirectory() as tmp:
             for name in args.only or EXAMPLES:
-                found[name] = fingerprint(name, Path(tmp))
+                try:
+                    found[name] = fingerprint(name, Path(tmp))
+                except Exception as e:   # an example that does not compile is a fingerprint of its own
+                    found[name], status = {"sha256": f"error: {type(e).__name__}: {e}", "report": {}}, 1
                 print(f"{name:28s} {found[name]['sha256'][:16]}", flush=True)
-        Path(args.write).write_text(json.dumps(found, indent=1, sort_keys=True))
-        return 0
+                Path(args.write).write_text(json.dumps(found, indent=1, sort_keys=True))   # as each one ends
+        return status
     if args.compare:
         before, after = (json.loads(Path(p).read_text()) for p in args.compare)
         status = 0
