@@ -97,7 +97,7 @@ def main():
 def run_benchmark(args, model, work: Path):
     import onnxruntime as ort
     from spikec.app.driver import CompileOptions, compile_model, write_outdir
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.onnx import check_model_against, export
 
     torch.save(model.state_dict(), work / "weights.pt")
@@ -176,7 +176,7 @@ def t_scaling(rounds: int, small: int = 8, large: int = 256):
     import onnx
     import onnxruntime as ort
     from spikec.app.driver import CompileOptions, compile_model
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets import get_target
     from spikec.targets.onnx import check_model_against, export
     from spikec.targets.onnx.loop import node_count

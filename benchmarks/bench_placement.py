@@ -38,7 +38,7 @@ def _model(size: int, steps: int):
 def spike_counts(size: int, steps: int, samples: int):
     """``(network, arrays, spikes per neuron per inference)`` of the deployment, the trace freed."""
     import spikec
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava import deploy
     from spikec.targets.lava.cores import populations
     from spikec.targets.lava.cores.network import spike_counts as counts_of

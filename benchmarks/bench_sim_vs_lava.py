@@ -35,7 +35,7 @@ def main():
     args = ap.parse_args()
 
     from spikec.app.driver import CompileOptions, compile_model
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava import deploy
     from spikec.targets.lava.compare import compare
     from spikec.targets.lava.ops import with_readouts

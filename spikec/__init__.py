@@ -29,7 +29,7 @@ def __dir__():
 def load(outdir):
     """The integer reference of a Lava compile in ``outdir``, batched and Lava-free (``model(x, dequantize=True)``)."""
     import os
-    from spikec.compiler.errors import BadInput
+    from spikec.ir.errors import BadInput
     if not isinstance(outdir, (str, os.PathLike)):
         raise BadInput(f"spikec.load(): the OUTDIR is a {type(outdir).__name__}, not a path",
                        remedy="give the OUTDIR of a Lava compile as a str or a pathlib.Path")

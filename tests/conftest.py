@@ -27,7 +27,7 @@ import pytest
 import torch
 
 TESTS = Path(__file__).resolve().parent
-FAST = ("compiler", "ops", "nn", "frontend", "passes", "tools",
+FAST = ("core", "ir", "ops", "nn", "frontend", "passes", "tools",
         "test_code_size.py", "test_docs.py", "test_import_layers.py", "test_lint.py", "test_nn_reach.py")
 # Tests under a fast path that cost seconds each, in files other engineers own (node id prefixes from tests/).
 SLOW_HERE = ()
@@ -40,8 +40,8 @@ LONG_FIRST = ("targets/test_coverage.py", "targets/lava/test_sdna_sdt_lava.py", 
               "targets/lava/test_runtime_shared.py", "targets/lava/test_framework_neurons.py",
               "targets/lava/test_ttfs_lava.py", "targets/lava/test_placement_written.py",
               "targets/test_nir_paper_targets.py", "targets/lava/test_lava_target.py", "test_readme_commands.py",
-              "compiler/test_cli.py", "app/test_fuzz_graphs.py", "targets/lava/test_exact_source.py",
-              "app/test_dataset_verify.py", "ttfs/test_examples.py", "targets/lava/test_lava_spikformer.py",
+              "core/test_cli.py", "app/test_fuzz_graphs.py", "targets/lava/test_exact_source.py",
+              "app/test_dataset_verify.py", "codings/ttfs/test_examples.py", "targets/lava/test_lava_spikformer.py",
               "targets/onnx/test_onnx_framework_neurons.py", "app/test_trust_after_success.py",
               "targets/lava/test_leftovers.py")
 # Modules that check a compile's own Lava session (counted, ended with the compile) or kill one: no shared session.

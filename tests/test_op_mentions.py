@@ -18,7 +18,7 @@ import pytest
 
 import spikec.frontend  # noqa: F401  (the converters' framework-exact ops)
 import spikec.targets.lava.ops  # noqa: F401  (the Lava target's integer ops)
-import spikec.ttfs  # noqa: F401  (the TTFS coding's ops)
+import spikec.codings.ttfs  # noqa: F401  (the TTFS coding's ops)
 from spikec.ops import OPS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -31,7 +31,7 @@ FUSE = "spikec/passes/fuse_repconv.py"
 TDM = "spikec/passes/tdm_dual_kernel.py"
 UNROLL = "spikec/passes/unroll_virtual_steps.py"
 ATTN = "spikec/passes/reassociate_attention.py"
-CHECKER = "spikec/compiler/checker.py"
+CHECKER = "spikec/core/checker.py"
 NEURONS = "spikec/ops/neurons.py"           # the interpreter's kernels
 TEMPORAL = "spikec/ops/temporal.py"
 FIXED_POINT = "spikec/targets/lava/fixed_point.py"
@@ -44,25 +44,25 @@ COMPARE = "spikec/targets/lava/compare.py"
 LAVA_OPS = "spikec/targets/lava/ops.py"
 ONNX = "spikec/targets/onnx/emitters.py"
 NIR = "spikec/targets/nir/export.py"
-SERIAL = "spikec/compiler/serialize.py"
+SERIAL = "spikec/core/serialize.py"
 
 T_FOLD = ("tests/passes/test_fold_batchnorm_rules.py", "tests/passes/test_fold_batchnorm.py")
 KILL_PASSES = "tests/passes/test_mutation_killers_passes.py"      # tests written for survivors of this list
-KILL_COMPILER = "tests/compiler/test_mutation_killers_compiler.py"
+KILL_COMPILER = "tests/core/test_mutation_killers_compiler.py"
 KILL_LAVA = "tests/targets/lava/test_mutation_killers_lava.py"
 
 T_FUSE = ("tests/passes/test_fuse_repconv.py", KILL_PASSES)
 T_TDM = ("tests/passes/test_tdm_dual_kernel.py",)
 T_UNROLL = ("tests/passes/test_unroll_virtual_steps.py",)
 T_ATTN = ("tests/passes/test_reassociate_attention.py", KILL_PASSES)
-T_CHECKER = ("tests/compiler/test_checker.py", "tests/compiler/test_pass_manager.py", KILL_COMPILER)
-T_INTERP = ("tests/compiler/test_interpreter.py", KILL_COMPILER)
+T_CHECKER = ("tests/core/test_checker.py", "tests/core/test_pass_manager.py", KILL_COMPILER)
+T_INTERP = ("tests/core/test_interpreter.py", KILL_COMPILER)
 T_QUANT = ("tests/targets/lava/test_quantize.py", "tests/targets/lava/test_selfcheck.py", KILL_LAVA)
 T_LAVA = ("tests/targets/lava/test_quantize.py", "tests/targets/lava/test_selfcheck.py",
           "tests/targets/lava/test_lava_target.py")
 T_ONNX = ("tests/targets/onnx/test_onnx_ops.py",)
 T_NIR = ("tests/targets/nir/test_nir_export.py", "tests/targets/nir/test_nir_interpreter.py")
-T_SERIAL = ("tests/compiler/test_ir.py",)
+T_SERIAL = ("tests/ir/test_graph.py",)
 
 SDNA = ("sdna-event-linear", "sdna-static-linear", "sdna-event-pairwise", "sdna-static-pairwise")
 
@@ -361,7 +361,7 @@ OUTDIR = "spikec/app/outdir.py"
 PRODUCTS, AND, REPORT = ("spikec/targets/lava/products.py", "spikec/targets/lava/and_neurons.py",
                          "spikec/targets/lava/product_report.py")
 TTFS_TARGET, TTFS_REF = "spikec/targets/lava/ttfs_target.py", "spikec/targets/lava/ttfs_reference.py"
-CUBA, STREAMING, STEPPING = "spikec/targets/nir/cuba.py", "spikec/targets/onnx/streaming.py", "spikec/frontend/stepping.py"
+CUBA, STREAMING, STEPPING = "spikec/formats/nir/cuba.py", "spikec/targets/onnx/streaming.py", "spikec/frontend/stepping.py"
 EXACT = "spikec/targets/lava/exact_source.py"
 T_PRODUCTS = "tests/targets/lava/test_sdna_sdt_lava.py"
 T_TTFS = "tests/targets/lava/test_ttfs_lava.py"

@@ -22,7 +22,7 @@ def load_split(flat: bool):
 class DigitsData:
     """Mixin: ``calibration_data()`` (the training images) and ``evaluation_data()`` (the test split).
 
-    ``spikec.ttfs.compile_ttfs`` calibrates the per-layer TTFS scales on the first and reports ANN vs
+    ``spikec.targets.ttfs.compile_ttfs`` calibrates the per-layer TTFS scales on the first and reports ANN vs
     TTFS accuracy on the second. Subclasses set ``input_shape``.
     """
 

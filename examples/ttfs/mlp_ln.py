@@ -1,7 +1,7 @@
 """TTFS example: an MLP with LayerNorm for scikit-learn digits (64 -> 64 -> LayerNorm -> ReLU -> 32 -> 10).
 
 The LayerNorm has no exact TTFS form: it maps onto seven TTFS sub-layers whose 1/sqrt is a fitted
-two-layer ReLU network (spikec/ttfs/layernorm.py). The result is APPROXIMATE and the report says so,
+two-layer ReLU network (spikec/codings/ttfs/layernorm.py). The result is APPROXIMATE and the report says so,
 with the measured error. ``spikec compile examples/ttfs/mlp_ln.py:mlp_ln --coding ttfs --target none -o OUT``.
 """
 import os
@@ -9,7 +9,7 @@ import os
 import torch
 from torch import nn
 
-import spikec.ttfs  # noqa: F401  (registers the nn.LayerNorm converter)
+import spikec.codings.ttfs  # noqa: F401  (registers the nn.LayerNorm converter)
 from digits_data import DigitsData, load_checkpoint
 
 

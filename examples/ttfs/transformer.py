@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-import spikec.ttfs  # noqa: F401  (registers the nn.LayerNorm converter)
+import spikec.codings.ttfs  # noqa: F401  (registers the nn.LayerNorm converter)
 from digits_data import load_checkpoint, load_split
 
 N_TOKENS, PATTERNS, D = 8, 256, 16

@@ -22,9 +22,9 @@ from spikec.app import outdir as owned
 from spikec.app.driver import CompileOptions, Compiled, compile_model, load_source, write_outdir
 from spikec.app.option_checks import absolute, absolute_model  # noqa: F401  (the CLI's and the API's)
 from spikec.app.provenance import instance_spec, is_instance, model_file
-from spikec.compiler.errors import BadInput, InternalError, Interrupted, SpikecError
-from spikec.compiler.interpreter import run as run_graph
-from spikec.compiler.ir import Graph
+from spikec.ir.errors import BadInput, InternalError, Interrupted, SpikecError
+from spikec.core.interpreter import run as run_graph
+from spikec.ir.graph import Graph
 
 DEFAULT_TARGETS = ("lava", "nir", "onnx")
 

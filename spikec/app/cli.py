@@ -20,7 +20,7 @@ from pathlib import Path
 
 import click
 
-from spikec.compiler.errors import Interrupted, SpikecError
+from spikec.ir.errors import Interrupted, SpikecError
 
 # SpikingJelly registers torch custom ops that warn "Triton not available" (at import and on first use): noise
 # on a CPU machine, where its torch reference code is what runs anyway
@@ -203,7 +203,7 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
     from spikec.app.driver import CompileOptions, load_source, make_inputs
     from spikec.frontend import trace
     from spikec.ops import deployed_params
-    from spikec.compiler.serialize import graph_to_json
+    from spikec.core.serialize import graph_to_json
     from spikec.app.conventions import choose
     from spikec.app import loader
     opts = CompileOptions(model, weights=weights, input_shape=input_shape, steps=steps, batch=1,
@@ -371,7 +371,7 @@ def verify_cmd(outdir, inputs, run_source, model, weights, trust_pickle, max_inp
         return _verify_dataset(outdir, inputs, model, weights, trust_pickle, max_input_bytes, workers, ray_address,
                                targets, as_json, run_source)
     if targets != "default" or as_json:
-        from spikec.compiler.errors import BadInput
+        from spikec.ir.errors import BadInput
         raise BadInput(f"{'--targets' if targets != 'default' else '--json'} applies to a data-set run",
                        remedy="add --workers N (and --inputs DATA.npz), or drop the option")
     from spikec.app.verify import verify_outdir

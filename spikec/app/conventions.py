@@ -19,7 +19,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from spikec.compiler.errors import BadInput, SpikecError, UnsupportedOp
+from spikec.ir.errors import BadInput, SpikecError, UnsupportedOp
 from spikec.frontend import trace
 from spikec.frontend.loop import _stacked_outputs, bind
 from spikec.frontend.stepping import STEPPINGS, adapt, reset_state

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from spikec.app import files
-from spikec.compiler.checker import REL_TOL, per_step_sum
-from spikec.compiler.errors import BadInput
+from spikec.core.checker import REL_TOL, per_step_sum
+from spikec.ir.errors import BadInput
 
 CHUNK = 64   # samples compared in one batch
 WORST = 5    # mismatches kept per node, smallest firing margin first
@@ -240,7 +240,7 @@ def _worst(items: list[dict]) -> list[dict]:
 def compare_chunk(acc: Accumulator, graph, model, x: np.ndarray, a: int, trace) -> None:
     """The source ``model`` (the multi-step module) against the deployed ``graph`` on chunk ``x`` ``[T, B, ...]``
     starting at global sample ``a``: every node ``compare_with_torch`` compares, with the same margins, each once."""
-    from spikec.compiler.checker import run_torch
+    from spikec.core.checker import run_torch
     module_outputs = dict(graph.meta.get("module_outputs", ()))
     outputs, captured = run_torch(model, x, module_outputs)
     done = set()  # a node both a module's output and a returned output is compared once (the checker does twice)

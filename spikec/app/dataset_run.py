@@ -26,10 +26,10 @@ from spikec.app.conventions import choose
 from spikec.app.dataset import (CHUNK, Accumulator, add_target, chunks, compare_chunk, merge, open_dataset,
                                 plan_shards, read_shard, source_summary)
 from spikec.app.verify import ARTIFACTS, _claimed_targets, _read_report, not_run, replay_source, source_mode
-from spikec.compiler import errors
-from spikec.compiler.errors import BadInput, SpikecError
-from spikec.compiler.interpreter import run
-from spikec.compiler.serialize import load_graph
+from spikec.ir import errors
+from spikec.ir.errors import BadInput, SpikecError
+from spikec.core.interpreter import run
+from spikec.core.serialize import load_graph
 from spikec.targets import VERIFIERS, get_target
 from spikec.targets.onnx.sessions import reused
 

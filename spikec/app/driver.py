@@ -24,25 +24,25 @@ from spikec.app.vacuity import warnings_for
 from spikec.app.provenance import provenance, source_files
 from spikec.app import loader
 from spikec.app.conventions import choose, loop_convention
-from spikec.compiler import heap
-from spikec.compiler.checker import compare_with_torch, run_torch
-from spikec.compiler.metrics import firing_rates, neurobench_metrics
-from spikec.compiler.cost import cost_report, partition_report, sdna_report
-from spikec.compiler.errors import BadInput, IRError, SpikecError
+from spikec.core import heap
+from spikec.core.checker import compare_with_torch, run_torch
+from spikec.core.metrics import firing_rates, neurobench_metrics
+from spikec.core.cost import cost_report, partition_report, sdna_report
+from spikec.ir.errors import BadInput, IRError, SpikecError
 from spikec.frontend import trace
 from spikec.frontend import sinabs as sinabs_frontend
 from spikec.frontend.stepping import cast_inputs_to_params
 from spikec.frontend.tracing import traced_root
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Graph, thaw
-from spikec.compiler.passes import first_record, run_passes
-from spikec.compiler.report import layers_report, params_report
-from spikec.compiler.serialize import graph_to_json, load_graph, save_graph
+from spikec.core.interpreter import run
+from spikec.ir.graph import Graph, thaw
+from spikec.core.passes import first_record, run_passes
+from spikec.core.report import layers_report, params_report
+from spikec.core.serialize import graph_to_json, load_graph, save_graph
 from spikec.passes import select
 from spikec.app.multitarget import not_emitted, plan, run_targets
-from spikec.ttfs import TTFS_CODING  # also registers the TTFS ops, so TTFS graphs load and run
+from spikec.targets.ttfs import TTFS_CODING  # also registers the TTFS ops, so TTFS graphs load and run
 
-# --coding NAME -> its pass and verifier (spikec.ttfs.compile.Coding); "native" keeps the model's own coding
+# --coding NAME -> its pass and verifier (spikec.targets.ttfs.compile.Coding); "native" keeps the model's own coding
 CODINGS = {"ttfs": TTFS_CODING}
 
 
@@ -62,7 +62,7 @@ class CompileOptions:
     nir_dt: float = 1e-4
     nir_scheme: str = "snntorch"
     nir_consumer: str = "any"       # NIR export: the importer whose form model.nir is written in (any, snntorch, norse)
-    coding: str = "native"          # "ttfs": map a ReLU ANN onto time-to-first-spike neurons (spikec.ttfs)
+    coding: str = "native"          # "ttfs": map a ReLU ANN onto time-to-first-spike neurons (spikec.codings.ttfs)
     ttfs_dt: float | None = None    # TTFS: the discrete time step reported first
     allow_unstable: bool = False    # a .nir MODEL whose neurons would grow without bound
     max_input_bytes: int | None = None  # None: an eighth of the available memory
@@ -237,7 +237,7 @@ def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None,
 
     ``inputs``: a replay (verify) on exactly these recorded inputs: no probes, no provenance, no files.
     ``array``: the user's inputs in memory (the Python API), used like an ``--inputs`` file.
-    Freed memory is kept for the next run's values meanwhile, within a bound (``spikec.compiler.heap``).
+    Freed memory is kept for the next run's values meanwhile, within a bound (``spikec.core.heap``).
     """
     with heap.kept():
         return _compile(opts, model, inputs, array)
@@ -488,7 +488,7 @@ def _artifact_differences(path: Path, write) -> list[str]:
     if hasattr(write, "read_back"):
         return write.read_back(path)
     if path.suffix == ".nir" and path.parent.name == "source":  # the user's file, read as a .nir MODEL is read
-        from spikec.targets.nir.frontend import read_nir
+        from spikec.frontend.nir_file import read_nir
         read_nir(path)
     elif path.suffix == ".nir":
         import nir

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from spikec.compiler.errors import SpikecError, UnsupportedOp
-from spikec.compiler.builder import GraphBuilder
-from spikec.compiler.ir import Graph
-from spikec.compiler.verify import verify
+from spikec.ir.errors import SpikecError, UnsupportedOp
+from spikec.core.builder import GraphBuilder
+from spikec.ir.graph import Graph
+from spikec.core.verify import verify
 from spikec.ops.neurons import INTFIRE, LIF
 
 STAGES = ("passes", "onnx", "nir", "lava")
@@ -264,8 +264,8 @@ def _passes(graph: Graph, x, outcome_stage: str, trace=None):
     """The default pipeline, one ``run_passes`` call per pass (so a failure names its pass): (graph, Outcome).
 
     ``trace``: a run of ``graph`` on ``x`` already made (``record="all"``)."""
-    from spikec.compiler.interpreter import run
-    from spikec.compiler.passes import run_passes
+    from spikec.core.interpreter import run
+    from spikec.core.passes import run_passes
     from spikec.passes import select
     passes, _ = select("default")
     trace, done = trace or run(graph, x), []
@@ -283,8 +283,8 @@ def _passes(graph: Graph, x, outcome_stage: str, trace=None):
 
 def check_passes(spec: Spec) -> Outcome:
     """Every default pass keeps the graph equivalent: in the default pipeline, and each alone on the graph."""
-    from spikec.compiler.interpreter import run
-    from spikec.compiler.passes import run_passes
+    from spikec.core.interpreter import run
+    from spikec.core.passes import run_passes
     from spikec.passes import select
     graph, x = build(spec), inputs(spec)
     trace = run(graph, x)
@@ -301,7 +301,7 @@ def check_passes(spec: Spec) -> Outcome:
 
 def check_target(spec: Spec, target: str) -> Outcome:
     """The deployed graph (after the default passes) through ``target``: ``ok``, a refusal, or a failure."""
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets import get_target
     x = inputs(spec)
     deployed, failed = _passes(build(spec), x, target)
@@ -391,7 +391,7 @@ def shrink(spec: Spec, failure: Outcome, *, budget: int = 150, seconds: float = 
 # -- reporting --------------------------------------------------------------------------
 def reproducer(spec: Spec, failure: Outcome) -> str:
     """Python to paste (it rebuilds the graph and re-runs the failing check), then the graph as JSON."""
-    from spikec.compiler.serialize import graph_to_json
+    from spikec.core.serialize import graph_to_json
     detail = "\n".join("#   " + line for line in failure.detail.splitlines()[:12])
     try:
         doc = json.dumps(graph_to_json(build(spec)), indent=None, default=str)
@@ -403,7 +403,7 @@ def reproducer(spec: Spec, failure: Outcome) -> str:
             f"spec = {spec!r}\n"
             f"print(check(spec, {failure.stage!r}))\n"
             "# graph, x = build(spec), inputs(spec)   # the IR graph and its inputs; save_graph(graph, dir) writes it\n"
-            f"# graph JSON (spikec.compiler.serialize.graph_to_json; weights come from the spec's seeds):\n# {doc}\n")
+            f"# graph JSON (spikec.core.serialize.graph_to_json; weights come from the spec's seeds):\n# {doc}\n")
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
-from spikec.compiler.ir import Graph
-from spikec.compiler.report import synaptic_kind
+from spikec.ir.graph import Graph
+from spikec.core.report import synaptic_kind
 
 NODE_W, NODE_H, GAP_X, GAP_Y, MARGIN = 188, 40, 22, 30, 16
 WAYPOINT_W = 10

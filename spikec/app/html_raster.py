@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from spikec.app.html_graph import cap, esc
-from spikec.compiler.interpreter import Trace, as_inputs, run
-from spikec.compiler.ir import Graph
+from spikec.core.interpreter import Trace, as_inputs, run
+from spikec.ir.graph import Graph
 from spikec.ops import facts
 
 # ops whose firing margin is |U - threshold| with S = [U >= threshold] (or >): U is read back from margin and spike

@@ -14,12 +14,12 @@ import numpy as np
 from spikec.app.html_graph import cap, esc, graph_svg
 from spikec.app.html_raster import activity_figures
 from spikec.app.summary import target_text
-from spikec.compiler.cost import partition_report
-from spikec.compiler.errors import BadInput
-from spikec.compiler.ir import Graph
-from spikec.compiler.metrics import neurobench_from_report
-from spikec.compiler.report import layers_report
-from spikec.compiler.serialize import load_graph
+from spikec.core.cost import partition_report
+from spikec.ir.errors import BadInput
+from spikec.ir.graph import Graph
+from spikec.core.metrics import neurobench_from_report
+from spikec.core.report import layers_report
+from spikec.core.serialize import load_graph
 
 VERDICT_KEYS = ("exact", "bit_exact", "spike_exact")
 CODINGS = ("ttfs",)

@@ -12,7 +12,7 @@ from torch import nn
 
 from spikec.app import files
 from spikec.app.option_checks import not_a_file  # torch-free: the CLI's early checks use it too
-from spikec.compiler.errors import BadInput, CheckpointError, ModelLoadError
+from spikec.ir.errors import BadInput, CheckpointError, ModelLoadError
 
 SPEC_HINT = "MODEL is path/to/file.py:factory or package.module:factory; the factory returns an nn.Module"
 
@@ -122,7 +122,7 @@ def build_model(spec: str, *, nir_dt: float = 1e-4, nir_scheme: str = "snntorch"
         if what:
             raise ModelLoadError(f"NIR file {spec!r} {what}",
                                  remedy="give the path of a .nir file written by nir.write (or a FILE.py:factory)")
-        from spikec.targets.nir.frontend import nir_model
+        from spikec.frontend.nir_file import nir_model
         return nir_model(spec, dt=nir_dt, scheme=nir_scheme, allow_unstable=allow_unstable)
     factory = load_factory(spec)
     try:

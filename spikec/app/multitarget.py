@@ -17,8 +17,8 @@ named target's internal failure makes the compile not equivalent; under ``all`` 
 import traceback
 from dataclasses import dataclass, field
 
-from spikec.compiler.errors import BadInput, InternalError, IRError, SpikecError, UnsupportedOp
-from spikec.compiler.ir import Node
+from spikec.ir.errors import BadInput, InternalError, IRError, SpikecError, UnsupportedOp
+from spikec.ir.graph import Node
 from spikec.targets import KNOWN, get_target
 
 ALL = "all"

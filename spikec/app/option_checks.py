@@ -12,7 +12,7 @@ import stat
 from pathlib import Path
 
 from spikec.app import files
-from spikec.compiler.errors import BadInput, CheckpointError, ModelLoadError
+from spikec.ir.errors import BadInput, CheckpointError, ModelLoadError
 
 # the names of spikec.passes.PASSES, in its order (that module imports torch); a test holds them equal
 PASS_NAMES = ("fold_batchnorm", "fuse_repconv", "tdm_dual_kernel", "unroll_virtual_steps", "reassociate_attention")

@@ -29,8 +29,8 @@ import tempfile
 from pathlib import Path
 
 from spikec.app import files
-from spikec.compiler.errors import BadInput
-from spikec.compiler.serialize import default_mode
+from spikec.ir.errors import BadInput
+from spikec.core.serialize import default_mode
 
 MARKER = ".spikec"
 FORMAT, VERSION = "spikec-outdir", 1

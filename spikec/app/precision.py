@@ -17,9 +17,9 @@ import random
 import numpy as np
 import torch
 
-from spikec.compiler.checker import REL_TOL as FLOAT64_REL_TOL
-from spikec.compiler.interpreter import Trace
-from spikec.compiler.ir import Graph
+from spikec.core.checker import REL_TOL as FLOAT64_REL_TOL
+from spikec.core.interpreter import Trace
+from spikec.ir.graph import Graph
 
 # a real output agrees when |float64 - source| <= REL_TOL * max |float64| of that output
 REL_TOL = {torch.float64: FLOAT64_REL_TOL, torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 1e-1}

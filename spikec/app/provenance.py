@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 
 SOURCE_DIR = "source"
 MODEL_COPY, NIR_COPY, WEIGHTS_COPY = "model.py", "model.nir", "weights.pt"

@@ -11,7 +11,7 @@ import resource
 import time
 from contextlib import contextmanager
 
-from spikec.compiler import heap
+from spikec.core import heap
 
 
 def _status_mb(key: str) -> float | None:
@@ -46,7 +46,7 @@ class Stages:
         if self._open:
             raise RuntimeError(f"stage {name!r} started inside another stage")
         self._open = True
-        heap.bound()  # what the last stage freed and a compile keeps (spikec.compiler.heap): within its bound
+        heap.bound()  # what the last stage freed and a compile keeps (spikec.core.heap): within its bound
         reset = _reset_peak()
         start, start_cpu = time.perf_counter(), time.process_time()
         try:

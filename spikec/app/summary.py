@@ -1,5 +1,5 @@
 """The CLI's account of a compile: the report, as lines a person reads (the app layer: it knows every part)."""
-from spikec.ttfs.report import summary_lines
+from spikec.codings.ttfs.report import summary_lines
 
 
 def summary_text(report: dict) -> str:

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spikec.compiler.errors import IRError
-from spikec.compiler.interpreter import Trace
-from spikec.compiler.ir import Graph, Node
+from spikec.ir.errors import IRError
+from spikec.core.interpreter import Trace
+from spikec.ir.graph import Graph, Node
 import spikec.frontend  # noqa: F401  (the converters' ops: DECAYS reads their cards too)
 from spikec.ops import Decay, facts, opdef
 

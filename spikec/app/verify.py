@@ -28,11 +28,11 @@ from spikec.passes import select
 from spikec.app.provenance import (INSTANCE, NIR_COPY, SOURCE_DIR, WEIGHTS_COPY, instance_spec, is_instance,
                                    source_entry, source_spec)
 from spikec.app import loader
-from spikec.compiler.checker import Comparison, compare_graphs, compare_with_torch
-from spikec.compiler.errors import BadInput, IRError, SpikecError
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Graph
-from spikec.compiler.serialize import load_graph
+from spikec.core.checker import Comparison, compare_graphs, compare_with_torch
+from spikec.ir.errors import BadInput, IRError, SpikecError
+from spikec.core.interpreter import run
+from spikec.ir.graph import Graph
+from spikec.core.serialize import load_graph
 from spikec.targets import VERIFIERS, get_target
 
 ARTIFACTS = {"lava": "lava/network.json", "nir": "model.nir", "onnx": "model.onnx", "xylo": "xylo/spec.npz"}

@@ -2,8 +2,8 @@
 share: the multi-step refusal, and the type inference and float-only check of their framework-exact ops."""
 import torch
 
-from spikec.compiler.errors import IRError, ShapeError
-from spikec.compiler.ir import TensorType
+from spikec.ir.errors import IRError, ShapeError
+from spikec.ir.graph import TensorType
 from spikec.frontend.registry import READ_OUT_REFUSAL, refuse
 
 

@@ -24,7 +24,7 @@ Ops::
 """
 import torch
 
-from spikec.compiler.ir import TensorType
+from spikec.ir.graph import TensorType
 from spikec.frontend.exact_neurons import float_only, multi_step_only
 from spikec.frontend.registry import refuse, register_converter
 from spikec.nn import loihi

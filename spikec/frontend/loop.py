@@ -21,7 +21,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from spikec.compiler.errors import SpikecError, UnsupportedOp
+from spikec.ir.errors import SpikecError, UnsupportedOp
 from spikec.frontend.stepping import reset_state
 
 WHERE = "model forward (--stepping loop)"

@@ -44,7 +44,7 @@ the state is the whole sequence and its leaves are nodes.
 """
 import torch
 
-from spikec.compiler.ir import TensorType
+from spikec.ir.graph import TensorType
 from spikec.frontend import norse_adaptive, norse_recurrent
 from spikec.frontend.exact_neurons import float_only, require_stepping
 from spikec.frontend.norse_common import (HEAVISIDE_METHODS, MEM, SYN, _check_method, _check_rest,  # noqa: F401

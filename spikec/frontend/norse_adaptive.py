@@ -40,7 +40,7 @@ Ops (a step ``(I,)`` -> ``(N,)`` with the weights, else the step's shape; scalar
 import torch
 import torch.nn.functional as F
 
-from spikec.compiler.ir import TensorType
+from spikec.ir.graph import TensorType
 from spikec.frontend.exact_neurons import float_only, require_stepping
 from spikec.frontend.norse_common import MEM, SYN, _check_method, _exact_type, _factor, _param, _record_states
 from spikec.frontend.registry import refuse

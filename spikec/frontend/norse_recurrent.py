@@ -25,7 +25,7 @@ Op ``lif_recurrent_norse`` (input a step ``(I,)``, output ``(N,)``): params ``in
 import torch
 import torch.nn.functional as F
 
-from spikec.compiler.ir import TensorType
+from spikec.ir.graph import TensorType
 from spikec.frontend.exact_neurons import float_only, require_stepping
 from spikec.frontend.norse_common import MEM, SYN, _check_method, _check_rest, _exact_type, _factor, _param, \
     _record_states

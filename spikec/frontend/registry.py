@@ -17,8 +17,8 @@ from typing import Callable
 import torch
 from torch import nn
 
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.ir import Node, TensorType
+from spikec.ir.errors import UnsupportedOp
+from spikec.ir.graph import Node, TensorType
 from spikec.ops import infer_type
 
 CONVERTERS: dict[type, Callable] = {}

@@ -19,8 +19,8 @@
 """
 import torch.nn.functional as F
 
-from spikec.compiler.errors import IRError
-from spikec.compiler.ir import TensorType
+from spikec.ir.errors import IRError
+from spikec.ir.graph import TensorType
 from spikec.frontend.registry import refuse, register_converter
 from spikec.frontend.torch_modules import bn_statistics
 from spikec.nn.sdna import SDNALinear, SDNAPairwise, sdna_pairwise, window_scale

@@ -59,8 +59,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from spikec.compiler.errors import BadInput
-from spikec.compiler.ir import TensorType
+from spikec.ir.errors import BadInput
+from spikec.ir.graph import TensorType
 from spikec.frontend.exact_neurons import float_only
 from spikec.frontend.registry import on_framework, refuse, register_converter
 from spikec.ops import Param, define, register_kernel

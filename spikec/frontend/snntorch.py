@@ -47,7 +47,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.frontend.snntorch_neurons import ALPHA_SNNTORCH, LIF_SNNTORCH, RLEAKY_SNNTORCH, SYNAPTIC_SNNTORCH
 from spikec.frontend.exact_neurons import require_stepping
 from spikec.frontend.registry import on_framework, refuse, register_converter

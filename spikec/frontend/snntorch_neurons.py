@@ -70,7 +70,7 @@ the same way.)
 import torch
 import torch.nn.functional as F
 
-from spikec.compiler.ir import TensorType
+from spikec.ir.graph import TensorType
 from spikec.frontend.exact_neurons import float_only
 from spikec.ops import decay_params, define, register_kernel
 from spikec.ops.common import channel, per_channel, sizes

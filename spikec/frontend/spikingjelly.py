@@ -39,8 +39,8 @@ import numbers
 import numpy as np
 import torch
 
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.ir import TensorType
+from spikec.ir.errors import UnsupportedOp
+from spikec.ir.graph import TensorType
 from spikec.frontend.exact_neurons import float_only, require_stepping
 from spikec.frontend.spikingjelly_nonlinear import CHARGE, EIF_SJ, IZHIKEVICH_SJ, QIF_SJ
 from spikec.frontend.registry import on_framework, refuse, register_converter

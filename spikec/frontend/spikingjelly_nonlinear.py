@@ -20,7 +20,7 @@ Izhikevich ``tau_w``, ``a``, ``b``, ``w_rest``. Binary spikes; the margin is ``|
 """
 import torch
 
-from spikec.compiler.ir import TensorType
+from spikec.ir.graph import TensorType
 from spikec.frontend.exact_neurons import float_only
 from spikec.ops import Param, define, need, register_kernel
 

@@ -17,7 +17,7 @@ import inspect
 import torch
 from torch import nn
 
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 
 STEPPINGS = ("multistep", "step", "loop")
 

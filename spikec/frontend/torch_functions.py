@@ -11,7 +11,7 @@ import operator
 import numpy as np
 import torch
 
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.frontend.registry import Merged, ReadLast, ToAten, Unmerged, register_function
 from spikec.frontend.torch_modules import flatten_dims
 

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import spikec.nn as snn
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.frontend.registry import FALLBACK, READ_OUT_REFUSAL, Merged, lead_count, refuse, register_converter
 from spikec.ops.neurons import CSILIF, INTFIRE, LIF, SILIF
 

@@ -17,9 +17,9 @@ import torch
 import torch.fx
 from torch import nn
 
-from spikec.compiler.errors import BadInput, ShapeError, SpikecError, UnsupportedOp
-from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.verify import verify
+from spikec.ir.errors import BadInput, ShapeError, SpikecError, UnsupportedOp
+from spikec.ir.graph import Graph, Node, TensorType
+from spikec.core.verify import verify
 from spikec.frontend.registry import (FALLBACK, FUNCTIONS, REGISTER_HINT, ConvertContext, Merged, ReadLast, ToAten,
                                       Unmerged, find_converter, register_converter)
 from spikec.frontend.aten import capture, capture_module

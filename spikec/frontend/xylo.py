@@ -18,7 +18,7 @@ Each node records ``attrs["xylo"]`` so that the Xylo target deploys these intege
 """
 import torch
 
-from spikec.compiler.ir import TensorType
+from spikec.ir.graph import TensorType
 from spikec.frontend.exact_neurons import float_only, multi_step_only
 from spikec.frontend.registry import refuse, register_converter
 from spikec.nn import xylo

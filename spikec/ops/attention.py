@@ -8,7 +8,7 @@ A product of two activations is a dynamic weight: no static synapse holds it (``
 """
 import torch
 
-from spikec.compiler.ir import TensorType
+from spikec.ir.graph import TensorType
 from spikec.nn.attention import ds_mpa
 from spikec.ops.common import float_only, same_shape, sizes
 from spikec.ops.registry import Param, define, need

@@ -3,8 +3,8 @@ exact integer sums, and the neuron output holder."""
 import numpy as np
 import torch
 
-from spikec.compiler.errors import IRError
-from spikec.compiler.ir import Node, TensorType
+from spikec.ir.errors import IRError
+from spikec.ir.graph import Node, TensorType
 from spikec.ops.registry import need
 
 EXACT_FLOAT = 2 ** 53

@@ -15,7 +15,7 @@ Neurons take attr ``output``: "spikes" (default) or "membrane" (the pre-reset ``
 import numpy as np
 import torch
 
-from spikec.compiler.ir import TensorType
+from spikec.ir.graph import TensorType
 from spikec.ops.common import NeuronOut, channel, float_only, per_channel, sizes
 from spikec.ops.registry import PER_CHANNEL, Decay, Param, decay_params, define, f64, need
 

@@ -10,8 +10,8 @@ Array layouts:
 import torch
 import torch.nn.functional as F
 
-from spikec.compiler.errors import BadInput
-from spikec.compiler.ir import TensorType
+from spikec.ir.errors import BadInput
+from spikec.ir.graph import TensorType
 from spikec.ops.common import channel, float_only, per_step, sizes
 from spikec.ops.registry import Param, define, need
 

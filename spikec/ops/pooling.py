@@ -1,7 +1,7 @@
 """Pooling. attrs kernel, stride, padding (pairs), optional dilation, ceil_mode, count_include_pad (avg)."""
 import torch.nn.functional as F
 
-from spikec.compiler.ir import TensorType
+from spikec.ir.graph import TensorType
 from spikec.ops.common import float_only, per_step, spike_or_real, window
 from spikec.ops.registry import define, need
 

@@ -15,8 +15,8 @@ from typing import Callable
 
 import numpy as np
 
-from spikec.compiler.errors import IRError, ShapeError
-from spikec.compiler.ir import Node, TensorType
+from spikec.ir.errors import IRError, ShapeError
+from spikec.ir.graph import Node, TensorType
 
 UNSPECIFIED = "unspecified"
 PER_CHANNEL = "() or (C,)"      # a scalar, or one value per channel (shape[0] of the per-step shape)
@@ -43,7 +43,7 @@ class Param:
 
 @dataclass(frozen=True)
 class Cost:
-    """How the cost model (``spikec.compiler.cost``) counts a synaptic op's operations.
+    """How the cost model (``spikec.core.cost``) counts a synaptic op's operations.
 
     ``dense(node)``: multiply-accumulates of one step of one sample if every operand were dense.
     ``events(node, active)``: synaptic events the nonzero inputs trigger (fan-out per input spike), ``active``

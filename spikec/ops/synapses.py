@@ -10,7 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from spikec.compiler.ir import TensorType
+from spikec.ir.graph import TensorType
 from spikec.ops.common import exact_sum, per_step, sizes, window
 from spikec.ops.registry import Cost, Param, define, need
 
@@ -71,13 +71,13 @@ def windowsum(ctx, node, p, x):
     return per_step(lambda z: F.conv2d(z, w, padding=d * (k - 1) // 2, dilation=d, groups=x.shape[2]), x)
 
 
-# -- cost: dense multiply-accumulates per step and sample, and measured synaptic events (spikec.compiler.cost) --
+# -- cost: dense multiply-accumulates per step and sample, and measured synaptic events (spikec.core.cost) --
 def tap_sums(active: torch.Tensor, kernel, stride, padding, dilation) -> torch.Tensor:
     """``S[c, i, j]``: the sum, over the samples ``N`` and every output position, of the input value that kernel tap
     ``(i, j)`` reads from channel ``c`` of ``active`` ``[N, C, H, W]`` (a padding tap reads 0).
 
     The sum of a convolution's output over everything is ``sum_{o, c, i, j} w[o, c, i, j] S[c, i, j]`` (per group):
-    the event counts below and NeuroBench's binarized sums (``spikec.compiler.metrics``) are read from ``S``
+    the event counts below and NeuroBench's binarized sums (``spikec.core.metrics``) are read from ``S``
     without running the convolution. Tap ``(i, j)`` reads rows ``i d_h + m s_h`` and columns ``j d_w + n s_w`` of
     the padded input, so ``S[c] = R A[c] K^T`` with 0/1 row and column selectors ``R`` ``(kH, H_p)``, ``K``
     ``(kW, W_p)`` and ``A`` the input summed over the samples. For integer-valued ``active`` every partial sum is

@@ -7,8 +7,8 @@ Array layouts:
 """
 import torch
 
-from spikec.compiler.errors import BadInput
-from spikec.compiler.ir import TensorType
+from spikec.ir.errors import BadInput
+from spikec.ir.graph import TensorType
 from spikec.ops.common import channel, float_only, sizes
 from spikec.ops.registry import Param, define, need
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from spikec.compiler.ir import TensorType
+from spikec.ir.graph import TensorType
 from spikec.ops.common import exact_sum, float_only, per_step, sizes, spike_or_real
 from spikec.ops.registry import Cost, Param, define, need
 from spikec.ops.structure import _joined_kind

@@ -2,8 +2,8 @@
 
 ``DEFAULT`` is the order ``--passes default`` runs them in.
 """
-from spikec.compiler.errors import BadInput
-from spikec.compiler.passes import Pass
+from spikec.ir.errors import BadInput
+from spikec.core.passes import Pass
 from spikec.passes.fold_batchnorm import FOLD_BATCHNORM
 from spikec.passes.fuse_repconv import FUSE_REPCONV
 from spikec.passes.tdm_dual_kernel import TDM_DUAL_KERNEL

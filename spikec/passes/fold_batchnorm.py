@@ -15,9 +15,9 @@ A node that now computes what a removed node computed takes that node's name.
 """
 import numpy as np
 
-from spikec.compiler.ir import Graph, Node
-from spikec.compiler.passes import Pass, PassResult, Skip
-from spikec.compiler.rewrite import sole_consumer, splice
+from spikec.ir.graph import Graph, Node
+from spikec.core.passes import Pass, PassResult, Skip
+from spikec.core.rewrite import sole_consumer, splice
 from spikec.ops.common import bn_scale_shift
 from spikec.ops.neurons import INTFIRE, LIF
 

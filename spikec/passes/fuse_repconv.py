@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spikec.compiler.ir import Graph
-from spikec.compiler.passes import Pass, PassResult, Skip
-from spikec.compiler.rewrite import sole_consumer, splice
+from spikec.ir.graph import Graph
+from spikec.core.passes import Pass, PassResult, Skip
+from spikec.core.rewrite import sole_consumer, splice
 from spikec.ops.common import bn_scale_shift
 
 BRANCH_OPS = ("conv2d", "avgpool2d", "batchnorm")

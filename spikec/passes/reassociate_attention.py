@@ -8,9 +8,9 @@ order ``(N_q + N_k) d d_v``: the pass picks the cheaper (linear when ``d < N`` f
 """
 import numpy as np
 
-from spikec.compiler.ir import Graph, Node
-from spikec.compiler.passes import Pass, PassResult, Skip
-from spikec.compiler.rewrite import retype, sole_consumer, splice
+from spikec.ir.graph import Graph, Node
+from spikec.core.passes import Pass, PassResult, Skip
+from spikec.core.rewrite import retype, sole_consumer, splice
 
 BETWEEN = {"causal_mask": "a causal mask sits between the products: K^T V would mix future tokens",
            "softmax": "a softmax sits between the products: (Q K^T) V is not Q (K^T V) under it"}

@@ -5,9 +5,9 @@
 ``add`` that takes the conv's name. Exact for any ``x``; accumulate-only exactly when ``x`` is binary.
 """
 
-from spikec.compiler.ir import Graph, Node
-from spikec.compiler.passes import Pass, PassResult, Skip
-from spikec.compiler.rewrite import splice
+from spikec.ir.graph import Graph, Node
+from spikec.core.passes import Pass, PassResult, Skip
+from spikec.core.rewrite import splice
 
 
 def dual_kernels(w, lam):

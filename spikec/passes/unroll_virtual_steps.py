@@ -9,9 +9,9 @@ because a synapse is linear: ``W S = sum_d W s_d``. After them a ``substep_sum``
 sub-steps (adding the synaptic bias once) before any stateful op: the downstream neuron leaks and
 fires once per physical step. Any other reader (a product, an addition) gets the summed count. The graph's ``meta["schedule"]`` records the new time base.
 """
-from spikec.compiler.ir import Graph, Node
-from spikec.compiler.passes import Pass, PassResult
-from spikec.compiler.rewrite import retype, splice
+from spikec.ir.graph import Graph, Node
+from spikec.core.passes import Pass, PassResult
+from spikec.core.rewrite import retype, splice
 from spikec.ops.neurons import INTFIRE, INTFIRE_UNROLLED
 
 LINEAR = ("conv2d", "linear", "windowsum", "avgpool2d")   # synapses: commute with the per-step sum

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 
 
 @dataclass

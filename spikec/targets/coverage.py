@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from spikec.compiler.errors import SpikecError
+from spikec.ir.errors import SpikecError
 from spikec.ops import OPS
 from spikec.targets.nir import consumers as nir_consumers
 from spikec.targets.nir.forms import CONSUMERS as NIR_FORMS
@@ -106,7 +106,7 @@ def cell(row: str, column: str) -> Cell:
     """Row ``row`` (an op, or ``op (variant)``) on ``column``: a target (``lava``, ``nir`` -- spikec's own NIR
     interpreter on the file --, ``onnx``) or ``nir-<consumer>``: the file written for that consumer
     (``nir_consumer``) and run by it, spike for spike with the interpreter, or the reason it is not."""
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets import get_target
     op = row.partition(" (")[0]
     graph, x = example(row)
@@ -164,7 +164,7 @@ def _xylo_form(graph):
 
 def _first_output(graph):
     """``graph`` reduced to its first output and the nodes it reads."""
-    from spikec.compiler.ir import Graph
+    from spikec.ir.graph import Graph
     keep, todo = set(), [graph.outputs[0]]
     while todo:
         name = todo.pop()

@@ -6,7 +6,7 @@ Dyadic weights (multiples of 1/16) keep every sum exact in any summation order; 
 """
 import numpy as np
 
-from spikec.compiler.builder import GraphBuilder
+from spikec.core.builder import GraphBuilder
 
 STEPS, BATCH = 4, 2
 

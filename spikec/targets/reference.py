@@ -15,7 +15,7 @@ from spikec.targets.coverage import internal_reason, lowering_tables
 
 PATH = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
 FLAGS = ("synaptic", "stateful", "neuron", "dense", "time_base", "per_step")
-LAYERS = ("spikec.ops", "spikec.frontend", "spikec.ttfs", "spikec.targets")   # sections, in this order
+LAYERS = ("spikec.ops", "spikec.frontend", "spikec.codings.ttfs", "spikec.targets")   # sections, in this order
 
 HEADER = """# Op reference
 
@@ -39,8 +39,8 @@ the op x target table in docs/coverage.md).
 def _load_all() -> None:
     import spikec.frontend  # noqa: F401  (converters' framework-exact ops)
     import spikec.targets.lava.ops  # noqa: F401  (the Lava target's integer ops)
-    import spikec.ttfs  # noqa: F401  (the TTFS coding's ops)
-    import spikec.ttfs.onnx  # noqa: F401  (their ONNX emitters)
+    import spikec.codings.ttfs  # noqa: F401  (the TTFS coding's ops)
+    import spikec.targets.onnx.ttfs  # noqa: F401  (their ONNX emitters)
 
 
 def _section(d: OpDef) -> str:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import spikec
-from spikec.compiler.errors import BadInput, ModelLoadError, SpikecError
+from spikec.ir.errors import BadInput, ModelLoadError, SpikecError
 from spikec.app.loader import load_factory
 from app_helpers import HERE, REPO, cli
 

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 import spikec
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 
 snntorch = pytest.importorskip("snntorch")
 

@@ -13,7 +13,7 @@ import torch
 
 from app_helpers import HERE, assert_clean_failure, cli, snapshot
 from spikec.app import outdir as owned
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 
 MODEL = f"{HERE / 'models.py'}:one_output"
 
@@ -117,7 +117,7 @@ def test_holds_equivalent_compile_keeps_what_it_cannot_read(tmp_path, report, ke
 
 
 def _break_frontend_check(monkeypatch):
-    from spikec.compiler import checker
+    from spikec.core import checker
     real = checker.compare_with_torch
 
     def broken(model, graph, inputs, **kw):
@@ -199,7 +199,7 @@ def _plif_graph(w: float):
 @pytest.mark.parametrize("w,flagged", [(50.0, True), (-50.0, False), (0.0, False)])
 def test_a_parametric_lif_with_membrane_decay_zero_is_warned(w, flagged):
     from spikec.app.vacuity import warnings_for
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     graph = _plif_graph(w)
     (n,) = [n for n in graph.nodes if n.op == "lif_sj"]
     k = float(n.params["decay"])

@@ -7,7 +7,7 @@ from torch import nn
 
 import spikec.nn as snc
 from spikec.app.conventions import choose
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 
 X = (np.random.default_rng(0).random((5, 2, 6)) < 0.5).astype(np.float64)
 

@@ -13,7 +13,7 @@ import pytest
 
 from app_helpers import HERE, REPO, assert_clean_failure, cli
 from spikec.app.dataset_run import verify_dataset
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 
 SAMPLES = 200
 

@@ -12,7 +12,7 @@ import torch
 
 from spikec.app import loader, option_checks
 from spikec.app.multitarget import plan
-from spikec.compiler.errors import SpikecError
+from spikec.ir.errors import SpikecError
 from spikec.passes import PASSES, select
 
 REPO = Path(__file__).resolve().parents[2]

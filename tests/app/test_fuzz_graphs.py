@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from spikec.app import fuzz
-from spikec.compiler import interpreter
+from spikec.core import interpreter
 from spikec.app.fuzz import Block, Spec, build, check, generate, inputs, reproducer, shrink
-from spikec.compiler.passes import run_passes
-from spikec.compiler.serialize import graph_to_json
+from spikec.core.passes import run_passes
+from spikec.core.serialize import graph_to_json
 from spikec.ops import OPS
 from spikec.passes import select
 

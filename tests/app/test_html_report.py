@@ -16,12 +16,12 @@ import pytest
 from spikec.app import html_graph
 from spikec.app.html_graph import NODE_H, NODE_W, dot_source, layered_layout, layout, parse_plain
 from spikec.app.html_raster import MAX_ROWS, neuron_activity
-from spikec.app.html_report import inspect_html, render_report, write_html, write_outdir_html
-from spikec.compiler.builder import GraphBuilder
-from spikec.compiler.cost import cost_report, partition_report
-from spikec.compiler.interpreter import run
-from spikec.compiler.metrics import neurobench_metrics
-from spikec.compiler.report import layers_report
+from spikec.app.html_report import inspect_html, write_html, write_outdir_html
+from spikec.core.builder import GraphBuilder
+from spikec.core.cost import cost_report, partition_report
+from spikec.core.interpreter import run
+from spikec.core.metrics import neurobench_metrics
+from spikec.core.report import layers_report
 
 EVIL = '<script>alert("x")</script>'
 LIF = {"beta": 0.5, "alpha": 1.0, "bias": 0.0, "threshold": 0.5, "v_reset": 0.0}
@@ -348,7 +348,7 @@ def test_host_partitions_are_boxed_and_every_target_gets_a_verdict(tmp_path):
 
 
 def test_an_outdir_report_html_from_its_files(tmp_path):
-    from spikec.compiler.serialize import save_graph
+    from spikec.core.serialize import save_graph
     g = _graph()
     x = (np.random.default_rng(1).random((3, 2, 2, 4, 4)) < 0.5).astype(np.float64)
     save_graph(g, tmp_path)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from spikec.app.multitarget import plan
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 from spikec.targets import KNOWN
 from app_helpers import HERE, cli
 

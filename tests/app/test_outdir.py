@@ -1,6 +1,5 @@
 """OUTDIR ownership: spikec writes, replaces and deletes only directories it wrote itself."""
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -8,7 +7,7 @@ import pytest
 
 from app_helpers import assert_clean_failure, cli, digits_copy, small, snapshot  # noqa: F401  (fixture)
 from spikec.app import outdir as owned
-from spikec.compiler.errors import Interrupted
+from spikec.ir.errors import Interrupted
 
 
 def compile_to(out, model_dir: Path, *extra):
@@ -135,7 +134,7 @@ def test_keyboard_interrupt_exits_130_not_1(tmp_path, digits_copy, monkeypatch):
 
 def _break_frontend_check(monkeypatch):
     """The trace's check against the source reports one spike mismatch: the compile is not equivalent."""
-    from spikec.compiler import checker
+    from spikec.core import checker
     real = checker.compare_with_torch
 
     def broken(model, graph, inputs, **kw):
@@ -172,7 +171,7 @@ def test_frontend_failure_exits_1_and_never_runs_the_target(tmp_path, digits_cop
 
 def test_written_artifacts_are_reread_and_checked(tmp_path, digits_copy, monkeypatch):
     """A save that loses precision (float32) is caught by compile itself, not only by a later verify."""
-    import spikec.compiler.serialize as ser
+    import spikec.core.serialize as ser
     real = ser._savez
     monkeypatch.setattr(ser, "_savez", lambda path, arrays: real(path, {k: (v.astype(np.float32)
                         if v.dtype == np.float64 else v) for k, v in arrays.items()}))

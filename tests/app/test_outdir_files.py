@@ -15,7 +15,7 @@ import pytest
 
 from app_helpers import assert_clean_failure, cli, snapshot
 from spikec.app import outdir as owned
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 
 NET = ("import torch\nfrom torch import nn\nimport spikec.nn as snn\nfrom model import width\n\n"
        "def build():\n    torch.manual_seed(0)\n"
@@ -389,7 +389,7 @@ def test_a_nir_file_reading_outside_itself_is_refused(tmp_path, tamper, phrase):
 
 
 def test_a_plain_nir_file_passes_the_check(tmp_path):
-    from spikec.targets.nir import hdf5
+    from spikec.formats.nir import hdf5
     path = _nir_file(tmp_path / "net.nir")
     hdf5.check_file(path)
     assert set(hdf5.read(path).nodes) == set(__import__("nir").read(path).nodes)

@@ -11,8 +11,8 @@ from torch import nn
 
 import spikec.nn as snc
 from spikec.app.precision import REL_TOL, flip_margins, source_dtype, source_precision
-from spikec.compiler.checker import run_torch
-from spikec.compiler.interpreter import run
+from spikec.core.checker import run_torch
+from spikec.core.interpreter import run
 from spikec.frontend import trace
 from spikec.frontend.snntorch import SnnTorchMultiStep
 

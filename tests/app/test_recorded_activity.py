@@ -6,8 +6,8 @@ import numpy as np
 from spikec.app.driver import CompileOptions, compile_model, write_outdir
 from spikec.app.html_raster import neuron_activity, recorded_activity
 from spikec.app.html_report import render_report
-from spikec.compiler.builder import GraphBuilder
-from spikec.compiler.interpreter import run
+from spikec.core.builder import GraphBuilder
+from spikec.core.interpreter import run
 
 LIF = {"beta": 0.5, "alpha": 1.0, "bias": 0.0, "threshold": 0.5, "v_reset": 0.0}
 MODEL = '''

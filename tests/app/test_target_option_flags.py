@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import spikec
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 from spikec.targets.lava import lava_available
 
 from app_helpers import cli

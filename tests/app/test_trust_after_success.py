@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import spikec
-from spikec.compiler.errors import BadInput, InternalError
+from spikec.ir.errors import BadInput, InternalError
 from spikec.targets import TARGETS, get_target
 from app_helpers import HERE, REPO, assert_clean_failure, cli
 
@@ -235,7 +235,7 @@ def test_a_refused_target_prints_its_reason_and_remedy_in_full(tmp_path):
 def test_a_sparse_or_meta_checkpoint_tensor_is_refused_by_name(tmp_path):
     """A checkpoint tensor with no dense values (sparse, or on the meta device) is a CheckpointError naming it."""
     from spikec.app.loader import load_weights
-    from spikec.compiler.errors import CheckpointError
+    from spikec.ir.errors import CheckpointError
     model = torch.nn.Linear(3, 2)
     for bad, word in ((model.weight.detach().to_sparse(), "sparse"), (torch.empty(2, 3, device="meta"), "meta")):
         path = tmp_path / f"{word}.pt"
@@ -249,7 +249,7 @@ def test_a_compile_too_large_for_memory_is_refused_before_it_runs(monkeypatch):
     whose estimate exceeds the memory available is refused up front, naming the sizes and how many samples fit."""
     import spikec
     from spikec.app import loader
-    from spikec.compiler.errors import BadInput
+    from spikec.ir.errors import BadInput
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64))
     x = np.zeros((4, 8, 64), np.float32)
     monkeypatch.setattr(loader, "available_memory", lambda: 100_000)   # 100 kB: about 3 nodes x 4 x 8 x 64 x 8 x 2

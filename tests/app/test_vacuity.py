@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from spikec.app.vacuity import DECAYS, format_warning, warnings_for
-from spikec.compiler.builder import GraphBuilder
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Node, TensorType
+from spikec.core.builder import GraphBuilder
+from spikec.core.interpreter import run
+from spikec.ir.graph import Node, TensorType
 
 T, B, N_IN, HIDDEN = 6, 4, 5, 3
 

@@ -15,7 +15,7 @@ pytest.importorskip("rockpool")
 
 import spikec  # noqa: E402
 from spikec.app.cli import main  # noqa: E402
-from spikec.compiler.errors import BadInput  # noqa: E402
+from spikec.ir.errors import BadInput  # noqa: E402
 from spikec.targets.xylo.limits import CHIPS  # noqa: E402
 
 WIDE = textwrap.dedent('''

@@ -8,14 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
-from spikec.compiler.cost import dense_ops
+from spikec.core.cost import dense_ops
 from spikec.app.driver import CompileOptions, compile_model
 from spikec.frontend import trace
 from spikec.app.loader import build_model
 from spikec.app.summary import summary_text
-from spikec.compiler.report import params_report, synaptic_kind
+from spikec.core.report import params_report, synaptic_kind
 from spikec.passes.fold_batchnorm import fold_batchnorm
 from spikec.passes.fuse_repconv import fuse_repconv
 from spikec.passes.tdm_dual_kernel import tdm_dual_kernel

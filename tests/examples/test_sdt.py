@@ -6,10 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from spikec.app.driver import CompileOptions, compile_model
-from spikec.compiler.interpreter import run
+from spikec.core.interpreter import run
 from spikec.app.loader import build_model, load_inputs, load_weights
 from spikec.passes import DEFAULT
 from spikec.passes.reassociate_attention import costs

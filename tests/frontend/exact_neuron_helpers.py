@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 import spikec.nn as snc
-from spikec.compiler.interpreter import run
+from spikec.core.interpreter import run
 from spikec.frontend import trace
 
 N_IN, HIDDEN, N_OUT = 6, 12, 4
@@ -57,7 +57,7 @@ def convert_one(module, shape, stepping="step", kind="real"):
     ``stepping="step"``: the module is called once per time step on ``[B, *shape]`` (torch sees one leading
     dimension); ``"multistep"``: once on ``[T, B, *shape]``.
     """
-    from spikec.compiler.ir import Node, TensorType
+    from spikec.ir.graph import Node, TensorType
     from spikec.frontend.registry import ConvertContext
     ctx = ConvertContext(per_step=stepping == "step", stepping=stepping)
     node = Node("input", "input", (), TensorType(tuple(shape), kind))
@@ -68,8 +68,8 @@ def convert_one(module, shape, stepping="step", kind="real"):
 
 def run_converted(ctx, outputs, x):
     """Verify the converted nodes as a graph with ``outputs`` (node names) and run it on ``x`` [T, B, ...]."""
-    from spikec.compiler.ir import Graph
-    from spikec.compiler.verify import verify
+    from spikec.ir.graph import Graph
+    from spikec.core.verify import verify
     graph = verify(Graph(tuple(ctx.nodes), tuple(outputs), {}), "test")
     return graph, [np.asarray(v) for v in run(graph, x).outputs(graph)]
 

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import spikec.nn as snn
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.interpreter import run
+from spikec.ir.errors import UnsupportedOp
+from spikec.core.interpreter import run
 from spikec.frontend import trace
 from spikec.frontend.aten import LOWERINGS
 from spikec.targets.onnx import check_model_against, export

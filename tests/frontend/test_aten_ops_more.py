@@ -17,8 +17,8 @@ from torch import nn
 
 import spikec
 import spikec.nn as snc
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.interpreter import run
+from spikec.ir.errors import UnsupportedOp
+from spikec.core.interpreter import run
 from spikec.frontend import trace
 from spikec.targets.onnx import check_model_against, export
 

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 import spikec
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.frontend.aten.lowerings import _window_sum  # noqa: F401  (the lowering under test)
 
 snntorch = pytest.importorskip("snntorch")

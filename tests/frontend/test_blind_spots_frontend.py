@@ -57,7 +57,7 @@ def test_reset_state_zeroes_every_snntorch_hidden_state_in_place_of_its_shape():
 
 
 def test_a_step_forward_returning_no_tensor_is_refused_by_name():
-    from spikec.compiler.errors import BadInput
+    from spikec.ir.errors import BadInput
 
     class Dicts(nn.Module):
         def forward(self, x):

@@ -5,8 +5,8 @@ import torch
 from torch import nn
 
 import spikec.nn as snn
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.interpreter import run
+from spikec.ir.errors import UnsupportedOp
+from spikec.core.interpreter import run
 from spikec.frontend.tracing import trace
 from spikec.nn import loihi
 
@@ -67,7 +67,7 @@ def test_state_reads_are_the_modules_states():
     lif.return_state = False
     g = trace(lif, (6,), input_kind="real")
     node = next(n for n in g.nodes if n.op == "loihi_lif")
-    from spikec.compiler.ir import Graph
+    from spikec.ir.graph import Graph
     twins = [node.with_(name=f"lif.{r}", attrs=dict(node.attrs, read=r)) for r in ("u", "v")]
     g2 = Graph(g.nodes + tuple(twins), g.outputs + ("lif.u", "lif.v"), g.meta)
     tr = run(g2, x.numpy(), record="all")

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.interpreter import run
+from spikec.ir.errors import UnsupportedOp
+from spikec.core.interpreter import run
 from spikec.frontend import trace
 from spikec.frontend.loop import bind
 from spikec.frontend.tracing import is_leaf

@@ -9,8 +9,8 @@ from torch import nn
 
 from exact_neuron_helpers import (HIDDEN, N_IN, assert_busy, assert_returns_exact, convert_one, inputs, run_converted,
                                   run_steps)
-from spikec.compiler.errors import ShapeError, UnsupportedOp
-from spikec.compiler.ir import Node, TensorType
+from spikec.ir.errors import ShapeError, UnsupportedOp
+from spikec.ir.graph import Node, TensorType
 from spikec.ops import infer_type
 
 nt = pytest.importorskip("norse.torch", reason="Norse is an optional extra")
@@ -116,7 +116,7 @@ def test_strict_threshold_on_ties():
     x = np.random.default_rng(7).integers(0, 5, size=(T, 4, 8)) / 2.0
     ctx, (z, state) = convert_one(cell, (8,), "step")
     graph, _ = run_converted(ctx, [z], x)
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     margins = run(graph, x).margins[z]
     assert (margins == 0).sum() > 5  # ties happened
     assert_busy(assert_returns_exact(ctx, (z, state), x, run_steps(cell, x))[z])

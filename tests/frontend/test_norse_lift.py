@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import spikec
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 
 norse = pytest.importorskip("norse.torch")
 

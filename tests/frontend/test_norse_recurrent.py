@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from exact_neuron_helpers import assert_busy, assert_returns_exact, convert_one, run_converted, run_steps
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.interpreter import run
+from spikec.ir.errors import UnsupportedOp
+from spikec.core.interpreter import run
 
 nt = pytest.importorskip("norse.torch", reason="Norse is an optional extra")
 import spikec.frontend.norse  # noqa: E402,F401  (registers the converters)

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from exact_neuron_helpers import assert_busy, assert_returns_exact, convert_one
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 
 nt = pytest.importorskip("norse.torch", reason="Norse is an optional extra")
 import spikec.frontend.norse  # noqa: E402,F401  (registers the converters)

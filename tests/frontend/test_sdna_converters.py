@@ -13,9 +13,9 @@ from torch import nn
 
 import spikec.frontend.sdna as conv_sdna
 import spikec.nn as snn
-from spikec.compiler.checker import compare_with_torch
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.interpreter import run
+from spikec.core.checker import compare_with_torch
+from spikec.ir.errors import UnsupportedOp
+from spikec.core.interpreter import run
 from spikec.frontend import ConvertContext, trace
 from spikec.nn.sdna import SDNALinear, SDNAPairwise
 from spikec.ops import OPS, deployed_params

@@ -16,8 +16,8 @@ from sinabs.activation import MaxSpike, MembraneReset, MembraneSubtract, SingleS
 import spikec  # noqa: E402
 import spikec.targets.onnx.sinabs_sj_emitters  # noqa: E402,F401  (until spikec.targets.onnx imports it)
 from spikec.app import loader  # noqa: E402
-from spikec.compiler.errors import BadInput, SpikecError, UnsupportedOp  # noqa: E402
-from spikec.compiler.interpreter import run  # noqa: E402
+from spikec.ir.errors import BadInput, SpikecError, UnsupportedOp  # noqa: E402
+from spikec.core.interpreter import run  # noqa: E402
 from spikec.frontend import trace  # noqa: E402
 from spikec.targets import get_target  # noqa: E402
 from spikec.targets.onnx import export, run_model  # noqa: E402

@@ -8,7 +8,7 @@ from torch import nn
 
 import spikec.nn as snc
 from exact_neuron_helpers import HIDDEN, N_IN, assert_busy, compare, dense, inputs, neuron_spikes, steps_for
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.frontend import trace
 from spikec.frontend.snntorch import SnnTorchMultiStep
 

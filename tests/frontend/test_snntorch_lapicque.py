@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from exact_neuron_helpers import HIDDEN, N_IN, assert_busy, convert_one, run_converted
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.interpreter import run
+from spikec.ir.errors import UnsupportedOp
+from spikec.core.interpreter import run
 from spikec.frontend.snntorch import SnnTorchMultiStep
 
 snntorch = pytest.importorskip("snntorch", reason="snnTorch is an optional extra")

@@ -6,12 +6,11 @@ written from those formulas, and shown to differ where float addition does not a
 """
 import numpy as np
 import pytest
-import torch
 
-from spikec.compiler.errors import IRError
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.verify import verify
+from spikec.ir.errors import IRError
+from spikec.core.interpreter import run
+from spikec.ir.graph import Graph, Node, TensorType
+from spikec.core.verify import verify
 import spikec.frontend.snntorch_neurons  # noqa: F401  (defines the snnTorch ops)
 
 N = 4

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from exact_neuron_helpers import HIDDEN, assert_busy, convert_one, run_converted
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.frontend.snntorch import SnnTorchMultiStep
 
 snntorch = pytest.importorskip("snntorch", reason="snnTorch is an optional extra")

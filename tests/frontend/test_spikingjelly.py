@@ -7,7 +7,7 @@ import pytest
 from torch import nn
 
 from exact_neuron_helpers import HIDDEN, N_IN, assert_busy, compare, dense, inputs, neuron_spikes, steps_for
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.frontend import trace
 
 

@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from exact_neuron_helpers import assert_busy, convert_one, run_converted
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.interpreter import run
+from spikec.ir.errors import UnsupportedOp
+from spikec.core.interpreter import run
 from spikec.frontend import trace
 
 SHAPE = (2, 8, 8)

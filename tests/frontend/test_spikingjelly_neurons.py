@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from exact_neuron_helpers import convert_one, run_converted
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.interpreter import run
+from spikec.ir.errors import UnsupportedOp
+from spikec.core.interpreter import run
 
 SHAPE = (4, 3, 3)  # per-step (C, H, W)
 SEEDS = 3          # random draws (threshold, tau or w, T, inputs) per variant
@@ -209,7 +209,7 @@ def test_refuses_non_scalar_plif_w(sj):
 def test_refuses_neuron_inside_a_per_step_context(sj):
     ctx_module = sj.neuron.IFNode(step_mode="m")
     from spikec.frontend.registry import ConvertContext
-    from spikec.compiler.ir import Node, TensorType
+    from spikec.ir.graph import Node, TensorType
     ctx = ConvertContext(per_step=True, stepping="multistep")  # inside TimeDistributed / SeqToANNContainer
     ctx.nodes.append(Node("input", "input", (), TensorType(SHAPE, "real")))
     ctx.types["input"] = ctx.nodes[0].type

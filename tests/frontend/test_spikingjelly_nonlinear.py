@@ -16,8 +16,8 @@ import spikec
 import spikec.nn as snc
 import spikec.targets.onnx.sinabs_sj_emitters  # noqa: F401  (until spikec.targets.onnx imports it)
 from exact_neuron_helpers import convert_one, run_converted
-from spikec.compiler.errors import SpikecError, UnsupportedOp
-from spikec.compiler.interpreter import run
+from spikec.ir.errors import SpikecError, UnsupportedOp
+from spikec.core.interpreter import run
 from spikec.frontend import trace
 from spikec.targets import get_target
 from spikec.targets.onnx import export, run_model

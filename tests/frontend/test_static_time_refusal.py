@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 import spikec
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 
 sj = pytest.importorskip("spikingjelly.activation_based")
 from spikingjelly.activation_based import functional, layer, neuron  # noqa: E402

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import spikec
-import spikec.compiler.errors
-from spikec.compiler.interpreter import run
+import spikec.ir.errors
+from spikec.core.interpreter import run
 
 norse = pytest.importorskip("norse.torch")
 
@@ -84,5 +84,5 @@ def test_per_step_layers_after_a_read_out_over_time_see_batch_first():
 
 def test_a_neuron_after_a_read_out_over_time_is_refused():
     """A neuron would step through the running read-out: not what torch computes once on [B, N]."""
-    with pytest.raises(spikec.compiler.errors.UnsupportedOp, match="a neuron after a read-out over time"):
+    with pytest.raises(spikec.ir.errors.UnsupportedOp, match="a neuron after a read-out over time"):
         spikec.compile(RateHead(after=norse.LIF()).eval(), _x(0), stepping="multistep", targets=())

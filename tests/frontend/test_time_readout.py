@@ -9,10 +9,10 @@ import torch
 from torch import nn
 
 import spikec
-from spikec.compiler.checker import compare_with_torch
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.interpreter import read_last, run
-from spikec.compiler.ir import Graph
+from spikec.core.checker import compare_with_torch
+from spikec.ir.errors import UnsupportedOp
+from spikec.core.interpreter import read_last, run
+from spikec.ir.graph import Graph
 from spikec.frontend import trace
 
 RNG = np.random.default_rng(24)

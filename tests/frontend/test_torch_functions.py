@@ -9,8 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import spikec.nn as snn
-from spikec.compiler.errors import BadInput, UnsupportedOp
-from spikec.compiler.interpreter import run
+from spikec.ir.errors import BadInput, UnsupportedOp
+from spikec.core.interpreter import run
 from spikec.frontend import trace
 
 

@@ -6,8 +6,8 @@ import torch
 from torch import nn
 
 import spikec.nn as snn
-from spikec.compiler.errors import BadInput, ShapeError, UnsupportedOp
-from spikec.compiler.interpreter import run
+from spikec.ir.errors import BadInput, ShapeError, UnsupportedOp
+from spikec.core.interpreter import run
 from spikec.frontend import CONVERTERS, register_converter, trace
 
 

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 import spikec
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.nn import xylo
 
 

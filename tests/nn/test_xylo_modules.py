@@ -16,7 +16,7 @@ pytest.importorskip("rockpool")
 
 import spikec  # noqa: E402
 from spikec.app.cli import main  # noqa: E402
-from spikec.compiler.errors import BadInput, UnsupportedOp  # noqa: E402
+from spikec.ir.errors import BadInput, UnsupportedOp  # noqa: E402
 from spikec.targets.xylo import build as xylo_build, exact, reference, simulate, verify_outdir  # noqa: E402
 from spikec.targets.xylo.limits import XYLO_AUDIO_2  # noqa: E402
 
@@ -117,7 +117,7 @@ def test_compiles_bit_exact_vs_source_and_xylosim_through_the_cli(tmp_path):
     t = json.loads((out / "report.json").read_text())["target"]
     assert t["bit_exact"] and t["bit_exact_vs_source"] and t["exact_source"] and t["values_compared_vs_source"] > 0
     assert t["quantization"] == {"none": "every population is a spikec.nn.xylo module: its integers as they are"}
-    from spikec.compiler.serialize import load_graph
+    from spikec.core.serialize import load_graph
     graph = load_graph(out)
     x = np.load(out / "io.npz")["input"]          # the inputs the compile ran (its own samples included)
     v = verify_outdir(out, graph, x, None)

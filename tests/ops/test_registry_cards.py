@@ -5,9 +5,9 @@ import pytest
 
 import spikec.frontend  # noqa: F401  (the converters' framework-exact ops)
 import spikec.targets.lava.ops  # noqa: F401  (the Lava target's integer ops)
-import spikec.ttfs  # noqa: F401  (the TTFS coding's ops)
-from spikec.compiler.errors import IRError, UnsupportedOp
-from spikec.compiler.ir import Node, TensorType
+import spikec.codings.ttfs  # noqa: F401  (the TTFS coding's ops)
+from spikec.ir.errors import IRError, UnsupportedOp
+from spikec.ir.graph import Node, TensorType
 from spikec.ops import OPS, Decay, decay_params, define, facts
 
 

@@ -5,10 +5,10 @@ import pytest
 
 import spikec.frontend  # noqa: F401  (the converters' ops)
 import spikec.targets.lava.ops  # noqa: F401  (the Lava target's integer ops)
-import spikec.ttfs  # noqa: F401  (the TTFS coding's ops)
-from spikec.compiler.errors import IRError
-from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.verify import problems, verify
+import spikec.codings.ttfs  # noqa: F401  (the TTFS coding's ops)
+from spikec.ir.errors import IRError
+from spikec.ir.graph import Graph, Node, TensorType
+from spikec.core.verify import problems, verify
 from spikec.ops import OPS, PER_CHANNEL, UNSPECIFIED, OpDef, Param, define, opdef
 
 CORE = ("spikec.ops.",)

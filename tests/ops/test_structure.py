@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 
-from spikec.compiler.errors import ShapeError
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.verify import verify
+from spikec.ir.errors import ShapeError
+from spikec.core.interpreter import run
+from spikec.ir.graph import Graph, Node, TensorType
+from spikec.core.verify import verify
 from spikec.ops import KernelContext, infer_type, opdef
 from spikec.targets.onnx import check_model_against, export
 

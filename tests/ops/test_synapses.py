@@ -1,13 +1,13 @@
 """Synaptic event counts read from tap sums (``spikec.ops.synapses.tap_sums``) equal the summed output of the
 convolution they stand for, exactly, over strides, paddings, dilations, groups and kernel shapes; so do
-NeuroBench's binarized sums (``spikec.compiler.metrics._binarized_sum``)."""
+NeuroBench's binarized sums (``spikec.core.metrics._binarized_sum``)."""
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from spikec.compiler.ir import Node, TensorType
-from spikec.compiler.metrics import _binarized_sum
+from spikec.ir.graph import Node, TensorType
+from spikec.core.metrics import _binarized_sum
 from spikec.ops.synapses import conv_events, tap_sums, windowsum_events
 
 CASES = [  # (C_in, C_out, groups, kernel, stride, padding, dilation, H, W)

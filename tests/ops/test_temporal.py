@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from spikec.compiler.ir import Node, TensorType
+from spikec.ir.graph import Node, TensorType
 from spikec.ops import KernelContext, opdef
 from spikec.ops.common import channel
 

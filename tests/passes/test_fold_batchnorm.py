@@ -10,12 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.nn.utils.fusion import fuse_conv_bn_weights, fuse_linear_bn_weights
 
-from spikec.compiler.checker import compare_graphs, compare_with_torch
-from spikec.compiler.errors import PassError
+from spikec.core.checker import compare_graphs, compare_with_torch
+from spikec.ir.errors import PassError
 from spikec.frontend import trace
 from spikec.app.loader import build_model, load_weights
-from spikec.compiler.passes import run_passes
-from spikec.compiler.verify import verify
+from spikec.core.passes import run_passes
+from spikec.core.verify import verify
 from spikec.passes.fold_batchnorm import FOLD_BATCHNORM, fold_batchnorm, fold_bn_weights
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 from torch import nn
 
 import spikec.nn as snn
-from spikec.compiler.checker import compare_graphs, compare_with_torch
-from spikec.compiler.errors import PassError
+from spikec.core.checker import compare_graphs, compare_with_torch
+from spikec.ir.errors import PassError
 from spikec.frontend import trace
-from spikec.compiler.interpreter import run
-from spikec.compiler.passes import run_passes
-from spikec.compiler.verify import verify
+from spikec.core.interpreter import run
+from spikec.core.passes import run_passes
+from spikec.core.verify import verify
 from spikec.passes.fold_batchnorm import FOLD_BATCHNORM, fold_batchnorm, fold_bn_into_next, heaviside_threshold
 
 

@@ -9,13 +9,13 @@ from hypothesis import strategies as st
 from torch import nn
 
 import spikec.nn as snn
-from spikec.compiler.checker import compare_graphs, compare_with_torch
-from spikec.compiler.errors import PassError
+from spikec.core.checker import compare_graphs, compare_with_torch
+from spikec.ir.errors import PassError
 from spikec.frontend import trace
 from spikec.ops import deployed_params
-from spikec.compiler.passes import run_passes
-from spikec.compiler.report import source_params
-from spikec.compiler.verify import verify
+from spikec.core.passes import run_passes
+from spikec.core.report import source_params
+from spikec.core.verify import verify
 from spikec.passes.fold_batchnorm import FOLD_BATCHNORM, fold_batchnorm
 from spikec.passes.fuse_repconv import (FUSE_REPCONV, avgpool_kernel, bn_affine, compose_1x1_3x3, fuse_repconv,
                                         identity_kernel, pad_to_3x3)
@@ -474,7 +474,7 @@ def _expected_fused(model):
 
 def _fires(graph, x) -> int:
     """How often the unit's LIF fires on ``x`` (a silent neuron would compare nothing of interest)."""
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     return int(run(graph, x).values["lif"].sum())
 
 

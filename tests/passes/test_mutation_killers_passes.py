@@ -9,11 +9,11 @@ import torch
 from torch import nn
 
 import spikec.nn as snn
-from spikec.compiler.checker import compare_graphs
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.rewrite import retype
-from spikec.compiler.verify import verify
+from spikec.core.checker import compare_graphs
+from spikec.core.interpreter import run
+from spikec.ir.graph import Graph, Node, TensorType
+from spikec.core.rewrite import retype
+from spikec.core.verify import verify
 from spikec.frontend import trace
 from spikec.passes.fuse_repconv import fuse_repconv
 from spikec.passes.reassociate_attention import reassociate_attention

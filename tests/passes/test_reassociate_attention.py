@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 from torch import nn
 
 import spikec.nn as snn
-from spikec.compiler.checker import compare_graphs, compare_with_torch
-from spikec.compiler.errors import PassError
+from spikec.core.checker import compare_with_torch
+from spikec.ir.errors import PassError
 from spikec.frontend import trace
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.passes import run_passes
-from spikec.compiler.rewrite import retype
-from spikec.compiler.verify import verify
+from spikec.core.interpreter import run
+from spikec.ir.graph import Graph, Node, TensorType
+from spikec.core.passes import run_passes
+from spikec.core.rewrite import retype
+from spikec.core.verify import verify
 from spikec.passes.reassociate_attention import REASSOCIATE_ATTENTION, costs, reassociate_attention
 
 

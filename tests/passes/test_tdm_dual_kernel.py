@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from torch import nn
 
 import spikec.nn as snn
-from spikec.compiler.checker import compare_graphs, compare_with_torch
-from spikec.compiler.errors import PassError
+from spikec.core.checker import compare_graphs, compare_with_torch
+from spikec.ir.errors import PassError
 from spikec.frontend import trace
-from spikec.compiler.passes import run_passes
-from spikec.compiler.report import layers_report
-from spikec.compiler.verify import verify
+from spikec.core.passes import run_passes
+from spikec.core.report import layers_report
+from spikec.core.verify import verify
 from spikec.passes.tdm_dual_kernel import TDM_DUAL_KERNEL, dual_kernels, tdm_dual_kernel
 
 

@@ -13,14 +13,14 @@ from hypothesis import strategies as st
 from torch import nn
 
 import spikec.nn as snn
-from spikec.compiler.errors import IRError
+from spikec.ir.errors import IRError
 from spikec.frontend import trace
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.core.interpreter import run
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.ops import OPS
-from spikec.compiler.passes import run_passes
-from spikec.compiler.report import layers_report, lowering, product_kind
-from spikec.compiler.verify import verify
+from spikec.core.passes import run_passes
+from spikec.core.report import layers_report, lowering, product_kind
+from spikec.core.verify import verify
 from spikec.passes import PASSES
 
 UNROLL = PASSES["unroll_virtual_steps"]
@@ -161,7 +161,7 @@ def models(draw):
     steps = draw(st.integers(1, 8))
     c, hw, n = 2, 4, 5
     if arch == "linear":
-        shape, feat = (n,), n
+        shape = (n,)
         neuron, theta = int_neuron(rng, d, n, per_channel, beta, rounding)
         layers, width = [neuron, nn.Linear(n, 3, bias=bias)], 3
     else:

@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from spikec.compiler.builder import GraphBuilder
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.interpreter import run
+from spikec.core.builder import GraphBuilder
+from spikec.ir.errors import UnsupportedOp
+from spikec.core.interpreter import run
 from spikec.ops import OPS, define, opdef
 from spikec.targets import coverage
 from spikec.targets.lava import deploy
@@ -60,7 +60,7 @@ def test_a_new_neuron_is_lowered_by_every_target_from_its_table_entries(new_neur
     ex_ref, ex_new = nir_export.export(ref), nir_export.export(new)
     assert sorted(ex_new.graph.nodes) == sorted(ex_ref.graph.nodes) and ex_new.graph.edges == ex_ref.graph.edges
     # Lava: the same integer network as lif's
-    (q_ref, net_ref, arr_ref), (q_new, net_new, arr_new) = deploy(ref, x), deploy(new, x)
+    (_, net_ref, arr_ref), (_, net_new, arr_new) = deploy(ref, x), deploy(new, x)
     assert json.dumps(net_new, sort_keys=True) == json.dumps(net_ref, sort_keys=True)
     assert sorted(arr_new) == sorted(arr_ref) and all(np.array_equal(arr_new[k], arr_ref[k]) for k in arr_ref)
 

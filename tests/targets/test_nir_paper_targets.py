@@ -14,9 +14,9 @@ import torch
 from click.testing import CliRunner
 
 from spikec.app.cli import main
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.targets.lava.pooling import is_sum_pool, operator_of
-from spikec.targets.nir.frontend import load_nir, nir_model
+from spikec.frontend.nir_file import load_nir, nir_model
 
 PAPER = Path(__file__).resolve().parents[1] / "fixtures" / "nir_paper"
 DT = 1e-4
@@ -158,7 +158,7 @@ def braille_input(steps=60, batch=2, seed=0):
 def test_braille_reads_as_rsynaptic_exactly(name):
     """Both CubaLIFs become snnTorch's Synaptic (the recurrent one RSynaptic, summing its recurrence with the
     input as NIR does), and the IR equals spikec's NIR interpreter on the file bit for bit; the network fires."""
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     g = load_nir(PAPER / f"{name}.nir", DT)
     ops = {n.name: (n.op, n.attrs.get("recurrent"), n.attrs.get("rec_add")) for n in g.nodes}
     assert ops["lif1.lif"] == ("synaptic_snntorch", "linear", "input") and ops["lif2"][:2] == ("synaptic_snntorch",
@@ -212,7 +212,7 @@ def test_braille_re_exports_to_nir_exactly(name, tmp_path):
 
 def test_a_recurrent_cubalif_that_is_not_rsynaptic_is_refused_naming_why(tmp_path):
     import nir
-    from spikec.compiler.errors import UnsupportedOp
+    from spikec.ir.errors import UnsupportedOp
     g = nir.read(PAPER / "braille_noDelay_noBias_subtract.nir")
     g.nodes["lif1.lif"].v_reset = np.full(40, 0.5)
     with pytest.raises(UnsupportedOp) as e:

@@ -9,7 +9,7 @@ import torch.fx
 from torch._decomp import core_aten_decompositions
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from spikec.compiler.errors import SpikecError, UnsupportedOp
+from spikec.ir.errors import SpikecError, UnsupportedOp
 from spikec.frontend.aten.table import FOLDS, LOWERINGS
 from spikec.frontend.aten.values import (Call, Lowering, Unavailable, Value, call_of, describe_module, remedy_for,
                                          where)

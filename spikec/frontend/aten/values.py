@@ -3,7 +3,7 @@ import operator
 import re
 from dataclasses import dataclass
 
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 
 
 @dataclass(frozen=True)

@@ -40,9 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spikec.compiler.errors import BadInput
-from spikec.compiler.interpreter import run
-from spikec.compiler.serialize import load_graph, save_graph
+from spikec.ir.errors import BadInput
+from spikec.core.interpreter import run
+from spikec.core.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
 from spikec.targets.lava import chip, chip_variant, cores, current_bias, products, standard_readout
 from spikec.targets.lava import ops as _ops  # noqa: F401  (defines the lava_* ops)
@@ -425,7 +425,7 @@ def _placement_check(outdir: Path, net: dict, arrays: dict, values: dict, record
 def _requantized(outdir, graph, written, inputs) -> dict:
     """``lava/quantized`` derived again from ``graph.json`` on the recorded inputs, node by node and bit for
     bit against the written one (skipped, and said so, when verifying on other inputs: calibration differs)."""
-    from spikec.compiler.serialize import graph_to_json
+    from spikec.core.serialize import graph_to_json
     try:
         with np.load(Path(outdir) / "io.npz", allow_pickle=False) as z:
             recorded = z["input"]

@@ -14,7 +14,7 @@ is used there instead.
 """
 import numpy as np
 
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.ops.registry import define, need
 
 BOTH = 2   # an AND neuron's input sum when both operands spiked

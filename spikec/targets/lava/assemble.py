@@ -11,8 +11,8 @@ A population's state read as a graph output is a twin of its integer node (``ops
 """
 import numpy as np
 
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ir.errors import UnsupportedOp
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.targets.lava import ops as lops
 from spikec.targets.lava.fixed_point import (PAYLOAD_BITS, channel_axis, dense_weights, full_range, payload_bits,
                                              round_weights, scalar_or_channels)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 from spikec.targets.lava.layout import fold, fold_data, fold_dense, folded_shape, lava_shape
 from spikec.targets.lava.lower import PARAMS, POPULATION_TYPES, STATE_VARS
 

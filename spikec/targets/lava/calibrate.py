@@ -8,8 +8,8 @@ Host values fed into a synapse get the payload gain mapping their calibration pe
 """
 import numpy as np
 
-from spikec.compiler.interpreter import Trace, run
-from spikec.compiler.ir import Graph, Node
+from spikec.core.interpreter import Trace, run
+from spikec.ir.graph import Graph, Node
 from spikec.targets.lava import ops as lops
 from spikec.targets.lava.assemble import assemble, stream_weights
 from spikec.targets.lava.fixed_point import PAYLOAD_BITS, max_vth

@@ -18,7 +18,7 @@ deployment is then bit-exact with *its own* integer reference, not with the give
 """
 import numpy as np
 
-from spikec.compiler.ir import Graph
+from spikec.ir.graph import Graph
 from spikec.ops import OPS
 from spikec.targets.lava.ops_table import entry
 
@@ -67,7 +67,7 @@ def _agreement(a, b, spikes: bool) -> dict:
 
 def measure(graph: Graph, variant: Graph, changed: list[str], inputs, reference) -> dict:
     """The variant against the given graph on ``inputs`` (``reference`` the given graph's run)."""
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     trace = run(variant, inputs)
     given = reference.values if all(c in reference.values for c in changed) else run(graph, inputs).values
     per_neuron = {c: _agreement(given[c], trace.values[c], True) for c in changed}

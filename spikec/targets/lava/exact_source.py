@@ -28,8 +28,8 @@ import time
 
 import numpy as np
 
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.core.interpreter import run
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.targets import TargetResult
 from spikec.targets.lava import ops as lops  # noqa: F401  (defines the Lava integer ops)
 from spikec.targets.lava.compare import compare
@@ -220,7 +220,7 @@ def summary(r: dict) -> str:
 def _write(path, q, net, arrays):
     """``lava/quantized`` (the integer graph deployed) and the process network, as the calibrated path writes them."""
     from pathlib import Path
-    from spikec.compiler.serialize import save_graph
+    from spikec.core.serialize import save_graph
     from spikec.targets.lava.lower import save_network
     (Path(path) / "quantized").mkdir(parents=True, exist_ok=True)
     save_graph(q, Path(path) / "quantized")
@@ -240,7 +240,7 @@ def verify_exact(graph: Graph, inputs, q_written: Graph, net: dict, arrays: dict
     """``spikec verify`` of an exact-source deployment: the written integer graph must be the one derived from
     ``graph.json`` (no calibration: node by node, bit for bit), the written arrays its lowering, and the written
     Lava network must reproduce the source's values on ``inputs``, as at compile time."""
-    from spikec.compiler.serialize import graph_to_json
+    from spikec.core.serialize import graph_to_json
     from spikec.targets.lava.lower import lower
     q = integer_graph(graph)
     rederived = graph_to_json(q) == graph_to_json(q_written) and all(

@@ -8,7 +8,7 @@ so they are emitted as ``2 Wq`` with ``weight_exp = -1`` (exact).
 """
 import numpy as np
 
-from spikec.compiler.ir import TensorType
+from spikec.ir.graph import TensorType
 from spikec.targets.lava.limits import to_int
 
 VTH_MAX = 2 ** 17 - 1          # LIF vth: unsigned 17-bit mantissa

@@ -10,7 +10,7 @@ Per-time-step ops (``OpDef.per_step``: BNTT, a bias schedule) take their paramet
 import numpy as np
 import torch
 
-from spikec.compiler.ir import Node, TensorType
+from spikec.ir.graph import Node, TensorType
 from spikec.ops import OPS, KernelContext
 from spikec.targets.lava.ops_table import entry, having
 

@@ -12,8 +12,8 @@ weights, biases, thresholds, resets, decays) goes through ``to_int`` or ``int_in
 """
 import numpy as np
 
-from spikec.compiler.errors import BadInput
-from spikec.compiler.interpreter import as_inputs
+from spikec.ir.errors import BadInput
+from spikec.core.interpreter import as_inputs
 from spikec.targets.lava import ops as lops
 
 EXACT_BITS = 53                    # float64 holds every integer of magnitude below 2**53

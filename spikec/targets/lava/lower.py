@@ -28,8 +28,8 @@ from typing import Callable
 
 import numpy as np
 
-from spikec.compiler.errors import BadInput, IRError, UnsupportedOp
-from spikec.compiler.ir import Graph, Node, TensorType, thaw
+from spikec.ir.errors import BadInput, IRError, UnsupportedOp
+from spikec.ir.graph import Graph, Node, TensorType, thaw
 from spikec.targets.lava import current_bias, ops as lops, standard_integrator, standard_readout
 from spikec.targets.lava.fixed_point import PAYLOAD_BITS
 from spikec.targets.lava.layout import conv_weight_to_lava, flatten_perm, lava_shape, per_neuron

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from spikec.compiler.ir import Graph, Node
+from spikec.ir.graph import Graph, Node
 from spikec.targets.lava.pooling import Operator, check_or_shape, operator_of, or_operator
 from spikec.targets.lava.neurons import NEURONS as NEURON_LOWERINGS
 from spikec.targets.lava.ops_table import KIND_LIF, entry

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 from spikec.targets.lava.layout import fold_data, folded_shape, unfold_data
 from spikec.targets.lava.lower import POPULATION_TYPES, lava_steps, load_network
 

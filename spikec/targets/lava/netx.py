@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spikec.compiler.ir import Graph, Node
+from spikec.ir.graph import Graph, Node
 
 NETX_OPS = ("input", "lava_conv", "lava_dense", "flatten", "lava_lif")
 
@@ -259,7 +259,7 @@ def _compare_sample(pops, trace, files, b, steps) -> tuple[int, int, list]:
 def verify(q: Graph, path, x: np.ndarray, samples: int = 1) -> dict:
     """Load ``path`` with netx, run the first ``samples`` samples of ``x`` ``[T, B, ...]`` and compare every
     layer's spikes at every step and the final states with ``netx_reference(q)`` bit for bit."""
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava.calibrate import measure
     from spikec.targets.lava.ops import with_readouts
     ref_graph = netx_reference(q)

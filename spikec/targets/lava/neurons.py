@@ -23,8 +23,8 @@ from typing import Callable
 
 import numpy as np
 
-from spikec.compiler.errors import IRError
-from spikec.compiler.ir import Node, TensorType
+from spikec.ir.errors import IRError
+from spikec.ir.graph import Node, TensorType
 from spikec.targets.lava.fixed_point import (DECAY_MAX, DECAY_ONE, VTH_MAX, bias_mant_exp, dense_weights,
                                              round_weights, scalar_or_channels)
 from spikec.targets.lava import ops as lops

@@ -69,8 +69,8 @@ code, so comparing the two checks both. A synapse's input may be binary spikes, 
 import numpy as np
 import torch
 
-from spikec.compiler.errors import IRError
-from spikec.compiler.ir import Graph, TensorType
+from spikec.ir.errors import IRError
+from spikec.ir.graph import Graph, TensorType
 from spikec.ops import OPS, PER_CHANNEL, Param, define, register_kernel
 from spikec.ops.common import EXACT_FLOAT, NeuronOut, channel, per_channel as _per_channel, sizes as _sizes
 from spikec.ops.registry import need as _need

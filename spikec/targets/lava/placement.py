@@ -20,7 +20,7 @@ the check decides, and the Lava verdict requires it).
 """
 import numpy as np
 
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.ops.registry import infer_type
 from spikec.targets.lava.ops_table import having
 

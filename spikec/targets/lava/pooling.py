@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from spikec.compiler.ir import Graph, Node
+from spikec.ir.graph import Graph, Node
 from spikec.ops.common import window
 from spikec.ops.pooling import pool_attrs
 from spikec.targets.lava.vocabulary import refuse

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.ops import OPS, KernelContext
 from spikec.ops.registry import infer_type
 from spikec.targets.lava import chip_variant, placement, sinabs_counts, tokens
@@ -396,7 +396,7 @@ def check(graph: Graph, reference, trace) -> dict:
     ``equivalent`` by the checker's rule (spikes equal, real values within its relative tolerance: the all-equal
     window may round in the last bit), ``outputs_equal`` bit for bit. The Lava verdict requires ``equivalent``:
     Lava is compared with the integer reference of the *rewritten* graph, which only this check ties to ``graph``."""
-    from spikec.compiler.checker import Comparison
+    from spikec.core.checker import Comparison
     result = Comparison()
     for o in graph.outputs:
         got = trace.values.get(o)
@@ -420,7 +420,7 @@ def placed(graph: Graph, inputs, reference) -> tuple:
     """``(graph, reference, Prepared or None)``: the graph with its products placed and the float run of it
     (``reference``, the original graph's run, unchanged when nothing was rewritten); the rewrite's ``check``
     against ``reference`` in ``Prepared.rewrites``."""
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     sinabs_counts.refuse_unbounded(graph, inputs, reference)   # MultiSpike: the count it reaches, named
     prep = prepare(graph)
     if not prep.products and not prep.rewrites:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from spikec.compiler.ir import Graph
+from spikec.ir.graph import Graph
 from spikec.targets.lava.fixed_point import PAYLOAD_BITS
 from spikec.targets.lava.ops import quantize_values
 from spikec.targets.lava.calibrate import HEADROOM_BITS, calibrate, host_gains, start_thresholds

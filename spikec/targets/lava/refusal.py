@@ -1,6 +1,6 @@
 """The Lava target's refusal: an UnsupportedOp naming the node it cannot map, and what the target maps."""
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.ir import Node
+from spikec.ir.errors import UnsupportedOp
+from spikec.ir.graph import Node
 from spikec.targets.lava.host import HOST
 
 SUPPORTED = ("input (binary or integer spikes, or real values sent as 8-bit graded spikes), lif, intfire (graded or unrolled), silif, csilif, lif_snntorch, "

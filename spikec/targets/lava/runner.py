@@ -112,7 +112,7 @@ JOBS = {"network": network_job, "netx": netx_job, "ttfs": ttfs_job}
 
 
 def _describe(e: BaseException) -> dict:
-    from spikec.compiler.errors import SpikecError
+    from spikec.ir.errors import SpikecError
     if isinstance(e, SpikecError):
         return {"type": type(e).__name__, "what": e.what, "where": e.where, "remedy": e.remedy}
     tb = traceback.format_exception(e)

@@ -21,7 +21,7 @@ float source hides it too. These checks hold the deployment against the float gr
 import numpy as np
 import torch
 
-from spikec.compiler.errors import IRError
+from spikec.ir.errors import IRError
 from spikec.targets.lava import ops as lops
 from spikec.targets.lava.assemble import stream_weights
 from spikec.targets.lava.fixed_point import channel_axis

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from spikec.compiler.errors import IRError
+from spikec.ir.errors import IRError
 from spikec.targets.lava.layout import unfold_data, unfold_state
 from spikec.targets.lava.lower import POPULATION_TYPES, lava_steps
 

@@ -21,8 +21,8 @@ verification inputs as every Lava rewrite.
 """
 import numpy as np
 
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ir.errors import UnsupportedOp
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.ops.neurons import INTFIRE
 from spikec.targets.lava.ops_table import having
 
@@ -79,7 +79,7 @@ def refuse_unbounded(graph: Graph, inputs, reference) -> None:
         return
     values = getattr(reference, "values", {})
     if any(n.name not in values for n in multi):
-        from spikec.compiler.interpreter import run
+        from spikec.core.interpreter import run
         values = run(graph, inputs).values
     n = multi[0]
     peak = int(np.max(np.asarray(values[n.name]), initial=0))

@@ -378,7 +378,7 @@ def run(kind: str, path: Path, spec: dict) -> dict:
     run raises: the runner's SpikecError or ImportError again, anything else as IRError, quoting at most a
     short excerpt of the logs.
     """
-    from spikec.compiler.errors import IRError
+    from spikec.ir.errors import IRError
     with _LOCK:
         pool = _pool()
         pool.jobs += 1
@@ -409,7 +409,7 @@ def _running(pid: int) -> bool:
 
 
 def _outcome(code: int, path: Path) -> dict:
-    from spikec.compiler import errors
+    from spikec.ir import errors
     result = path / RESULT
     if not result.exists():
         how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"

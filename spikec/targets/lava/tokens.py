@@ -22,7 +22,7 @@ rewritten float graph is proven against the given one by ``products.check``, as 
 import numpy as np
 import torch
 
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.ops import OPS, KernelContext
 from spikec.ops.common import bn_scale_shift
 from spikec.ops.registry import infer_type

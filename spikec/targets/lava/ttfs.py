@@ -6,7 +6,7 @@ and only here; everything after this module is integer arithmetic.
 Time. One grid step ``dt = T_w / states`` (``states`` ticks per window, default 64, the first row of the
 ``ttfs.discrete`` table). Every window edge ``t_min``, ``t_max`` must fall on the grid (``k = t / dt``, an
 integer up to 1e-9), else the layer is refused. A spike at time ``t`` is emitted at the first tick at or after
-it (the float simulator's ``dt`` mode: ``spikec.ttfs.simulate``), so it lies in ``[k_min, k_max)``; a
+it (the float simulator's ``dt`` mode: ``spikec.codings.ttfs.simulate``), so it lies in ``[k_min, k_max)``; a
 neuron that would fire at or after ``k_max`` stays silent (it decodes to the bottom of its window).
 
 Neuron (B1 and R-TTFS alike; the R-TTFS offset is in the threshold, passes.md). The continuous crossing is
@@ -28,7 +28,7 @@ the source's spikes arrive at ``k_j + D``.
 
 Refused (UnsupportedOp naming the node): products (a dynamic-weight synapse has no static-synapse form on
 Loihi), delays that are not whole ticks, windows off the grid, several inputs. Pooling, flatten and conv are
-folded into each layer's effective fan-out matrix (``spikec.ttfs.simulate``'s ``_synapses``), lowered as a
+folded into each layer's effective fan-out matrix (``spikec.codings.ttfs.simulate``'s ``_synapses``), lowered as a
 Dense (its non-zero entries are the synapses a conv/sparse encoding would hold).
 """
 import math
@@ -36,10 +36,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.ir import Graph, Node
+from spikec.ir.errors import UnsupportedOp
+from spikec.ir.graph import Graph, Node
 from spikec.targets.lava.fixed_point import full_range, round_weights
-from spikec.ttfs.simulate import _synapses
+from spikec.codings.ttfs.simulate import _synapses
 
 DEFAULT_STATES = 64
 V_LIMIT = 2 ** 23 - 1        # 24-bit signed voltage and current

@@ -144,7 +144,7 @@ def run_lava(net: TTFSNet, in_ticks: np.ndarray, written: tuple | None = None) -
     """Run ``net`` (or the ``written`` ``(network, arrays)`` of its artifacts) on input ticks ``[N, n]`` in a
     supervised Lava session; per layer first ticks and spike counts."""
     import json
-    from spikec.compiler.errors import IRError
+    from spikec.ir.errors import IRError
     from spikec.targets.lava import supervisor
     network, arrays = spec(net) if written is None else written
     lag = {p["name"]: p["lag"] for p in network["layers"]}

@@ -3,7 +3,7 @@
 Independent of the Lava ProcessModel (``ttfs_procs/models.py``), which steps tick by tick; comparing the two
 checks both. Spike times are absolute ticks (``-1``: silent).
 
-Input encoding (host, float64, as ``spikec.ttfs.simulate``'s ``dt`` mode): ``t = t_ref - clip(gain x, lo, hi)``,
+Input encoding (host, float64, as ``spikec.codings.ttfs.simulate``'s ``dt`` mode): ``t = t_ref - clip(gain x, lo, hi)``,
 tick ``k_min + max(0, ceil((t - t_min)/dt - 1e-9))``, silent when that is ``>= k_max``.
 
 A layer: ``q_j = k_min - (k_j + D)`` for a source spike arriving (after its delay ``D``) before ``k_min`` (else 0), ``U = q @ Wint`` (int64),

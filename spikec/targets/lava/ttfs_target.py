@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spikec.compiler.cost import ENERGY_SOURCE, energy_pj
-from spikec.compiler.errors import BadInput
-from spikec.compiler.interpreter import run
+from spikec.core.cost import ENERGY_SOURCE, energy_pj
+from spikec.ir.errors import BadInput
+from spikec.core.interpreter import run
 from spikec.targets import TargetResult
 from spikec.targets.lava import chip
 from spikec.targets.lava import ttfs_reference as ref
@@ -62,7 +62,7 @@ def states_of(graph, options: dict) -> int:
 
 def _data(options: dict, inputs) -> tuple:
     """``(verification [1, N, ...], evaluation inputs [1, M, ...] or None, labels or None)``."""
-    from spikec.ttfs.settings import data_sets, flat, resolve
+    from spikec.codings.ttfs.settings import data_sets, flat, resolve
     model = options.get("model")
     if model is None:
         return flat(inputs), None, None
@@ -92,7 +92,7 @@ def compare(net: TTFSNet, reference: dict, lava: dict) -> dict:
 
 def accuracy_table(graph, states: int, x_eval, labels, x_ver, reference) -> dict:
     """The discretised network vs the continuous-time source, per number of states (integer reference)."""
-    from spikec.ttfs.simulate import simulate
+    from spikec.codings.ttfs.simulate import simulate
     base, xs = ("evaluation", x_eval) if x_eval is not None else ("verification", x_ver)
     exact = run(graph, xs, record="outputs").values if x_eval is not None else reference.values
     name = graph.outputs[0]
@@ -304,7 +304,7 @@ def verify_ttfs_lava(outdir, graph, inputs, reference) -> dict:
                if k not in arrays or k not in fresh_arrays or not np.array_equal(arrays[k], fresh_arrays[k])]
     if fresh != written:
         differs.append("network.json")
-    from spikec.ttfs.settings import flat
+    from spikec.codings.ttfs.settings import flat
     x = flat(inputs)
     ticks = ref.run(net, x)
     result = compare(net, ticks, run_lava(net, ticks[net.input.name], (written, arrays)))   # the files as written
@@ -326,7 +326,7 @@ class TTFSDeployed:
     ``model.ticks(x)`` every layer's spike ticks. The written arrays must be the mapping of ``graph.json``."""
 
     def __init__(self, outdir):
-        from spikec.compiler.serialize import load_graph
+        from spikec.core.serialize import load_graph
         outdir = Path(outdir)
         self.graph = load_graph(outdir)
         written = read_network_json(outdir / "lava")

@@ -13,9 +13,9 @@ from typing import Callable
 
 import numpy as np
 
-from spikec.compiler.errors import IRError
-from spikec.compiler.ir import Graph
-from spikec.compiler.serialize import graph_to_json
+from spikec.ir.errors import IRError
+from spikec.ir.graph import Graph
+from spikec.core.serialize import graph_to_json
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ hard-codes it) in the ``snntorch`` scheme; ``options["nir_consumer"]`` (``any`` 
 ``any``) picks the form a consumer's importer honours (``forms``); ``options["nir_export_dt"]`` overrides the dt.
 ``report.target`` = ``{"name": "nir", "exact", "dt", "scheme", "consumers": {name: {"ran", "spike_exact",
 ...} | {"ran": false, "reason"}}, ...}``; ``ok`` = exact and every consumer that ran matched.
-The NIR frontend (``spikec compile model.nir``) is ``spikec.targets.nir.frontend``.
+The NIR frontend (``spikec compile model.nir``) is ``spikec.frontend.nir_file``.
 """
 import json
 import tempfile
@@ -23,13 +23,13 @@ from pathlib import Path
 import nir
 import numpy as np
 
-from spikec.compiler.checker import Comparison
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.ir import Graph
+from spikec.core.checker import Comparison
+from spikec.ir.errors import UnsupportedOp
+from spikec.ir.graph import Graph
 from spikec.targets import TargetResult, register_target
 from spikec.targets.nir import consumers as consumers_mod
-from spikec.targets.nir import hdf5
-from spikec.targets.nir import interpreter
+from spikec.formats.nir import hdf5
+from spikec.formats.nir import interpreter
 from spikec.targets.nir import reach, readout, recurrent, sinabs_export, variants  # noqa: F401  (lowerings)
 from spikec.targets.nir.export import CONSUMER, DISCRETIZATION, DT, FIRING, SCHEME, export_graph
 

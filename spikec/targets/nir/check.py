@@ -1,8 +1,8 @@
 """``spikec nir-check FILE.nir``: the conformance findings of a file (``conformance``), and whether spikec's
 frontend builds it. Apart from ``conformance`` because it imports the frontend, which imports ``conformance``."""
-from spikec.compiler.errors import SpikecError
-from spikec.targets.nir.conformance import ERROR, INFO, WARNING, finding, nir_diagnostics, read_nir
-from spikec.targets.nir.frontend import load_nir
+from spikec.ir.errors import SpikecError
+from spikec.formats.nir.conformance import ERROR, INFO, WARNING, finding, nir_diagnostics, read_nir
+from spikec.frontend.nir_file import load_nir
 
 READ_VERSIONS = ("1.0.7", "1.0.8")   # tested (tests/targets/nir/test_nir_versions.py); 1.0.8 changed no file field
 

@@ -32,7 +32,7 @@ the user's inputs, in spikec's interpreter and in each consumer.
 import nir
 import numpy as np
 
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.targets.nir import forms
 from spikec.targets.nir.reasons import LIF_SNNTORCH
 

@@ -19,7 +19,8 @@ import nir
 import numpy as np
 import torch
 
-from spikec.targets.nir import hdf5, rockpool_consumer
+from spikec.formats.nir import hdf5
+from spikec.targets.nir import rockpool_consumer
 
 CONSUMERS = ("snntorch", "norse", "sinabs", "spikingjelly", "rockpool")
 # run on the whole batch at once: SpikingJelly's importer adds 1 to a Flatten's dims (it counts the batch dim)
@@ -124,7 +125,7 @@ def executor_limits(graph: nir.NIRGraph) -> list[str]:
     """What ``nirtorch.load`` (Norse, Sinabs, Rockpool) does to a graph whose depth-first preorder is not a
     topological order: a node reads each input not yet computed in this step from the previous step (a join of two
     paths), and the graph returns the output of the last node visited, the Output's only when it is last."""
-    from spikec.targets.nir.interpreter import inline, schedule
+    from spikec.formats.nir.interpreter import inline, schedule
     if any(isinstance(n, nir.NIRGraph) for n in graph.nodes.values()):
         return []
     _, back = schedule(*inline(graph))
@@ -388,7 +389,7 @@ def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape) 
 
     Returns the graph output ``[T, B, *out_shape]`` and the spikes of every hooked neuron ``[T, B, ...]``.
     """
-    from spikec.targets.nir.interpreter import one_thread
+    from spikec.formats.nir.interpreter import one_thread
     graph = hdf5.read(path)
     wanted = _hook_names(graph)
     if consumer == "rockpool":   # Rockpool's modules evolve the whole sequence: one call on [B, T, N]

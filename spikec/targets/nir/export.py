@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 import nir
 import numpy as np
 
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.ir import Graph, Node
+from spikec.ir.errors import UnsupportedOp
+from spikec.ir.graph import Graph, Node
 from spikec.ops.common import bn_scale_shift
 from spikec.targets.nir import composed, forms, structure
 from spikec.ops import OPS

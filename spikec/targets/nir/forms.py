@@ -1,6 +1,6 @@
 """The form a NIR export is written in: its ``dt``, its discretization scheme, and each neuron's parameters.
 
-A graph read from a ``.nir`` file (``spikec.targets.nir.frontend``) records the ``dt`` and scheme it was read at
+A graph read from a ``.nir`` file (``spikec.frontend.nir_file``) records the ``dt`` and scheme it was read at
 on its ``lif``/``delay`` nodes (attrs ``nir_dt``, ``nir_scheme``; ``load_nir`` also in ``graph.meta["nir"]``), and
 is written back at them. A graph traced from PyTorch is written at ``DT = 1e-4`` in the ``snntorch`` scheme.
 
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import nir
 import numpy as np
 
-from spikec.compiler.errors import BadInput, UnsupportedOp
+from spikec.ir.errors import BadInput, UnsupportedOp
 from spikec.targets.nir.reasons import LIF_SINABS, LIF_SJ
 
 DT = 1e-4  # snnTorch's import_from_nir hard-codes it; the default for a graph not read from NIR

@@ -9,7 +9,7 @@
 import nir
 import numpy as np
 
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 
 
 def _refuse(node, why: str):

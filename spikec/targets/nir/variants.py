@@ -8,7 +8,7 @@ variant: the membrane of a subtract-reset neuron: 3.1% of output spikes differ (
 """
 import numpy as np
 
-from spikec.compiler.errors import InternalError, SpikecError, UnsupportedOp
+from spikec.ir.errors import InternalError, SpikecError, UnsupportedOp
 from spikec.targets.nir.reasons import LIF, LIF_SINABS, LIF_SNNTORCH, SYNAPTIC_SNNTORCH
 
 
@@ -87,7 +87,7 @@ def variant_of(graph, export, limit: int = 8):
 
 def measure(graph, variant, inputs, reference) -> str:
     """What ``variant`` changes in the graph outputs on ``inputs``, in words."""
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     trace = run(variant, inputs, record="outputs")
     parts = []
     for o in graph.outputs:

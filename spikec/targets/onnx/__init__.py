@@ -48,16 +48,17 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from spikec.compiler.checker import Comparison
-from spikec.compiler.errors import BadInput, UnsupportedOp
-from spikec.compiler.interpreter import Trace, read_last
-from spikec.compiler.ir import Graph
-from spikec.compiler.verify import verify
+from spikec.core.checker import Comparison
+from spikec.ir.errors import BadInput, UnsupportedOp
+from spikec.core.interpreter import Trace, read_last
+from spikec.ir.graph import Graph
+from spikec.core.verify import verify
 from spikec.ops import OPS
 from spikec.targets import TargetResult, register_target
 from spikec.targets.onnx.builder import BATCH, DTYPES, IR_VERSION, OPSET, Builder, where
 from spikec.targets.onnx import framework_emitters  # noqa: F401  (registers the frameworks' neurons)
 from spikec.targets.onnx import sinabs_sj_emitters  # noqa: F401  (Sinabs's and SpikingJelly's nonlinear neurons)
+from spikec.targets.onnx import ttfs  # noqa: F401  (the TTFS coding's ops; was registered by spikec.ttfs)
 from spikec.targets.onnx import aten_emitters  # noqa: F401  (the ATen capture's ops: GELU, where, ...)
 from spikec.targets.onnx import time_emitters  # noqa: F401  (read-outs over time: x.mean(0))
 from spikec.targets.onnx import sessions

@@ -17,8 +17,8 @@ import math
 
 import numpy as np
 
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.ir import Node
+from spikec.ir.errors import UnsupportedOp
+from spikec.ir.graph import Node
 from spikec.targets.onnx.builder import Builder, where
 from spikec.targets.onnx.emitters import emitter, im2col_conv
 

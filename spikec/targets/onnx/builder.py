@@ -11,8 +11,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from spikec.compiler.errors import BadInput
-from spikec.compiler.ir import Graph, Node
+from spikec.ir.errors import BadInput
+from spikec.ir.graph import Graph, Node
 
 OPSET = 21          # ai.onnx opset: Split(num_outputs) >= 18, Pad(axes) >= 18; onnxruntime 1.32 runs 21
 IR_VERSION = 10     # the ONNX IR version that goes with opset 21

@@ -18,8 +18,8 @@ from typing import Callable
 import numpy as np
 from onnx import numpy_helper
 
-from spikec.compiler.errors import BadInput
-from spikec.compiler.ir import Node
+from spikec.ir.errors import BadInput
+from spikec.ir.graph import Node
 from spikec.ops.common import bn_scale_shift, dynamics_key
 from spikec.ops.pooling import pool_attrs
 from spikec.targets.onnx.builder import Builder, where

@@ -25,7 +25,7 @@ This module registers into ``emitters.EMITTERS``; ``spikec.targets.onnx`` import
 import numpy as np
 from onnx import numpy_helper
 
-from spikec.compiler.ir import Node
+from spikec.ir.graph import Node
 from spikec.targets.onnx.builder import Builder
 from spikec.targets.onnx.emitters import emitter, im2col_conv
 

@@ -22,8 +22,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from spikec.compiler.errors import BadInput, InternalError
-from spikec.compiler.ir import Graph
+from spikec.ir.errors import BadInput, InternalError
+from spikec.ir.graph import Graph
 from spikec.targets.onnx.builder import BATCH, IR_VERSION, OPSET, where
 from spikec.targets.onnx.streaming import export_step, input_names, refusal, table_rows
 

@@ -16,7 +16,7 @@ never the reverse).
 import numpy as np
 from onnx import TensorProto
 
-from spikec.compiler.ir import Node
+from spikec.ir.graph import Node
 from spikec.targets.onnx.builder import Builder
 from spikec.targets.onnx.emitters import emitter
 

@@ -43,10 +43,10 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from spikec.compiler.checker import Comparison
-from spikec.compiler.errors import BadInput, UnsupportedOp
-from spikec.compiler.interpreter import Trace
-from spikec.compiler.ir import Graph, Node
+from spikec.core.checker import Comparison
+from spikec.ir.errors import BadInput, UnsupportedOp
+from spikec.core.interpreter import Trace
+from spikec.ir.graph import Graph, Node
 from spikec.ops import OPS, facts
 from spikec.ops.neurons import INTFIRE_UNROLLED, SUBSTEP_SUM
 from spikec.targets.onnx.builder import BATCH, IR_VERSION, OPSET, Builder, where

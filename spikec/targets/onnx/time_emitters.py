@@ -7,7 +7,7 @@ This module registers into ``emitters.EMITTERS``; ``emitters.py``'s importer (``
 """
 import onnx
 
-from spikec.compiler.ir import Node
+from spikec.ir.graph import Node
 from spikec.targets.onnx.builder import Builder
 from spikec.targets.onnx.emitters import emitter
 

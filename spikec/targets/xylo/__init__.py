@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spikec.compiler.errors import BadInput
-from spikec.compiler.interpreter import Trace
-from spikec.compiler.ir import Graph
+from spikec.ir.errors import BadInput
+from spikec.core.interpreter import Trace
+from spikec.ir.graph import Graph
 from spikec.targets import TargetResult, register_target
 from spikec.targets.xylo import decays, energy, exact, simulate
 from spikec.targets.xylo._shim import shimmed

@@ -9,8 +9,8 @@ further reasons too (``simulate.APPROXIMATIONS``).
 """
 import numpy as np
 
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Graph
+from spikec.core.interpreter import run
+from spikec.ir.graph import Graph
 
 
 def _chip_decay(dash) -> np.ndarray:

@@ -14,8 +14,8 @@ network beyond the chip's limits, is refused by name.
 """
 import numpy as np
 
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Graph, TensorType
+from spikec.core.interpreter import run
+from spikec.ir.graph import Graph, TensorType
 from spikec.targets.xylo.limits import Chip
 from spikec.targets.xylo.mapper import refuse
 

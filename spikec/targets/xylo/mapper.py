@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.ir import Graph, Node
+from spikec.ir.errors import UnsupportedOp
+from spikec.ir.graph import Graph, Node
 from spikec.targets.xylo.limits import Chip
 
 HIDDEN_OPS = ("lif_snntorch", "rleaky_snntorch", "synaptic_snntorch")

@@ -3,7 +3,7 @@ by sample, and compare every recorded state bit for bit; compare the chip's spik
 approximate: the float network and the integer chip differ by construction, see ``APPROXIMATIONS``)."""
 import numpy as np
 
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 from spikec.targets.xylo import reference
 from spikec.targets.xylo._shim import import_xylosim
 

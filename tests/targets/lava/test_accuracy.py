@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from spikec.app.driver import CompileOptions, compile_model
-from spikec.compiler.interpreter import run
+from spikec.core.interpreter import run
 from spikec.targets.lava import deploy
 
 DIGITS = Path(__file__).resolve().parents[3] / "examples" / "digits"

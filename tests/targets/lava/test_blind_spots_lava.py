@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 import spikec.nn as snn
-from spikec.compiler.interpreter import run
+from spikec.core.interpreter import run
 from spikec.targets.lava import deploy, lava_available
 from spikec.targets.lava.ops import with_readouts
 
@@ -29,7 +29,7 @@ needs_lava = pytest.mark.skipif(lava_available() is not None, reason=f"Lava unav
 
 
 def _passes(model, x, shape, kind="binary"):
-    from spikec.compiler.passes import run_passes
+    from spikec.core.passes import run_passes
     from spikec.frontend import trace
     from spikec.passes import select
     g = trace(model, shape, input_kind=kind)
@@ -139,7 +139,7 @@ def test_a_norse_subtract_reset_with_a_leak_is_refused_by_name(v_leak):
     """LIFBox with reset_subtract: the state is shifted by v_leak, so Lava's subtract of the threshold is wrong."""
     norse = pytest.importorskip("norse.torch", reason="Norse is an optional extra")
     from norse.torch.functional.reset import reset_subtract
-    from spikec.compiler.errors import UnsupportedOp
+    from spikec.ir.errors import UnsupportedOp
     from spikec.frontend.stepping import adapt
     torch.manual_seed(0)
     p = norse.LIFBoxParameters(tau_mem_inv=torch.tensor(250.0), v_leak=torch.tensor(v_leak),

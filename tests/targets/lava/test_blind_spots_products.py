@@ -5,8 +5,8 @@ report's counts (spikes, synaptic operations, host multiply-accumulates) against
 import numpy as np
 import pytest
 
-from spikec.compiler.builder import GraphBuilder
-from spikec.compiler.interpreter import run
+from spikec.core.builder import GraphBuilder
+from spikec.core.interpreter import run
 from spikec.targets.lava import deploy, products
 from spikec.targets.lava.ops import with_readouts
 
@@ -149,7 +149,7 @@ def test_the_rewrite_check_needs_every_output_equal():
 
 def test_physical_steps_are_counted_once_for_a_sub_step_population():
     """An unrolled integer neuron runs 3 Lava sub-steps per physical step: the report still counts T steps."""
-    from spikec.compiler.verify import verify
+    from spikec.core.verify import verify
     from spikec.passes.unroll_virtual_steps import unroll_virtual_steps
     r = np.random.default_rng(0)
     b = GraphBuilder((12,), "binary", "input")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 from spikec.targets.lava import chip_limits
 from spikec.targets.lava.chip_limits import Limits
 from spikec.targets.lava.cores import plan_placement, populations
@@ -32,7 +32,7 @@ def deployed():
     """conv_mixed (stride, padding, dilation, groups, a flattened dense head) quantized and lowered for Lava, and
     its integer reference's run on random spikes."""
     import spikec
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava import deploy
     from spikec.targets.lava.limits import int_inputs
     from spikec.targets.lava.ops import with_readouts

@@ -6,7 +6,7 @@ end to end (chip-ready, ``spikec verify`` passes); a bias no two Dense terms hol
 import numpy as np
 import pytest
 
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.targets.lava import chip, current_bias, lava_available
 from spikec.targets.lava import ops as lops
 from spikec.targets.lava.lower import lower
@@ -51,7 +51,7 @@ def _conv_graph(bias_u) -> Graph:
 
 
 def _lava_vs_reference(q: Graph, x: np.ndarray) -> dict:
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava.compare import compare
     from spikec.targets.lava.simulate import run_lava
     net, arrays = lower(q)
@@ -121,7 +121,7 @@ def test_lavas_lif_with_its_bias_dense_is_bit_exact_and_the_fallback_too():
     q = _graph([40, -25, 120, 7], depth=2)
     net, arrays = lower(q)
     net["connections"] = [c for c in net["connections"] if c["src"] != "n1.current_bias0"]
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava.compare import compare
     from spikec.targets.lava.simulate import run_lava
     trace = run(lops.with_readouts(q), {"x": x}, integer=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.targets.lava import lava_available
 
 REASON = lava_available()
@@ -99,9 +99,9 @@ def test_spikingjelly_example_network_is_bit_exact(tmp_path):
 def _lava_lif(reset, x, vth=1, fire="gt", dv=0):
     """The integer reference lava_lif on one neuron: (spikes, membrane, v) as lists."""
     import torch
-    from spikec.compiler.ir import Node, TensorType
-    from spikec.compiler.interpreter import run
-    from spikec.compiler.ir import Graph
+    from spikec.ir.graph import Node, TensorType
+    from spikec.core.interpreter import run
+    from spikec.ir.graph import Graph
     from spikec.targets.lava.ops import with_readouts
     p = {"du": np.int64(4095), "dv": np.int64(dv), "vth": np.int64(vth), "bias_mant": np.int64(0),
          "bias_exp": np.int64(0)}

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.targets.lava import lava_available
 
 REASON = lava_available()
@@ -44,8 +44,8 @@ CASES = {  # factory: (input step shape, {population: (float op, recurrence, Lav
 def _integer_spikes(graph, x, zero_rec=False):
     """The integer reference's output spikes of ``graph`` deployed as the target deploys it; ``zero_rec`` runs it
     again with every recurrent weight zeroed."""
-    from spikec.compiler.interpreter import run
-    from spikec.compiler.ir import Graph
+    from spikec.core.interpreter import run
+    from spikec.ir.graph import Graph
     from spikec.targets.lava import deploy
     name = graph.inputs[0].name
     q = deploy(graph, {name: x})[0].graph
@@ -103,8 +103,8 @@ def test_zeroed_recurrent_weights_change_the_float_source(factory):
 def _one_neuron(x, w, reset="zero"):
     """The integer reference lava_lif on one neuron with a self-synapse of weight ``w``: (spikes, v)."""
     import torch
-    from spikec.compiler.interpreter import run
-    from spikec.compiler.ir import Graph, Node, TensorType
+    from spikec.core.interpreter import run
+    from spikec.ir.graph import Graph, Node, TensorType
     from spikec.targets.lava.ops import with_readouts
     p = {"du": np.int64(4095), "dv": np.int64(0), "vth": np.int64(1), "bias_mant": np.int64(0),
          "bias_exp": np.int64(0), "rec_weight": np.array([[w]], dtype=np.int64)}

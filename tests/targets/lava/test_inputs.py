@@ -1,11 +1,11 @@
-"""One reader of run inputs (``spikec.compiler.interpreter.as_inputs``): the interpreter and the Lava target's
+"""One reader of run inputs (``spikec.core.interpreter.as_inputs``): the interpreter and the Lava target's
 integer inputs accept and refuse the same inputs with the same words; Lava then adds its own value checks."""
 import numpy as np
 import pytest
 
-from spikec.compiler.builder import GraphBuilder
-from spikec.compiler.errors import BadInput
-from spikec.compiler.interpreter import as_inputs, run
+from spikec.core.builder import GraphBuilder
+from spikec.ir.errors import BadInput
+from spikec.core.interpreter import as_inputs, run
 from spikec.targets.lava.limits import int_inputs
 
 

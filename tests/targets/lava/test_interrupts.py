@@ -36,7 +36,7 @@ MIN_MEMBERS = 8      # supervisor, runner, Lava's runtime service, workers and m
 SCRIPT = r'''
 import signal, sys
 import numpy as np
-from spikec.compiler.errors import Interrupted, SpikecError
+from spikec.ir.errors import Interrupted, SpikecError
 from spikec.targets.lava.simulate import run_lava
 
 def term(signum, frame):

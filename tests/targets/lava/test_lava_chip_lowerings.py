@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from spikec.compiler.interpreter import run
+from spikec.core.interpreter import run
 from spikec.targets.lava import chip_variant, lava_available
 
 REASON = lava_available()

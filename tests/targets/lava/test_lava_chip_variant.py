@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spikec.compiler.errors import BadInput
-from spikec.compiler.interpreter import run
+from spikec.ir.errors import BadInput
+from spikec.core.interpreter import run
 from spikec.targets import get_target
 from spikec.targets.lava import chip_variant, lava_available
 

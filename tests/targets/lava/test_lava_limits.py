@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 from spikec.frontend import trace
 from spikec.targets.lava import _int_inputs, deploy
 from spikec.targets.lava.limits import describe, int_inputs, to_int

@@ -71,7 +71,7 @@ def test_integer_neurons_unrolled_over_sub_steps(intfire_both):
     starts = t["schedule"]["starts"]
     assert starts["layers.3"] == starts["layers.1"] + 4 and starts["layers.5"] == starts["layers.3"] + 3
     # same float network, two lowerings: the unrolled counts are the graded payloads, step by step
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava import deploy
     x = unrolled.io["input"].astype(np.int64)
     qg, qu = deploy(graded.graph, x)[0].graph, deploy(unrolled.graph, x)[0].graph
@@ -209,7 +209,7 @@ def test_verify_rereads_a_written_host_and_sub_step_network(tmp_path):
     ("with_graded_maxpool", "none", "layers.2.0", "a max, not an OR"),
 ])   # (a product of two spike tensors maps now: AND neurons, tests/targets/lava/test_sdna_sdt_lava.py)
 def test_refusals_name_the_node(factory, passes, node, why):
-    from spikec.compiler.errors import SpikecError
+    from spikec.ir.errors import SpikecError
     with pytest.raises(SpikecError) as e:
         compile_fixture(factory, batch=1, passes=passes)
     assert why in str(e.value) and (not node or repr(node) in str(e.value))
@@ -217,7 +217,7 @@ def test_refusals_name_the_node(factory, passes, node, why):
 
 def test_a_failing_lava_process_raises_instead_of_hanging():
     """Lava waits forever when a ProcessModel raises; spikec's models finish the step, log, and run_lava raises."""
-    from spikec.compiler.errors import IRError
+    from spikec.ir.errors import IRError
     from spikec.targets.lava.simulate import run_lava
     net = {"inputs": [{"name": "input", "ir_shape": [3], "lava_shape": [3], "num_message_bits": 0}],
            "processes": [{"name": "host0", "type": "Host", "start": 0, "latency": 0, "period": 1, "emit": 1,

@@ -64,8 +64,8 @@ def test_multispike_is_refused_with_the_count_it_reaches():
 
 
 def test_refusal_names_the_count_and_the_remedy():
-    from spikec.compiler.errors import UnsupportedOp
-    from spikec.compiler.interpreter import run
+    from spikec.ir.errors import UnsupportedOp
+    from spikec.core.interpreter import run
     from spikec.frontend import trace
     graph = trace(_net(MultiSpike), (12,))
     x = _x() * 3

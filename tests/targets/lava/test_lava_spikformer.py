@@ -99,7 +99,7 @@ def test_blocking_processes_are_named_with_a_remedy_in_report_and_summary(tmp_pa
 def test_tokenwise_rewrite_computes_the_given_graph(tmp_path):
     """Before/after: the rewritten float graph (block-diagonal Dense, BatchNorm folded, flat populations) computes
     the traced graph's outputs; the neurons become vectors, read back through views."""
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava import products, tokens
     c = _compile("spikformer", tmp_path, target="none")
     g = c.graph
@@ -116,7 +116,7 @@ def test_tokenwise_rewrite_computes_the_given_graph(tmp_path):
 
 
 def test_kron_of_a_tokenwise_linear_is_block_diagonal():
-    from spikec.compiler.ir import Graph, Node, TensorType
+    from spikec.ir.graph import Graph, Node, TensorType
     from spikec.targets.lava import tokens
     w, b = np.arange(6.0).reshape(2, 3), np.array([1.0, -1.0])
     x = Node("x", "input", (), TensorType((4, 3), "binary"))
@@ -128,7 +128,7 @@ def test_kron_of_a_tokenwise_linear_is_block_diagonal():
 
 @needs_lava
 def test_a_tokenwise_linear_too_large_for_one_dense_is_refused_by_name(tmp_path, monkeypatch):
-    from spikec.compiler.errors import UnsupportedOp
+    from spikec.ir.errors import UnsupportedOp
     from spikec.targets.lava import tokens
     monkeypatch.setattr(tokens, "MAX_WEIGHTS", 100)
     with pytest.raises(UnsupportedOp, match=r"attn\.q\.linear.*not a vector"):

@@ -10,7 +10,7 @@ from torch import nn
 
 import spikec
 import spikec.nn as snc
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.targets.lava import lava_available
 
 REASON = lava_available()

@@ -63,7 +63,7 @@ def test_both_neuron_processes_and_traps_in_one_compile():
 def _hand_network():
     """An integer network Lava's LIF runs as is: du = 0 (current carried, 1/4096 leak), du = -1 (integrator),
     dv = 0 (IF), a bias with exponent, odd weights in 2w form, an excitatory layer, soft and hard reset."""
-    from spikec.compiler.ir import Graph, Node, TensorType
+    from spikec.ir.graph import Graph, Node, TensorType
     rng = np.random.default_rng(7)
     w1 = 2 * rng.integers(-128, 128, (6, 10))
     w2 = rng.integers(0, 256, (4, 6))
@@ -84,7 +84,7 @@ def _hand_network():
 
 
 def test_lava_arithmetic_reproduced_by_the_integer_reference():
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava.compare import compare
     from spikec.targets.lava.lower import lower
     from spikec.targets.lava.ops import with_readouts
@@ -137,7 +137,7 @@ def test_corrupted_weight_fails_verification_naming_the_layer(tmp_path):
     params = out / "lava" / "params.npz"
     with np.load(params) as z:
         arrays = {k: z[k] for k in z.files}
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava import load_deployed
     q = load_deployed(out)[0]
     fired = run(q, x.astype(np.int64), integer=True).values["layers.1"].sum((0, 1))

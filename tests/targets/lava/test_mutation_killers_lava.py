@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from spikec.app.driver import CompileOptions, compile_model
-from spikec.compiler.interpreter import run
+from spikec.core.interpreter import run
 from spikec.targets.lava import _int_inputs, deploy
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

@@ -118,7 +118,7 @@ def test_run_equals_the_integer_reference_batched(batched_runs, factory):
     runs, r = batched_runs
     assert r.returncode == 0, r.stderr[-3000:]
     out, y_file = runs[factory]
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava import load_deployed
     from spikec.targets.lava.ops import with_readouts
     q, spec, _ = load_deployed(out)
@@ -182,7 +182,7 @@ def test_an_image_input_read_flattened_by_a_dense(tmp_path):
 
 
 def test_a_network_runs_once_and_checks_its_batch(tmp_path):
-    from spikec.compiler.errors import BadInput
+    from spikec.ir.errors import BadInput
     from spikec.targets.lava import network
     out = compiled(tmp_path, "dense_soft")
     net = network(out, batch=2)

@@ -7,8 +7,8 @@ spatial slice is left as it is (the mapping refuses it)."""
 import numpy as np
 import pytest
 
-from spikec.compiler.builder import GraphBuilder
-from spikec.compiler.interpreter import run
+from spikec.core.builder import GraphBuilder
+from spikec.core.interpreter import run
 from spikec.targets.lava.placement import PLACEMENT, split
 
 RNG = np.random.default_rng(11)

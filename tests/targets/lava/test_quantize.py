@@ -13,9 +13,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from spikec.compiler.errors import IRError, UnsupportedOp
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ir.errors import IRError, UnsupportedOp
+from spikec.core.interpreter import run
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.targets.lava import layout, ops as lops
 from spikec.targets.lava.calibrate import measure
 from spikec.targets.lava.fixed_point import bias_mant_exp
@@ -131,7 +131,7 @@ def _fixture():
 
 def _float_graph(factory, batch=3, seed=0, passes="default"):
     from spikec.frontend import trace
-    from spikec.compiler.passes import run_passes
+    from spikec.core.passes import run_passes
     from spikec.passes import select
     model = getattr(_fixture(), factory)().eval()
     x = (np.random.default_rng(seed).random((model.steps, batch, *model.input_shape)) < 0.3).astype(np.float64)

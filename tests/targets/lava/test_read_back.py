@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from spikec.compiler.errors import IRError
+from spikec.ir.errors import IRError
 from spikec.targets.lava import lava_available
 
 REASON = lava_available()
@@ -64,7 +64,7 @@ def test_a_membrane_read_compiles_and_reads_back_through_verify_and_load(tmp_pat
     import spikec
     from spikec.app.driver import write_outdir
     from spikec.app.verify import verify_outdir
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava import choose_deployment, load_deployed
     from spikec.targets.lava.ops import output_of
     c = _compiled(module, "lava")
@@ -134,8 +134,8 @@ def test_a_lava_directory_that_reads_back_otherwise_is_a_compiler_bug(tmp_path):
 def test_a_wrong_products_rewrite_fails_the_lava_verdict(monkeypatch):
     """The AND population reads operand a twice (a AND a = a, not a * b): Lava runs the rewritten graph bit-exact
     against its own integer reference, and only the rewrite's proof sees it."""
-    from spikec.compiler.interpreter import run
-    from spikec.compiler.ir import Graph
+    from spikec.core.interpreter import run
+    from spikec.ir.graph import Graph
     from spikec.targets.lava import compile_lava, products
     from test_sdna_sdt_lava import _product_graph
     honest = products.prepare

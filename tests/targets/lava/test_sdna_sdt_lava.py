@@ -113,7 +113,7 @@ def _product_model(seed):
 
 
 def _product_graph(batch=4, seed=0, density=0.5):
-    from spikec.compiler.passes import run_passes
+    from spikec.core.passes import run_passes
     from spikec.frontend import trace
     from spikec.passes import select
     model = _product_model(seed)
@@ -126,7 +126,7 @@ def _product_graph(batch=4, seed=0, density=0.5):
 def test_binary_product_is_an_and_population_exact_in_the_integer_reference():
     """``la * lb`` of two LIF spike tensors: one AND neuron per element, fed by weight-1 synapses; in the integer
     reference its spikes are the product of the two populations' spikes, on random inputs."""
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava import deploy, products
     from spikec.targets.lava.ops import with_readouts
     g, x = _product_graph(batch=6, seed=1)
@@ -143,7 +143,7 @@ def test_binary_product_is_an_and_population_exact_in_the_integer_reference():
 
 
 def test_binary_product_runs_bit_exact_in_lava_and_is_chip_ready():
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava import compile_lava
     g, x = _product_graph(batch=3, seed=2)
     t = compile_lava(g, x, run(g, x), {}).report
@@ -216,7 +216,7 @@ def test_conv_groups_beyond_int8_are_chunked_and_refused():
     """Lava 0.10's Conv keeps ``groups`` in an int8 Var: 128 groups (16 channels x 8 samples side by side, as the
     full SDNA inputs fold) wrap to -128 and the Conv sends nothing. Spikec runs at most 127 // groups samples per
     network, and refuses to build a Conv beyond it."""
-    from spikec.compiler.errors import BadInput
+    from spikec.ir.errors import BadInput
     from spikec.targets.lava.build import _build_synapse
     from spikec.targets.lava.simulate import MAX_CONV_GROUPS, batch_chunk
     assert _or_window_in_lava(127)[1:].min() > 0 and _or_window_in_lava(128).sum() == 0
@@ -236,7 +236,7 @@ def test_a_binary_product_too_large_for_and_neurons_goes_to_the_host(monkeypatch
     prep = products.prepare(g)
     assert [p["runs"] for p in prep.products] == ["host"] and "5 AND neurons" in prep.products[0]["why"]
     mul = next(n for n in g.nodes if n.op == "mul").name
-    from spikec.compiler.errors import UnsupportedOp
+    from spikec.ir.errors import UnsupportedOp
     with pytest.raises(UnsupportedOp) as e:   # a host value is not recorded as a graph output: refused, by name
         deploy(g, x)
     assert repr(mul) in str(e.value)

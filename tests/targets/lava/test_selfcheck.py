@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import spikec.targets.lava as lava_target
-from spikec.compiler.interpreter import run
+from spikec.core.interpreter import run
 from spikec.targets.lava import _int_inputs, assemble, deploy, fixed_point, lava_available
 from spikec.targets.lava.ops import with_readouts
 from spikec.targets.lava.selfcheck import check_readouts, run_checks

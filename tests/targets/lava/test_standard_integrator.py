@@ -7,7 +7,7 @@ through a Dense (current_bias.py)."""
 import numpy as np
 import pytest
 
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.targets.lava import chip, lava_available, standard_integrator
 from spikec.targets.lava import ops as lops
 from spikec.targets.lava.lower import lower
@@ -101,7 +101,7 @@ def test_beyond_the_top_or_without_a_bound_it_stays_spikec_lif_and_says_why():
 
 
 def _lava_vs_reference(q: Graph, x: np.ndarray, force: bool = False, monkeypatch=None) -> dict:
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava.compare import compare
     from spikec.targets.lava.simulate import run_lava
     if force:   # pretend v's limit were higher: Lava's LIF is then used where it fires
@@ -158,7 +158,7 @@ def test_snntorch_membrane_readout_without_reset_is_lavas_lif(tmp_path):
     pytest.importorskip("snntorch")
     from pathlib import Path
     from spikec.app.driver import CompileOptions, compile_model
-    from spikec.compiler.errors import UnsupportedOp
+    from spikec.ir.errors import UnsupportedOp
     models = Path(__file__).resolve().parent / "integrator_models.py"
     np.savez(tmp_path / "x.npz", input=(np.random.default_rng(0).random((8, 3, 12)) < 0.5).astype(np.float64))
     opts = lambda f: CompileOptions(f"{models}:{f}", inputs=str(tmp_path / "x.npz"), stepping="step", target="lava")

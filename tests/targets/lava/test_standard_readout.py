@@ -5,7 +5,7 @@ schedule, a host value into the port and a process reading the value keep it too
 import numpy as np
 import pytest
 
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.targets.lava import chip, lava_available, standard_readout
 from spikec.targets.lava.lower import lower
 
@@ -79,7 +79,7 @@ def test_a_reader_or_a_host_value_keeps_the_readout():
 
 
 def _lava_vs_reference(q: Graph, x: np.ndarray, force: bool = False, monkeypatch=None) -> dict:
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava.compare import compare
     from spikec.targets.lava.simulate import run_lava
     if force:   # pretend the range were wider: the LIF is then used where u wraps

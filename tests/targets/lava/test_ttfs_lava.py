@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 import spikec
-from spikec.compiler.errors import BadInput, UnsupportedOp
+from spikec.ir.errors import BadInput, UnsupportedOp
 from spikec.targets.lava import lava_available
 from spikec.targets.lava import ttfs_reference as ref
 from spikec.targets.lava.ttfs import map_ttfs
 from spikec.targets.lava.ttfs_lava import run_lava
 from spikec.targets.lava.ttfs_target import compare, states_of
-from spikec.ttfs.simulate import simulate
+from spikec.codings.ttfs.simulate import simulate
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "ttfs"
 pytestmark = pytest.mark.skipif(lava_available() is not None, reason=f"Lava unavailable: {lava_available()}")
@@ -184,7 +184,7 @@ def test_verify_reruns_the_written_network_and_catches_a_tampered_one(mlp, tmp_p
 
 
 def test_the_weight_exponent_keeps_voltages_within_24_bits_or_the_layer_is_refused():
-    from spikec.compiler.ir import Node, TensorType
+    from spikec.ir.graph import Node, TensorType
     from spikec.targets.lava.fixed_point import full_range
     from spikec.targets.lava.ttfs import V_LIMIT, _exponent, _v_bound
     node = Node("l", "ttfs_fire", (), TensorType((8,)))
@@ -215,7 +215,7 @@ def test_residual_delays_run_through_relays_bit_exactly():
     from torch import nn
     from spikec.frontend import trace
     from spikec.targets.lava.ttfs_target import processes
-    from spikec.ttfs.timing import assign_ttfs_timing
+    from spikec.codings.ttfs.timing import assign_ttfs_timing
 
     class ResMLP(nn.Module):
         def __init__(self):

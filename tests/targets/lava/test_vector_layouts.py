@@ -27,7 +27,7 @@ def test_folded_data_fits_the_folded_process_and_unfolds_back(shape):
 
 
 def _graph(model, x):
-    from spikec.compiler.passes import run_passes
+    from spikec.core.passes import run_passes
     from spikec.frontend import trace
     from spikec.passes import select
     g = trace(model.eval(), tuple(x.shape[2:]), input_kind="binary")
@@ -35,7 +35,7 @@ def _graph(model, x):
 
 
 def _bit_exact_in_lava(model, shape, steps=4, batch=3):
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.lava import compile_lava
     x = (np.random.default_rng(1).random((steps, batch, *shape)) < 0.4).astype(np.float64)
     g = _graph(model, x)

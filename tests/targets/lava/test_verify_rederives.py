@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(REASON is not None, reason=f"Lava does not impor
 def test_a_consistent_rewrite_of_the_deployment_is_caught(tmp_path):
     from test_lava_target import compile_fixture
     from spikec.app.driver import write_outdir
-    from spikec.compiler.serialize import save_graph
+    from spikec.core.serialize import save_graph
     from spikec.targets.lava import load_deployed, verify_lava
     from spikec.targets.lava.lower import lower, save_network
     c = compile_fixture("dense_soft", seed=9)

@@ -121,5 +121,5 @@ def write_snntorch_file(path):
 
 def snntorch_file():
     """The checked-in snnTorch-written NIR file as a model (the NIR frontend's module)."""
-    from spikec.targets.nir.frontend import nir_model
+    from spikec.frontend.nir_file import nir_model
     return nir_model(GOLDEN / "snntorch_conv.nir")

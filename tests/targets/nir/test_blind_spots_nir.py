@@ -1,4 +1,4 @@
-"""NIR CubaLIF read as snnTorch's Synaptic / RSynaptic (``spikec/targets/nir/cuba.py``), driven with the parameters
+"""NIR CubaLIF read as snnTorch's Synaptic / RSynaptic (``spikec/formats/nir/cuba.py``), driven with the parameters
 that trigger each rule: a decay of exactly 0 (tau = dt) is Synaptic's, a leak, a negative threshold are not, and a
 feedback Linear that another node also reads is no RSynaptic recurrence. On the NIR paper's Braille RNN file."""
 from pathlib import Path
@@ -8,8 +8,8 @@ import pytest
 
 nir = pytest.importorskip("nir")
 
-from spikec.compiler.errors import UnsupportedOp  # noqa: E402
-from spikec.targets.nir.frontend import DT, load_nir  # noqa: E402
+from spikec.ir.errors import UnsupportedOp  # noqa: E402
+from spikec.frontend.nir_file import DT, load_nir  # noqa: E402
 
 PAPER = Path(__file__).resolve().parents[2] / "fixtures" / "nir_paper" / "braille_noDelay_noBias_subtract.nir"
 

@@ -14,10 +14,10 @@ import torch
 from click.testing import CliRunner
 
 from spikec.app.cli import main
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 from spikec.targets.nir.check import check_file
-from spikec.targets.nir.conformance import nir_diagnostics, read_nir
-from spikec.targets.nir.frontend import load_nir, nir_model
+from spikec.formats.nir.conformance import nir_diagnostics, read_nir
+from spikec.frontend.nir_file import load_nir, nir_model
 
 PAPER = Path(__file__).resolve().parents[2] / "fixtures" / "nir_paper"
 DT = 1e-4

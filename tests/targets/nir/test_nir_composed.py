@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.targets.nir import composed, consumers
-from spikec.targets.nir import interpreter
+from spikec.formats.nir import interpreter
 
 snn = pytest.importorskip("snntorch")
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.targets.nir import composed, consumers
 
 pytest.importorskip("norse.torch")

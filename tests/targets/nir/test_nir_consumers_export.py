@@ -10,14 +10,15 @@ import nir
 import numpy as np
 import pytest
 
-from spikec.compiler.errors import BadInput
-from spikec.compiler.interpreter import run
+from spikec.ir.errors import BadInput
+from spikec.core.interpreter import run
 from spikec.frontend import ConvertContext
-from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.verify import verify
-from spikec.targets.nir import composed, consumers, interpreter, nir_target
+from spikec.ir.graph import Graph, Node, TensorType
+from spikec.core.verify import verify
+from spikec.targets.nir import composed, consumers, nir_target
+from spikec.formats.nir import interpreter
 from spikec.targets.nir.export import export_graph
-from spikec.targets.nir.frontend import load_nir
+from spikec.frontend.nir_file import load_nir
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parents[1] / "fixtures" / "nir_paper"

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from spikec.app.driver import CompileOptions, compile_model
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.frontend import ConvertContext
-from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.interpreter import run
+from spikec.ir.graph import Graph, Node, TensorType
+from spikec.core.interpreter import run
 from spikec.targets.nir import check_file
 from spikec.targets.nir.export import DT, export, export_graph, tau_for, threshold_for
 

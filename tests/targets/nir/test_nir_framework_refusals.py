@@ -6,8 +6,8 @@ and reproduces the interpreter, and every framework setting it names for NIR com
 import numpy as np
 import pytest
 
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.interpreter import run
+from spikec.ir.errors import UnsupportedOp
+from spikec.core.interpreter import run
 from spikec.targets import coverage
 from spikec.targets.nir import export as nir_export
 from spikec.targets.onnx import check_model_against, export as onnx_export

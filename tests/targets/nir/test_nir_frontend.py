@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from spikec.compiler.checker import compare_graphs, compare_with_torch
+from spikec.core.checker import compare_graphs, compare_with_torch
 from spikec.app.cli import main
-from spikec.compiler.errors import BadInput, UnsupportedOp
+from spikec.ir.errors import BadInput, UnsupportedOp
 from spikec.frontend import ConvertContext, trace
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Graph, Node, TensorType
-from spikec.compiler.verify import verify
+from spikec.core.interpreter import run
+from spikec.ir.graph import Graph, Node, TensorType
+from spikec.core.verify import verify
 from spikec.targets.nir import check_file
-from spikec.targets.nir import interpreter as nir_interp
+from spikec.formats.nir import interpreter as nir_interp
 from spikec.targets.nir.export import export_graph
-from spikec.targets.nir.frontend import load_nir, nir_model
+from spikec.frontend.nir_file import load_nir, nir_model
 
 HERE = Path(__file__).resolve().parent
 MODELS = HERE / "models.py"
@@ -122,7 +122,7 @@ def random_network(seed: int) -> Graph:
 @pytest.mark.parametrize("seed", range(6))
 def test_round_trip_on_random_networks(seed, tmp_path):
     """A subtract-reset lif is written as the CubaLIF reset cycle (``composed.lif_subtract``) and read back as a
-    subtract-reset lif (``membrane_cycles``), in both schemes."""
+    subtract-reset lif (``spikec.frontend.nir_cycles``), in both schemes."""
     graph = random_network(seed)
     path = tmp_path / "m.nir"
     nir.write(path, export_graph(graph).graph)

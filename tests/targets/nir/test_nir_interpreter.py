@@ -3,8 +3,8 @@ import numpy as np
 import nir
 import pytest
 
-from spikec.compiler.errors import BadInput
-from spikec.targets.nir.interpreter import run
+from spikec.ir.errors import BadInput
+from spikec.formats.nir.interpreter import run
 
 DT = 1e-4
 

@@ -113,7 +113,7 @@ def test_synaptic_read_as_syn_runs_in_snntorch_norse_and_spikingjelly(tmp_path):
 
 def test_the_parts_are_written_outside_the_files_directory(tmp_path):
     """``spikec verify`` checks OUTDIR/model.nir: its per-output parts must not land in the user's OUTDIR."""
-    from spikec.compiler.interpreter import run
+    from spikec.core.interpreter import run
     from spikec.targets.nir import check_file
     x = np.random.default_rng(0).random((6, 2, 10)) * 3
     g = spikec.compile(Tutorial(), x, targets=()).graph

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.interpreter import run as ir_run
+from spikec.ir.errors import UnsupportedOp
+from spikec.core.interpreter import run as ir_run
 from spikec.targets.nir import consumers, reach
 from spikec.targets.nir.export import export_graph
 

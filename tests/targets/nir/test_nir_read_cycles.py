@@ -1,14 +1,14 @@
-"""spikec reads back the CubaLIF reset cycles its NIR target writes (``membrane_cycles``): snnTorch's default Leaky
+"""spikec reads back the CubaLIF reset cycles its NIR target writes (``spikec.frontend.nir_cycles``): snnTorch's default Leaky
 and RLeaky compile -> model.nir -> spikec reads the op they came from, with its parameters -> the same spikes as the
 compiled graph; ``nir-check`` says spikec reads the file. A cycle spikec did not write is refused naming the node."""
 import nir
 import numpy as np
 import pytest
 
-from spikec.compiler.checker import compare_graphs
-from spikec.compiler.errors import UnsupportedOp
+from spikec.core.checker import compare_graphs
+from spikec.ir.errors import UnsupportedOp
 from spikec.targets.nir import check
-from spikec.targets.nir.frontend import load_nir
+from spikec.frontend.nir_file import load_nir
 
 pytest.importorskip("snntorch")
 
@@ -146,9 +146,9 @@ def test_spikecs_own_subtract_reset_lif_reads_back_as_itself(beta, alpha, theta,
     """``composed.lif_subtract``'s cycle (feedback ``-beta theta / alpha`` in the current's units) reads back as a
     subtract-reset lif -- also at beta = 1, where theta/alpha is 1 ulp above the file's threshold and float32 of
     that threshold is theta/alpha again: the lif's own match is tried first, not the Leaky's."""
-    from spikec.compiler.interpreter import run
-    from spikec.compiler.ir import Graph, Node, TensorType
-    from spikec.compiler.verify import verify
+    from spikec.core.interpreter import run
+    from spikec.ir.graph import Graph, Node, TensorType
+    from spikec.core.verify import verify
     from spikec.frontend import ConvertContext
     from spikec.targets.nir.export import export_graph
     ctx = ConvertContext()

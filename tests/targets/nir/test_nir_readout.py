@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import spikec
-from spikec.compiler.checker import Comparison
+from spikec.core.checker import Comparison
 from spikec.targets.nir import _add_readout, consumers, readout
 from spikec.targets.nir.export import export_graph
 
@@ -106,7 +106,7 @@ def test_read_out_over_time_runs_in_the_consumers(name, tmp_path):
 
 def test_the_read_out_check_fails_on_a_wrong_read_out():
     c = spikec.compile(LeakySum(), _x(), targets=())
-    ref = spikec.compiler.interpreter.run(c.graph, _x())
+    ref = spikec.core.interpreter.run(c.graph, _x())
     ex = export_graph(c.graph)
     spec = dict(ex.over_time["output"])
     per_step = ref.values[spec["of"]]
@@ -118,8 +118,8 @@ def test_the_read_out_check_fails_on_a_wrong_read_out():
 
 def test_a_read_out_read_further_is_refused():
     """``x.sum(0)`` then a scale: the read-out is not the output, its reader runs once, not per step."""
-    from spikec.compiler.errors import UnsupportedOp
-    from spikec.compiler.ir import Node
+    from spikec.ir.errors import UnsupportedOp
+    from spikec.ir.graph import Node
     g = spikec.compile(LeakySum(), _x(), targets=()).graph
     (ts,) = [n for n in g.nodes if n.op == "time_sum"]
     scale = Node("after", "scale", (ts.name,), ts.type, {"a": 2.0, "b": 0.0})

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.targets.nir import consumers, recurrent
 
 snn = pytest.importorskip("snntorch")

@@ -4,7 +4,8 @@ import nir
 import numpy as np
 import pytest
 
-from spikec.targets.nir import consumers, interpreter, rockpool_consumer
+from spikec.targets.nir import consumers, rockpool_consumer
+from spikec.formats.nir import interpreter
 
 if rockpool_consumer.available() is not None:
     pytest.skip(rockpool_consumer.available(), allow_module_level=True)

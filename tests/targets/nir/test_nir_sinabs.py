@@ -10,9 +10,10 @@ import torch
 from torch import nn
 
 import spikec
-from spikec.compiler.errors import UnsupportedOp
+from spikec.ir.errors import UnsupportedOp
 from spikec.frontend import sinabs as frontend   # before Sinabs: it lets Sinabs import without matplotlib
-from spikec.targets.nir import consumers, interpreter, sinabs_export
+from spikec.targets.nir import consumers, sinabs_export
+from spikec.formats.nir import interpreter
 from spikec.targets.nir.export import export_graph
 
 sinabs = pytest.importorskip("sinabs")

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from spikec.compiler.checker import compare_with_torch
+from spikec.core.checker import compare_with_torch
 from spikec.app.cli import main
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 from spikec.frontend import trace
-from spikec.targets.nir.frontend import load_nir, nir_model
+from spikec.frontend.nir_file import load_nir, nir_model
 
 N = 3
 DT = 1e-4

@@ -4,8 +4,8 @@ interpreter; a reshape to a vector is a ``Flatten``; any other reshape is refuse
 import numpy as np
 import pytest
 
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ir.errors import UnsupportedOp
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.targets.nir import export as nir_export
 
 pytest.importorskip("spikingjelly.activation_based")

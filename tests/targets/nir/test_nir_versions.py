@@ -80,10 +80,11 @@ def test_the_target_writes_either_version_as_that_nir_writes_it(tmp_path):
     (uncompressed arrays), a 1.0.8 one as nir 1.0.8's (gzip); both read back exact."""
     import h5py
     import pytest
-    from spikec.compiler.errors import BadInput
-    from spikec.compiler.interpreter import run
-    from spikec.targets.nir.frontend import load_nir
-    from spikec.targets.nir import hdf5, nir_target
+    from spikec.ir.errors import BadInput
+    from spikec.core.interpreter import run
+    from spikec.frontend.nir_file import load_nir
+    from spikec.formats.nir import hdf5
+    from spikec.targets.nir import nir_target
     graph = load_nir(OLD, input_kind="real")
     x = np.random.default_rng(0).random((30, 2, 3))
     ref = run(graph, x)
@@ -172,8 +173,8 @@ def _dump_here(path) -> dict:
 def _graph(conv: bool = False):
     """input (6,) -> linear -> a subtract-reset lif (written as the CubaLIF reset cycle) -> linear -> a zero-reset
     lif; ``conv``: input (2, 4, 4) -> conv2d -> the subtract-reset lif (a Conv2d cycle) -> flatten -> linear -> lif."""
-    from spikec.compiler.ir import Graph, Node, TensorType
-    from spikec.compiler.verify import verify
+    from spikec.ir.graph import Graph, Node, TensorType
+    from spikec.core.verify import verify
     from spikec.frontend import ConvertContext
     rng = np.random.default_rng(7)
     ctx = ConvertContext()
@@ -198,8 +199,9 @@ def _graph(conv: bool = False):
 def test_nir_1_0_7_itself_reads_what_spikec_writes_in_either_version(nir_1_0_7, tmp_path):
     """The real nir 1.0.7 reads both layouts spikec writes (a CubaLIF reset cycle, a LIF) to the same nodes, parameters,
     types and edges as nir 1.0.8 reads them."""
-    from spikec.compiler.interpreter import run
-    from spikec.targets.nir import hdf5, nir_target
+    from spikec.core.interpreter import run
+    from spikec.formats.nir import hdf5
+    from spikec.targets.nir import nir_target
     for conv in (False, True):
         graph = _graph(conv)
         x = np.random.default_rng(0).random((20, 2, *graph.inputs[0].type.shape)) * 2
@@ -218,10 +220,10 @@ def test_spikec_reads_and_compiles_a_file_nir_1_0_7_writes(nir_1_0_7, tmp_path):
     """nir 1.0.7's own nir.write of spikec's file: spikec names its version, reads it (the CubaLIF cycle back as the
     subtract-reset lif) to the same spikes, and the 1.0.7 layout spikec writes is the one nir 1.0.7 writes."""
     import h5py
-    from spikec.compiler.checker import compare_graphs
-    from spikec.compiler.interpreter import run
+    from spikec.core.checker import compare_graphs
+    from spikec.core.interpreter import run
     from spikec.targets.nir import nir_target
-    from spikec.targets.nir.frontend import load_nir
+    from spikec.frontend.nir_file import load_nir
     graph = _graph()
     x = np.random.default_rng(1).random((20, 2, 6)) * 2
     ref = run(graph, x)

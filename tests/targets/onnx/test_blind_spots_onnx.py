@@ -3,7 +3,7 @@ tables differ in length (the shorter one bounds the stream)."""
 import numpy as np
 import pytest
 
-from spikec.compiler.ir import TensorType
+from spikec.ir.graph import TensorType
 from spikec.targets.onnx.streaming import export_step, max_steps, run_stream, session, step_feeds
 from test_onnx_ops import LIF_PER_CHANNEL, build, dyadic, rng
 
@@ -46,8 +46,8 @@ def test_no_step_table_is_unbounded():
 
 
 def test_an_unrolled_model_checked_on_inputs_of_another_length_is_refused_by_name():
-    from spikec.compiler.errors import BadInput
-    from spikec.compiler.interpreter import run
+    from spikec.ir.errors import BadInput
+    from spikec.core.interpreter import run
     from spikec.targets.onnx import check_model_against, export
     graph = build(TensorType((C,)), [("lif", "lif", ("x",), {"reset": "zero"},
                                       {k: np.asarray(v, dtype=np.float64) for k, v in LIF_PER_CHANNEL.items()})])

@@ -14,7 +14,7 @@ from onnx import numpy_helper
 
 from spikec.app.cli import main
 from spikec.app.driver import CompileOptions, compile_model, write_outdir
-from spikec.compiler.interpreter import run
+from spikec.core.interpreter import run
 from spikec.targets.onnx import OPSET, run_model
 
 REPO = Path(__file__).resolve().parents[3]

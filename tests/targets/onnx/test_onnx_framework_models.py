@@ -21,8 +21,8 @@ from torch import nn
 
 from spikec.app.cli import main
 from spikec.app.driver import CompileOptions, compile_model, write_outdir
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Graph
+from spikec.core.interpreter import run
+from spikec.ir.graph import Graph
 from spikec.targets.onnx import run_model
 
 snntorch = pytest.importorskip("snntorch")

@@ -10,8 +10,8 @@ import pytest
 import spikec.frontend.norse  # noqa: F401  (defines lif_norse, li_norse)
 import spikec.frontend.snntorch_neurons  # noqa: F401  (defines the snnTorch ops)
 import spikec.frontend.spikingjelly  # noqa: F401  (defines lif_sj)
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import TensorType
+from spikec.core.interpreter import run
+from spikec.ir.graph import TensorType
 from spikec.targets.onnx import export, run_model
 from test_onnx_ops import build, check, dyadic, rng
 

@@ -10,8 +10,8 @@ from torch import nn
 
 import spikec
 import spikec.nn as snn
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import TensorType
+from spikec.core.interpreter import run
+from spikec.ir.graph import TensorType
 from spikec.targets import get_target
 from spikec.targets.onnx import export, form_of, run_model
 from spikec.targets.onnx.loop import node_count

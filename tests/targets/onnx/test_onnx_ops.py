@@ -9,11 +9,11 @@ import numpy as np
 import onnx
 import pytest
 
-from spikec.compiler.errors import BadInput, UnsupportedOp
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import Graph, Node, TensorType
+from spikec.ir.errors import BadInput, UnsupportedOp
+from spikec.core.interpreter import run
+from spikec.ir.graph import Graph, Node, TensorType
 from spikec.ops import OPS, define, infer_type
-from spikec.compiler.verify import verify
+from spikec.core.verify import verify
 from spikec.passes.unroll_virtual_steps import unroll_virtual_steps
 from spikec.targets.onnx import check_model_against, export, run_model
 

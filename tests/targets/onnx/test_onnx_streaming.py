@@ -14,7 +14,6 @@ import shutil
 import numpy as np
 import onnx
 import pytest
-import torch
 from onnx import numpy_helper
 
 import spikec.frontend.norse  # noqa: F401  (defines lif_norse, li_norse)
@@ -22,10 +21,10 @@ import spikec.frontend.snntorch_neurons  # noqa: F401  (defines the snnTorch ops
 import spikec.frontend.spikingjelly  # noqa: F401  (defines lif_sj)
 from spikec.app.driver import CompileOptions, compile_model, write_outdir
 from spikec.app.verify import verify_outdir
-from spikec.compiler.errors import UnsupportedOp
-from spikec.compiler.interpreter import run
-from spikec.compiler.ir import TensorType
-from spikec.compiler.verify import verify
+from spikec.ir.errors import UnsupportedOp
+from spikec.core.interpreter import run
+from spikec.ir.graph import TensorType
+from spikec.core.verify import verify
 from spikec.passes.unroll_virtual_steps import unroll_virtual_steps
 from spikec.targets import TARGETS
 from spikec.targets.onnx.streaming import (INIT_FILE, STEP_FILE, check_stream, export_step, load_init, run_stream,
@@ -197,7 +196,7 @@ def test_the_state_io_contract():
 
 
 def test_several_inputs_keep_their_ir_names():
-    from spikec.compiler.ir import Graph, Node
+    from spikec.ir.graph import Graph, Node
     t = TensorType((C,))
     g = verify(Graph((Node("a", "input", (), t), Node("b", "input", (), t), Node("s", "add", ("a", "b"), t),
                       Node("n", "lif", ("s",), TensorType((C,), "binary"), {"reset": "zero"},

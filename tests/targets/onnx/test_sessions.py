@@ -1,5 +1,4 @@
 """onnxruntime sessions: kept per model and thread count inside ``reused()`` only, with torch's thread count."""
-import onnx
 import torch
 from onnx import TensorProto, helper
 

@@ -11,8 +11,8 @@ pytest.importorskip("xylosim.v2")
 pytest.importorskip("rockpool")
 
 import spikec  # noqa: E402
-from spikec.compiler.errors import BadInput  # noqa: E402
-from spikec.compiler.interpreter import run  # noqa: E402
+from spikec.ir.errors import BadInput  # noqa: E402
+from spikec.core.interpreter import run  # noqa: E402
 from spikec.nn import xylo  # noqa: E402
 from spikec.targets.xylo import CHIPS, xylo_target  # noqa: E402
 from spikec.targets.xylo.limits import ENERGY  # noqa: E402

@@ -18,9 +18,9 @@ pytest.importorskip("rockpool")
 
 import spikec  # noqa: E402
 from spikec.app.cli import main  # noqa: E402
-from spikec.compiler.errors import UnsupportedOp  # noqa: E402
-from spikec.compiler.interpreter import run  # noqa: E402
-from spikec.compiler.serialize import load_graph  # noqa: E402
+from spikec.ir.errors import UnsupportedOp  # noqa: E402
+from spikec.core.interpreter import run  # noqa: E402
+from spikec.core.serialize import load_graph  # noqa: E402
 from spikec.targets.xylo import SPEC_FILE, IO_FILE, verify_outdir  # noqa: E402
 from spikec.targets.xylo._shim import import_xylosim  # noqa: E402
 from spikec.targets.xylo.quantize import SPEC_KEYS  # noqa: E402

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 from spikec.targets.lava.chip_limits import LOIHI2, Limits
 from spikec.targets.lava.cores import network as _network
 from spikec.targets.lava.cores.network import Population, fan_in, populations

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 from spikec.targets.lava.layout import conv_weight_from_lava, flatten_perm
 from spikec.targets.lava.lower import POPULATION_TYPES
 from spikec.targets.lava.selfcheck import SYNAPSES

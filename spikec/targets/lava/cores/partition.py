@@ -9,7 +9,7 @@ spikes until every chip fits.
 """
 import math
 
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 
 RUNS = tuple((recursive, seed) for recursive in (False, True) for seed in range(2))   # per fill and imbalance
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spikec.compiler.errors import BadInput
+from spikec.ir.errors import BadInput
 from spikec.targets.lava.cores.network import Population, fan_in
 
 
