@@ -80,7 +80,7 @@ def terms(b: np.ndarray) -> list | None:
     for k in range(1, 25):
         for hi in (b >> k, (b + (1 << (k - 1))) >> k, -((-b) >> k)):
             lo, top = b - (hi << k), hi << k
-            parts = [t for t in (_one(lo), _one(top))]
+            parts = [_one(lo), _one(top)]
             if all(p is not None or not v.any() for p, v in zip(parts, (lo, top))):
                 found = [p for p in parts if p is not None]
                 if np.array_equal(delivered(found), b):

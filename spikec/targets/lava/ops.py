@@ -227,7 +227,8 @@ class _StateOut(NeuronOut):
             getattr(self, name)[t] = torch.as_tensor(np.asarray(val, dtype=np.int64))
 
 
-def _bias(bm, be):
+def bias_value(bm, be):
+    """The bias Lava's LIF adds to ``v`` every step: ``bias_mant << bias_exp`` (a floor shift for a negative exponent)."""
     return np.where(be >= 0, bm << np.maximum(be, 0), bm >> np.maximum(-be, 0))
 
 
@@ -248,7 +249,7 @@ def _lif_subthreshold(u, v, xs_t, fu, fv, bias):
 def _lif_params(node, p, nd):
     du, dv, vth, bm, be = (_channel(_np(p[k]), nd) for k in LIF_PARAMS)
     fu = 4096 - ((du + 1) & 0xFFFF)   # du is a uint16 register: du = -1 gives factor 4096 (integrator)
-    return fu, 4096 - dv, vth << 6, _bias(bm, be)
+    return fu, 4096 - dv, vth << 6, bias_value(bm, be)
 
 
 def _recurrence(node, p):
@@ -332,7 +333,7 @@ def _silif(node, p, x):
     xs = _np(x)
     nd = xs.ndim - 1
     a, vth, k, bm, be = (_channel(_np(p[n]), nd) for n in SILIF_PARAMS)
-    bias, theta = _bias(bm, be), vth << 6
+    bias, theta = bias_value(bm, be), vth << 6
     out = _StateOut(xs.shape, ("v",))
     v = np.zeros(xs.shape[1:], dtype=np.int64)
     s = np.zeros_like(v)
@@ -351,7 +352,7 @@ def _csilif(node, p, x):
     xs = _np(x)
     nd = xs.ndim - 1
     are, aim, vth, k, bm, be = (_channel(_np(p[n]), nd) for n in CSILIF_PARAMS)
-    bias, theta = _bias(bm, be), vth << 6
+    bias, theta = bias_value(bm, be), vth << 6
     out = _StateOut(xs.shape, ("v", "w"))
     v = np.zeros(xs.shape[1:], dtype=np.int64)
     w = np.zeros_like(v)

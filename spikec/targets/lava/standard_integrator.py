@@ -18,7 +18,7 @@ spikec's SpikecLIF, its record saying why (``standard_integrator_refused``), whi
 """
 import numpy as np
 
-from spikec.targets.lava import current_bias
+from spikec.targets.lava import current_bias, ops as lops
 from spikec.targets.lava.fixed_point import VTH_MAX
 
 VTH = VTH_MAX                      # out of reach: v <= VTH << 6 never fires
@@ -65,9 +65,8 @@ def v_bound(n, a: tuple[int, int]) -> tuple[int, int] | str:
         return "du = 4095 - 4096: its current never decays (no static bound)"
     if u_hi > U_LIMIT or u_neg >= U_LIMIT:
         return f"its current u may reach [{-u_neg}, {u_hi}], beyond Lava's 24 bits"
-    bias = np.asarray(n.params["bias_mant"], dtype=np.int64)
-    e = np.asarray(n.params["bias_exp"], dtype=np.int64)
-    b = np.where(e >= 0, bias << np.maximum(e, 0), bias >> np.maximum(-e, 0))
+    b = lops.bias_value(np.asarray(n.params["bias_mant"], dtype=np.int64),
+                        np.asarray(n.params["bias_exp"], dtype=np.int64))
     v_hi = _ceil_gain(u_hi + int(b.max()), fv)    # v starts at 0: a negative drive keeps it <= 0
     v_neg = _ceil_gain(u_neg - int(b.min()), fv)
     if v_hi is None or v_neg is None:
@@ -88,9 +87,8 @@ def refusal(q, n, record: dict, a) -> str | None:
     """Why integrator ``n`` cannot be Lava's LIF exactly (None: it can)."""
     if record["period"] > 1:
         return f"a sub-step schedule ({record['period']} Lava steps per physical step): Lava's LIF updates every step"
-    if "bias_u" in n.params and current_bias.refusal(n, record["start"]) is not None:
-        return ("a current bias (the synapse's bias added to u; Lava's LIF biases v) no Dense carries exactly: "
-                + current_bias.refusal(n, record["start"]))
+    if "bias_u" in n.params and (why := current_bias.refusal(n, record["start"])) is not None:
+        return "a current bias (the synapse's bias added to u; Lava's LIF biases v) no Dense carries exactly: " + why
     if n.attrs.get("recurrent"):
         return "a self-synapse"
     twins = [m for m in q.nodes if m.op == n.op and m.inputs == n.inputs and m.name != n.name]
