@@ -113,13 +113,15 @@ def _run_consumers(path, tmp: Path, graph: Graph, inputs, reference, mapping: di
             nir.write(sub_path, sub)
             over = {k: v for k, v in mapping.get("read_over_time", {}).items() if k == out}
             parts.append((sub_path, sub, {**mapping, "outputs": {out: outputs[out]}, "read_over_time": over}))
+    found = [consumers_mod.limits(sub, dt) for _, sub, _ in parts]   # every consumer's limits, once per part
     report = {}
     for name in consumers_mod.CONSUMERS:
         missing = consumers_mod.available(name)
         if missing:
             report[name] = {"ran": False, "reason": missing}
             continue
-        verdicts = [_one_consumer(name, p, sub, graph, inputs, reference, m, dt) for p, sub, m in parts]
+        verdicts = [_one_consumer(name, p, limits[name], graph, inputs, reference, m, dt)
+                    for (p, _, m), limits in zip(parts, found)]
         report[name] = verdicts[0] if len(verdicts) == 1 else _merge(verdicts, list(outputs))
         if report[name]["ran"]:
             report[name]["call"] = CALLS[name].format(dt=dt)
@@ -141,9 +143,9 @@ def _merge(verdicts: list[dict], outs: list[str]) -> dict:
             "first_mismatches": [m for v in verdicts for m in v["first_mismatches"]][:10]}
 
 
-def _one_consumer(name, path, g, graph: Graph, inputs, reference, mapping: dict, dt: float) -> dict:
-    """Consumer ``name`` on the one-output file ``path`` (graph ``g``): its verdict."""
-    found = consumers_mod.limits(g, dt)[name]
+def _one_consumer(name, path, found: list, graph: Graph, inputs, reference, mapping: dict, dt: float) -> dict:
+    """Consumer ``name`` on the one-output file ``path`` (``found``: what in it the consumer cannot run): its
+    verdict."""
     if found:
         return {"ran": False, "reason": "; ".join(found)}
     carriers = mapping.get("carriers", {})
