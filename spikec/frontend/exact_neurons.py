@@ -4,12 +4,11 @@ import torch
 
 from spikec.ir.errors import IRError, ShapeError
 from spikec.ir.graph import TensorType
-from spikec.frontend.registry import READ_OUT_REFUSAL, refuse
+from spikec.frontend.registry import refuse, refuse_after_read_out
 
 
 def multi_step_only(ctx, module, name):
-    if ctx.per_step and ctx.read_out:
-        refuse(name, module, *READ_OUT_REFUSAL)
+    refuse_after_read_out(ctx, module, name)
     if ctx.per_step:
         refuse(name, module, "a multi-step neuron on T and B merged ([T*B, ...], inside TimeDistributed or after "
                "flatten(0, 1)) would see T*B as time",

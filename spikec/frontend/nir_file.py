@@ -58,6 +58,7 @@ from spikec.ir.graph import Graph, Node, TensorType
 from spikec.core.verify import verify
 from spikec.frontend.snntorch_neurons import LIF_SNNTORCH, RLEAKY_SNNTORCH, SYNAPTIC_SNNTORCH
 from spikec.ops.neurons import LIF
+from spikec.ops.pooling import window_sum_as_conv
 from spikec.formats.nir import interpreter
 from spikec.frontend import nir_cycles
 from spikec.formats.nir.conformance import nir_diagnostics, read_nir
@@ -328,10 +329,9 @@ class _Converter:
 
     def node_SumPool2d(self, n, node, x):
         pair = lambda v: tuple(int(i) for i in np.broadcast_to(np.atleast_1d(np.asarray(v)), (2,)))
-        c = self.ctx.type(x).shape[0]
-        k = pair(node.kernel_size)
-        attrs = {"stride": pair(node.stride), "padding": pair(node.padding), "dilation": (1, 1), "groups": c}
-        return self.emit(n, "conv2d", [x], attrs, {"weight": np.ones((c, 1) + k)})
+        attrs, params = window_sum_as_conv(self.ctx.type(x).shape[0], pair(node.kernel_size), pair(node.stride),
+                                           pair(node.padding))
+        return self.emit(n, "conv2d", [x], attrs, params)
 
     def node_Flatten(self, n, node, x):
         rank = len(self.ctx.type(x).shape)

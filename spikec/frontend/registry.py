@@ -50,10 +50,14 @@ class Unmerged(str):
     """A node name a converter returns to say its output has T and B apart again (``unflatten(0, (T, B))``)."""
 
 
-READ_OUT_REFUSAL = ("a neuron after a read-out over time (x.mean(0), x.max(0)): torch runs it once on [B, ...], "
-                    "while the graph would step it through the running read-out",
-                    "reduce over time after the last neuron, or return the [T, B, ...] sequence and reduce it "
-                    "outside the model")
+def refuse_after_read_out(ctx, module, name) -> None:
+    """A stateful module fed a read-out over time (``ReadLast``): torch runs it once on ``[B, ...]``, the graph would
+    step it through the running read-out; refused by name (the multi-step checks call this first)."""
+    if ctx.per_step and ctx.read_out:
+        refuse(name, module, "a neuron after a read-out over time (x.mean(0), x.max(0)): torch runs it once on "
+               "[B, ...], while the graph would step it through the running read-out",
+               "reduce over time after the last neuron, or return the [T, B, ...] sequence and reduce it outside "
+               "the model")
 
 
 def lead_count(ctx, x) -> int:

@@ -9,7 +9,8 @@ from torch import nn
 
 import spikec.nn as snn
 from spikec.ir.errors import UnsupportedOp
-from spikec.frontend.registry import FALLBACK, READ_OUT_REFUSAL, Merged, lead_count, refuse, register_converter
+from spikec.frontend.registry import (FALLBACK, Merged, lead_count, refuse, refuse_after_read_out,
+                                      register_converter)
 from spikec.ops.neurons import CSILIF, INTFIRE, LIF, SILIF
 
 
@@ -26,8 +27,7 @@ def _per_step_only(ctx, module, name):
 
 
 def _multi_step_only(ctx, module, name):
-    if ctx.per_step and ctx.read_out:
-        refuse(name, module, *READ_OUT_REFUSAL)
+    refuse_after_read_out(ctx, module, name)
     if ctx.per_step:
         refuse(name, module, "this stateful/multi-step module sees T and B merged ([T*B, ...], inside "
                "TimeDistributed or after flatten(0, 1)) and would mistake T*B for time",

@@ -1,4 +1,5 @@
 """Pooling. attrs kernel, stride, padding (pairs), optional dilation, ceil_mode, count_include_pad (avg)."""
+import numpy as np
 import torch.nn.functional as F
 
 from spikec.ir.graph import TensorType
@@ -24,6 +25,13 @@ def infer_pool(node, ins, keep_kind):
     need(h >= 1 and w >= 1, node, f"pool window {(kh, kw)} does not fit input {t.shape[1:]}")
     shape = (t.shape[0], h, w)
     return spike_or_real(t, shape) if keep_kind else TensorType(shape)
+
+
+def window_sum_as_conv(channels: int, kernel, stride, padding) -> tuple[dict, dict]:
+    """A window sum (NIR's ``SumPool2d``, torch's ``AvgPool2d(divisor_override=1)``) as the ``conv2d`` node that
+    computes it: ``(attrs, params)`` of a depthwise convolution with a kernel of ones (zero padding adds nothing)."""
+    attrs = {"stride": tuple(stride), "padding": tuple(padding), "dilation": (1, 1), "groups": int(channels)}
+    return attrs, {"weight": np.ones((int(channels), 1, *kernel))}
 
 
 def avgpool2d(ctx, node, p, x):

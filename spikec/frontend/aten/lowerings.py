@@ -10,6 +10,7 @@ import torch
 
 from spikec.frontend.aten.values import Unavailable, Value
 from spikec.frontend.torch_functions import B_DIM, T_DIM, TB_DIM
+from spikec.ops.pooling import window_sum_as_conv
 
 aten = torch.ops.aten
 
@@ -440,10 +441,8 @@ def _window_sum(lw, x, kernel, stride, padding, ceil_mode, divisor) -> Value:
     with a kernel of ones (padding adds zeros, which a sum does not count either); d != 1 divides after it."""
     if ceil_mode:
         lw.refuse("has divisor_override with ceil_mode=True", "leave ceil_mode=False with a divisor_override")
-    c = lw.shape(x)[0]
-    attrs = {"stride": tuple(stride), "padding": tuple(padding), "dilation": (1, 1), "groups": c}
-    weight = torch.ones((c, 1, *kernel), dtype=torch.float64)
-    y = Value(lw.emit("conv2d", [x], attrs, {"weight": weight, "bias": None}), x.lead)
+    attrs, params = window_sum_as_conv(lw.shape(x)[0], kernel, stride, padding)
+    y = Value(lw.emit("conv2d", [x], attrs, params), x.lead)
     return y if divisor == 1 else _emit_like(lw, "div", [y], {"divisor": float(divisor)})
 
 
