@@ -30,7 +30,7 @@ from pathlib import Path
 from spikec.ir.errors import SpikecError
 from spikec.ops import OPS
 from spikec.targets.nir import consumers as nir_consumers
-from spikec.targets.nir.forms import CONSUMERS as NIR_FORMS
+from spikec.targets.nir.forms import CONSUMER as NIR_DEFAULT_FORM, CONSUMERS as NIR_FORMS
 from spikec.targets.coverage_examples import BATCH, EXAMPLES, STEPS, VARIANTS  # noqa: F401  (the rows)
 
 TARGETS = ("onnx", "nir", "lava", "xylo")   # the targets: every one has a lowering table below
@@ -102,28 +102,32 @@ class Cell:
     detail: str = ""
 
 
-def cell(row: str, column: str) -> Cell:
+def cell(row: str, column: str, memo: dict | None = None) -> Cell:
     """Row ``row`` (an op, or ``op (variant)``) on ``column``: a target (``lava``, ``nir`` -- spikec's own NIR
     interpreter on the file --, ``onnx``) or ``nir-<consumer>``: the file written for that consumer
-    (``nir_consumer``) and run by it, spike for spike with the interpreter, or the reason it is not."""
-    from spikec.core.interpreter import run
-    from spikec.targets import get_target
+    (``nir_consumer``) and run by it, spike for spike with the interpreter, or the reason it is not.
+
+    ``memo`` (one dict per row, ``matrix`` passes it): a target run shared by the columns that make the same one
+    -- the NIR target runs every consumer on its file, so the consumer columns of one form (and ``nir`` itself,
+    on a one-output example in the default form) read one run's report."""
     op = row.partition(" (")[0]
     graph, x = example(row)
     if not any(n.op == op for n in graph.nodes):
         return Cell("fails", f"the example graph of {row} does not contain {op}")
     target, _, consumer = column.partition("-")
-    options = {"seed": 0, **({"nir_consumer": form_of(consumer)} if consumer else {})}
+    options = {"seed": 0, "nir_consumer": form_of(consumer)} if consumer else {"seed": 0}
     if consumer:   # nirtorch runs graphs of one output: the consumers run the example's first read (its spikes)
         graph = _first_output(graph)
     if target == "xylo":   # Xylo's one output population: the first read, a one-layer example given a read-out
         graph = _xylo_form(_first_output(graph))
-    try:
-        result = get_target(target)(graph, x, run(graph, x), options)
-    except SpikecError as e:
-        named = e.where and e.where.split(",")[0] in e.what  # the message already names the node
-        where = f"{e.where}: " if e.where and not named else ""
-        return Cell("refused", where + e.what.splitlines()[0])
+    memo = {} if memo is None else memo
+    key = (target, options.get("nir_consumer", NIR_DEFAULT_FORM) if target == "nir" else None, graph.outputs,
+           len(graph.nodes))
+    if key not in memo:
+        memo[key] = _target_run(target, graph, x, options)
+    result = memo[key]
+    if isinstance(result, Cell):
+        return result
     if target == "nir":
         found = _nir_cell(result.report, consumer)
         if found is not None:
@@ -139,6 +143,18 @@ def cell(row: str, column: str) -> Cell:
         return Cell("approximate", f"maps, XyloSim bit-exact vs spikec's reference; vs the float source "
                                    f"{100 * f['output_spike_agreement']:.0f}% of output spike entries agree")
     return Cell("lowers")
+
+
+def _target_run(target: str, graph, x, options):
+    """The target's result on ``graph``, or its refusal as a cell."""
+    from spikec.core.interpreter import run
+    from spikec.targets import get_target
+    try:
+        return get_target(target)(graph, x, run(graph, x), options)
+    except SpikecError as e:
+        named = e.where and e.where.split(",")[0] in e.what  # the message already names the node
+        where = f"{e.where}: " if e.where and not named else ""
+        return Cell("refused", where + e.what.splitlines()[0])
 
 
 def _xylo_form(graph):
@@ -190,7 +206,11 @@ def _nir_cell(report: dict, consumer: str) -> Cell | None:
 
 
 def matrix(rows_=None, columns=COLUMNS) -> dict:
-    return {r: {c: cell(r, c) for c in columns} for r in (rows_ or rows())}
+    table = {}
+    for r in rows_ or rows():
+        memo: dict = {}   # the row's target runs, shared by the columns that make the same one
+        table[r] = {c: cell(r, c, memo) for c in columns}
+    return table
 
 
 def markdown(table: dict) -> str:
