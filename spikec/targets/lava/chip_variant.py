@@ -42,14 +42,16 @@ def memoryless_resets(graph: Graph) -> tuple[Graph, list]:
     return (Graph(tuple(nodes), graph.outputs, graph.meta), records) if records else (graph, [])
 def zero_reset(graph: Graph) -> tuple[Graph, list[str]]:
     """``(graph with subtract resets as zero resets, the neurons changed)``: the neurons whose table entry says
-    ``zero_reset_variant`` (``ops_table.py``); one with a ``v_reset`` parameter (its card's schema) resets to 0."""
+    ``zero_reset_variant`` (``ops_table.py``), with the entry's ``zero_reset_attrs`` (snnTorch's Synaptic and RLeaky:
+    ``reset_delay=False``, their zero reset one step late being no Lava LIF either); one with a ``v_reset``
+    parameter (its card's schema) resets to 0."""
     nodes, changed = [], []
     for n in graph.nodes:
         if entry(n.op).zero_reset_variant and n.attrs.get("reset") == "subtract":
             params = dict(n.params)
             if "v_reset" in OPS[n.op].param_names:
                 params["v_reset"] = np.zeros_like(np.asarray(params.get("v_reset", 0.0), dtype=np.float64))
-            n = n.with_(attrs=dict(n.attrs, reset="zero"), params=params)
+            n = n.with_(attrs=dict(n.attrs, reset="zero", **entry(n.op).zero_reset_attrs), params=params)
             changed.append(n.name)
         nodes.append(n)
     return Graph(tuple(nodes), graph.outputs, graph.meta), changed

@@ -35,6 +35,8 @@ class LavaOp:
     zero_reset_spikes_as: str = ""             # the op the frontend emits for this op's spikes under a zero
     #                                            reset (a state read's owner: mapping.state_read)
     zero_reset_variant: bool = False           # chip_variant.zero_reset may make its subtract reset a zero reset
+    zero_reset_attrs: Mapping[str, object] = field(default_factory=dict)   # ... and set these attributes too
+    #                                            (a zero reset one step late is not Lava's LIF either)
     memoryless_zero_reset: bool = False        # beta = 0 makes its subtract reset a zero reset, exactly
     #                                            (chip_variant.memoryless_resets)
     dense_input_weights: bool = False          # its input_weights become a Dense of their own
@@ -68,8 +70,10 @@ TABLE: dict[str, LavaOp] = {
     "lif_sj": LavaOp("sj_lif"),
     "lif_snntorch": LavaOp("snntorch_leaky", reads={"mem": "v"}, zero_reset_spikes_as="lif", zero_reset_variant=True,
                            integrates_alone=True),
-    "synaptic_snntorch": LavaOp("snntorch_synaptic", reads={"mem": "v"}),
-    "rleaky_snntorch": LavaOp("snntorch_rleaky", reads={"mem": "v"}),
+    "synaptic_snntorch": LavaOp("snntorch_synaptic", reads={"mem": "v"}, zero_reset_variant=True,
+                                zero_reset_attrs={"reset_delay": False}),
+    "rleaky_snntorch": LavaOp("snntorch_rleaky", reads={"mem": "v"}, zero_reset_variant=True,
+                              zero_reset_attrs={"reset_delay": False}),
     "lif_norse": LavaOp("norse_lif", reads={"v": "v"}),
     "lif_recurrent_norse": LavaOp("norse_lif_recurrent", reads={"v": "v"}, dense_input_weights=True),
     "li_norse": LavaOp("norse_li", reads={"v": "v"}),

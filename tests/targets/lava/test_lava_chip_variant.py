@@ -64,3 +64,21 @@ def test_an_unknown_reset_option_is_refused():
     g, x = _graph()
     with pytest.raises(BadInput, match="lava_reset"):
         get_target("lava")(g, x, run(g, x), {"lava_reset": "soft"})
+
+
+@needs_lava
+@pytest.mark.parametrize("factory", ["synaptic_default", "rleaky"])
+def test_synaptic_and_rleaky_variants_reset_at_the_spike_and_are_chip_ready_as_a_whole(factory):
+    """snnTorch's Synaptic and RLeaky (subtract reset one step late by default): the variant is a zero reset at the
+    spiking step (``reset_delay=False``: a zero reset one step late is SpikecLIF's ``delayed_zero``, no Lava LIF
+    either), so every process is standard; still bit-exact with the variant's own reference, never equivalent."""
+    g, x = _graph(factory)
+    variant, changed = chip_variant.zero_reset(g)
+    assert changed and all(variant.node(c).attrs["reset"] == "zero" and variant.node(c).attrs["reset_delay"] is False
+                           for c in changed)
+    exact = get_target("lava")(g, x, run(g, x), {})
+    res = get_target("lava")(g, x, run(g, x), {"lava_reset": "zero"})
+    assert exact.report["chip_readiness"]["cpu_only"] > 0
+    after = res.report["chip_readiness"]
+    assert res.ok is False and res.report["bit_exact"] is True, res.report["first_mismatches"]
+    assert after["cpu_only"] == 0 and after["chip_ready"] == after["processes"], after
