@@ -44,7 +44,10 @@ def zero_reset(graph: Graph) -> tuple[Graph, list[str]]:
     """``(graph with subtract resets as zero resets, the neurons changed)``: the neurons whose table entry says
     ``zero_reset_variant`` (``ops_table.py``), with the entry's ``zero_reset_attrs`` (snnTorch's Synaptic and RLeaky:
     ``reset_delay=False``, their zero reset one step late being no Lava LIF either); one with a ``v_reset``
-    parameter (its card's schema) resets to 0."""
+    parameter (its card's schema) resets to 0. Sinabs's neurons first become the ``lif`` a bounded count is
+    (``sinabs_counts.lower``), so that their subtract reset is one of these."""
+    from spikec.targets.lava import sinabs_counts
+    graph, _ = sinabs_counts.lower(graph)   # Sinabs's bounded counts as the lif / intfire they are, exactly
     nodes, changed = [], []
     for n in graph.nodes:
         if entry(n.op).zero_reset_variant and n.attrs.get("reset") == "subtract":

@@ -97,6 +97,10 @@ def prepare(graph: Graph) -> Prepared:
             sc = _scaled(graph, n)
             _window_conv(r, n, sc)
             skip.add(sc.name)
+        elif n.op == "avgpool2d" and _sum_pool_scale(graph, n) is not None:
+            sc = _sum_pool_scale(graph, n)
+            _sum_pool(r, n, sc)
+            skip.add(sc.name)
         elif _pooled_count(graph, n):
             _count_then_pool(r, n)
         elif _sums_spikes(graph, n) and any(_spike_into_sum(graph, n, i) for i in n.inputs):
@@ -242,6 +246,29 @@ def _window_conv(r: _Rewriter, n: Node, sc: Node) -> None:
                                               "groups": c}, {"weight": w, "bias": np.zeros(c)}, scope=n.scope)
     r.rewrites.append({"nodes": [n.name, sc.name], "as": f"depthwise conv2d {sc.name!r}, every {k}x{k} weight "
                        f"{float(sc.attrs['a']):.6g} (dilation {d}): the window sum times its scale, accumulate only"})
+
+
+def _sum_pool_scale(g: Graph, n: Node):
+    """The ``scale`` (``a = kh kw``, ``b = 0``) that is the only reader of an unpadded avgpool2d ``n``: a sum pool
+    (Sinabs's ``SumPool2d``, an ``LPPool2d`` of norm 1, traces as the average times the window), or None."""
+    sc = _scaled(g, n)
+    k = tuple(n.attrs["kernel"])
+    if sc is None or tuple(n.attrs["padding"]) != (0, 0) or n.attrs.get("ceil_mode") \
+            or float(sc.attrs["a"]) != float(k[0] * k[1]):
+        return None
+    return sc
+
+
+def _sum_pool(r: _Rewriter, n: Node, sc: Node) -> None:
+    """``scale(avgpool2d(x))`` as the sum pool it is: a depthwise all-ones conv2d with the pool's window and stride
+    (``pooling.is_sum_pool``), which folds into the next synapse as a sum pool."""
+    k, c = tuple(n.attrs["kernel"]), n.type.shape[0]
+    r.emit(sc.name, "conv2d", [n.inputs[0]], {"stride": tuple(n.attrs["stride"]), "padding": (0, 0),
+                                              "dilation": (1, 1), "groups": c},
+           {"weight": np.ones((c, 1) + k), "bias": np.zeros(c)}, scope=n.scope)
+    r.rewrites.append({"nodes": [n.name, sc.name], "as": f"sum pool {sc.name!r}: the {k[0]}x{k[1]} average times "
+                       f"{float(sc.attrs['a']):.6g} as the window sum (a depthwise all-ones conv2d, stride "
+                       f"{tuple(n.attrs['stride'])})"})
 
 
 def _pooled_count(g: Graph, n: Node) -> bool:

@@ -1,7 +1,8 @@
 """Sinabs's multi-spike neurons on Lava (``spikec/targets/lava/sinabs_counts.py``): ``IAF`` / ``LIF`` with
 ``MaxSpike(n)`` and the subtract reset are spikec's ``intfire`` (floor rounding, counts 0..n) and run bit-exact in
-Lava's fixed-point simulation as SpikecIntFire with graded payloads; ``MultiSpike`` (no bound on the count) is
-refused by name with the count the verification inputs reach and the remedy; a threshold whose multiples Sinabs's
+Lava's fixed-point simulation as SpikecIntFire with graded payloads; ``MultiSpike`` is ``MaxSpike(bound)`` where
+its input has a static bound (binary inputs through Linear layers), else refused by name with the count the
+verification inputs reach and the remedy; a threshold whose multiples Sinabs's
 float32 product would round stays ``lif_sinabs`` (refused by the mapping)."""
 import numpy as np
 import pytest
@@ -54,20 +55,65 @@ def test_maxspike_neurons_are_bit_exact_on_lava_with_graded_counts():
 
 
 @needs_lava
-def test_multispike_is_refused_with_the_count_it_reaches():
+def test_multispike_with_a_static_bound_is_maxspike_of_the_bound_and_bit_exact():
+    """Binary inputs through Linear layers: the count of each MultiSpike neuron has a bound from the weights, so it
+    is MaxSpike(bound) on every input; deployed bit-exact, the counts Sinabs itself produces within the bound."""
     c = spikec.compile(_net(MultiSpike), _x(), targets=("lava",))
     t = c.targets["lava"]
-    assert t.get("bit_exact") is not True
-    text = t["summary"]
-    assert "model.net.1" in text and "lif_sinabs" in text and "MultiSpike has no bound" in text
-    assert "count reaches" in text
+    assert c.equivalent and t["bit_exact"] is True, t.get("first_mismatches")
+    assert t["products"]["rewrite_check"]["equivalent"] is True
+    bounds = [int(r["as"].split("at most ")[1].split()[0]) for r in t["products"]["rewrites"] if "MultiSpike" in r["as"]]
+    assert len(bounds) == 2 and all(b >= 1 for b in bounds)
+    from spikec.frontend import trace
+    graph = trace(_net(MultiSpike), (12,))
+    ranges = sinabs_counts.value_ranges(graph)
+    for n, b in zip([n for n in graph.nodes if n.op == "lif_sinabs"], bounds):
+        assert sinabs_counts.count_bound(n, ranges[n.inputs[0]]) == b
+
+
+def test_the_count_bound_holds_on_sinabs_own_module_for_any_input():
+    """Sinabs's own IAF (MultiSpike) on random binary inputs and the strongest excitation: its count never exceeds
+    ``count_bound`` of its input's static range, and the all-ones input comes within one of it."""
+    torch.manual_seed(1)
+    lin = nn.Linear(12, 10)
+    with torch.no_grad():
+        lin.weight.abs_().mul_(3.0)   # all excitatory: the all-ones input reaches the largest input, every step
+    iaf = sl.IAF(spike_fn=MultiSpike, spike_threshold=torch.tensor(0.5))
+    w, b = lin.weight.detach().double().numpy(), lin.bias.detach().double().numpy()
+    hi = float((b + w.sum(1)).max())
+    from spikec.ir.graph import Node, TensorType
+    node = Node("n", "lif_sinabs", ("x",), TensorType((10,)), {"norm_input": False, "spike": "multi",
+                                                              "reset": "subtract"},
+                {"alpha_mem": np.asarray(1.0), "threshold": np.asarray(0.5)})
+    bound = sinabs_counts.count_bound(node, (-1.0, hi))
+    assert bound == int(np.floor(1 + hi / 0.5 + 1e-6))
+    rng = np.random.default_rng(0)
+    xs = [rng.random((40, 1, 12)) < p for p in (0.2, 0.5, 0.9)] + [np.ones((40, 1, 12), bool)]
+    peak = 0
+    for x in xs:
+        iaf.reset_states()
+        with torch.no_grad():
+            out = iaf(lin(torch.as_tensor(x, dtype=torch.float32).reshape(40, 12)).reshape(1, 40, 10))
+        peak = max(peak, int(out.max()))
+    assert 1 <= peak <= bound and peak >= bound - 1   # never beyond, and tight within one
+
+
+def test_without_a_static_bound_multispike_is_refused_naming_why():
+    from spikec.ir.errors import UnsupportedOp
+    from spikec.core.interpreter import run
+    from spikec.frontend import trace
+    graph = trace(_net(MultiSpike), (12,), input_kind="real")   # real-valued inputs: no static bound
+    x = _x() * 3
+    with pytest.raises(UnsupportedOp, match="no static bound"):
+        sinabs_counts.refuse_unbounded(graph, x, run(graph, x))
+    assert sinabs_counts.value_ranges(graph)["model.net.1"] is None
 
 
 def test_refusal_names_the_count_and_the_remedy():
     from spikec.ir.errors import UnsupportedOp
     from spikec.core.interpreter import run
     from spikec.frontend import trace
-    graph = trace(_net(MultiSpike), (12,))
+    graph = trace(_net(MultiSpike), (12,), input_kind="real")   # no static bound: refused
     x = _x() * 3
     ref = run(graph, x)
     peak = int(ref.values["model.net.1"].max())
@@ -87,3 +133,35 @@ def test_only_float32_exact_thresholds_become_intfire():
     assert [sinabs_counts.exact_intfire(n) for n in inexact.nodes if n.op == "lif_sinabs"] == [False, True]
     lowered, records = sinabs_counts.lower(inexact)
     assert [n.op for n in lowered.nodes].count("lif_sinabs") == 1 and len(records) == 1
+
+
+def _pooled_net():
+    """As Sinabs's docs write a conv net: IAFSqueeze on [B T, C, H, W], SumPool2d between the layers."""
+    torch.manual_seed(3)
+    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1, bias=False), sl.IAFSqueeze(batch_size=2), sl.SumPool2d(2),
+                         nn.Conv2d(4, 4, 3, padding=1, bias=False), sl.IAFSqueeze(batch_size=2))
+
+
+@needs_lava
+def test_sinabs_sum_pool_folds_into_the_next_conv_bit_exact():
+    """Sinabs's SumPool2d (an LPPool2d of norm 1: the average times the window, as traced) between MultiSpike IAFs
+    and a conv is the window sum (a depthwise all-ones conv2d) folded into that conv: bit-exact on Lava."""
+    x = (np.random.default_rng(2).random((4, 2, 2, 8, 8)) < 0.4).astype(np.float64)
+    c = spikec.compile(_pooled_net(), x, stepping="multistep", targets=("lava",))
+    t = c.targets["lava"]
+    assert c.equivalent and t["bit_exact"] is True, t.get("first_mismatches")
+    assert any("sum pool" in r["as"] for r in t["products"]["rewrites"])
+    assert t["products"]["rewrite_check"]["equivalent"] is True
+
+
+def test_an_average_times_other_than_its_window_is_no_sum_pool():
+    from spikec.targets.lava import products
+    x = (np.random.default_rng(2).random((4, 2, 2, 8, 8)) < 0.4).astype(np.float64)
+    graph = spikec.compile(_pooled_net(), x, stepping="multistep").graph
+    pool = next(n for n in graph.nodes if n.op == "avgpool2d")
+    assert products._sum_pool_scale(graph, pool) is not None
+    scale = graph.consumers(pool.name)[0]
+    from spikec.ir.graph import Graph
+    other = Graph(tuple(n.with_(attrs=dict(n.attrs, a=3.0)) if n.name == scale.name else n for n in graph.nodes),
+                  graph.outputs, graph.meta)
+    assert products._sum_pool_scale(other, pool) is None
