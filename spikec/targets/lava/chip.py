@@ -63,6 +63,12 @@ REMEDY = {
     "Host": "binary operands (spiking Q, K, V, attention), so that products run on chip as AND neurons; or run the "
             "op on Loihi 2's embedded CPUs (not modelled here)",
 }
+# a host partition's remedy by the ops it runs (the first that has one; else REMEDY["Host"])
+HOST_REMEDY = {
+    "maxpool2d": "pool after the neuron instead of before it (a max pool over binary spikes is an OR layer on chip: "
+                 "a depthwise all-ones Conv into a LIF with vth = 0), e.g. snnTorch's tutorial conv net as "
+                 "lif(conv(x)) then max_pool2d, retrained; or run the op on Loihi 2's embedded CPUs (not modelled here)",
+}
 RULE = ("chip_ready: a standard Lava process class (LIF, Dense, DelayDense, Conv; AND and OR layers, read-outs and the "
         "current-bias source are LIFs) whose Loihi 2 model is in "
         "Intel's closed lava-loihi; lava-nc 0.10 itself ships CPU models only. Custom spikec processes are "
@@ -163,7 +169,8 @@ def blockers(net: dict, arrays: dict | None = None) -> list[dict]:
             why = CUSTOM.get(p["type"], f"custom process {p['type']}")
             if p.get("standard_readout_refused"):   # why the read-out is not Lava's LIF
                 why += f"; not Lava's LIF because {p['standard_readout_refused']}"
-            reasons = [(why, REMEDY.get(p["type"], "a standard Lava process in its place"))]
+            remedy = next((HOST_REMEDY[op] for op in p.get("host_ops", ()) if op in HOST_REMEDY), None)
+            reasons = [(why, remedy or REMEDY.get(p["type"], "a standard Lava process in its place"))]
         out.append({"name": p["name"], "type": p["type"], "why": "; ".join(w for w, _ in reasons),
                     "remedy": "; ".join(dict.fromkeys(r for _, r in reasons))})
     return out

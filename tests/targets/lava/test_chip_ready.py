@@ -42,6 +42,16 @@ def test_readiness_counts_and_line():
     assert report["summary"].splitlines()[-1].strip().startswith("chip-ready: 2 of 4")
 
 
+def test_a_host_partition_remedy_follows_the_ops_it_runs():
+    """A max pool over real values (snnTorch's tutorial conv net pools the conv's current before the neuron) is told
+    to pool after the neuron; a host product keeps the products remedy."""
+    net = {"processes": [{"name": "h0", "type": "Host", "host_ops": ["maxpool2d"]},
+                         {"name": "h1", "type": "Host", "host_ops": ["matmul"]}]}
+    by = {b["name"]: b["remedy"] for b in chip.blockers(net)}
+    assert "pool after the neuron" in by["h0"] and "OR layer" in by["h0"]
+    assert by["h1"] == chip.REMEDY["Host"] and "pool after" not in by["h1"]
+
+
 @needs_lava
 def test_the_standard_classes_exist_and_the_open_package_has_no_loihi2_model():
     for path in set(chip.STANDARD.values()):
