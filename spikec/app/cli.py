@@ -384,8 +384,9 @@ def verify_cmd(outdir, inputs, run_source, model, weights, trust_pickle, max_inp
         detail = "" if "spikes_compared" not in r else (f": {r['spikes_compared']:,} spikes, "
                                                          f"{r.get('values_compared', 0):,} values, max rel diff "
                                                          f"{r.get('max_rel_diff', 0.0):.2g}")
-        if r.get("approximate"):
-            detail += " (APPROXIMATE: TTFS LayerNorm decomposition; as close as a replay measures, not exact)"
+        if r.get("approximate"):   # a target's own label, or TTFS's LayerNorm decomposition
+            detail += (f" (APPROXIMATE: {r['approximate']})" if isinstance(r["approximate"], str) else
+                       " (APPROXIMATE: TTFS LayerNorm decomposition; as close as a replay measures, not exact)")
         say(f"{name:<20} {'ok' if r['equivalent'] else 'FAILED'}{detail}"
             + ("" if r["equivalent"] else _first_problem(r)) + (f"\n    source: {r['source']}" if "source" in r else ""))
     return 0 if all(r["equivalent"] for r in results.values()) else 1

@@ -354,6 +354,28 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     from spikec.targets.lava import exact_source
     if exact_source.applies(graph):  # spikec.nn.loihi modules: checked against the source, as compiled
         return exact_source.verify_exact(graph, inputs, q, net, arrays)
+    variant = _written_variant(outdir)
+    if variant is not None:   # the network written is the variant's: re-checked against it, labelled approximate
+        graph, _ = chip_variant.zero_reset(graph)
+        reference = run(graph, inputs)
+    result = _verify_written(outdir, graph, inputs, reference, q, net, arrays)
+    if variant is not None:
+        result["approximate"] = (f"chip-ready variant {chip_variant.OPTION}={variant!r}: Lava checked against the "
+                                 "variant's own integer reference, not the given network (compile_verdict)")
+    return result
+
+
+def _written_variant(outdir) -> str | None:
+    """The chip-ready variant the compile that wrote ``outdir`` deployed (report.json ``options``), or None."""
+    try:
+        choice = json.loads((Path(outdir) / "report.json").read_text()).get("options", {}).get(chip_variant.OPTION)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return choice if choice not in (None, "subtract") else None
+
+
+def _verify_written(outdir, graph, inputs, reference, q, net, arrays) -> dict:
+    """``verify_lava``'s checks of the written network against ``graph`` (the deployed one, or its variant)."""
     x = _int_inputs(q, inputs)
     graph, reference, placed = products.placed(graph, inputs, reference)
     fresh_net, fresh = lower(q)

@@ -82,3 +82,26 @@ def test_synaptic_and_rleaky_variants_reset_at_the_spike_and_are_chip_ready_as_a
     after = res.report["chip_readiness"]
     assert res.ok is False and res.report["bit_exact"] is True, res.report["first_mismatches"]
     assert after["cpu_only"] == 0 and after["chip_ready"] == after["processes"], after
+
+
+@needs_lava
+def test_verify_rechecks_a_variant_outdir_against_the_variant_and_labels_it(tmp_path):
+    """What compile wrote with lava_reset='zero', verify re-checks against the variant (the compile's own
+    reference): the Lava line holds, labelled approximate, the compile's verdict stays failed; a corrupted weight
+    fails the Lava line too."""
+    import spikec
+    pytest.importorskip("snntorch")
+    x = (np.random.default_rng(0).random((8, 3, 12)) < 0.5).astype(np.float64)
+    c = spikec.compile(f"{HERE / 'framework_models.py'}:rleaky", x, targets=("lava",), lava_reset="zero",
+                       stepping="step")
+    out = c.save(tmp_path / "out")
+    r = spikec.verify(out)
+    assert r["target_lava"]["equivalent"] is True and "lava_reset='zero'" in r["target_lava"]["approximate"]
+    assert r["compile_verdict"]["equivalent"] is False
+    params = out / "lava" / "params.npz"
+    with np.load(params) as z:
+        arrays = {k: z[k] for k in z.files}
+    key = next(k for k in arrays if k.endswith("/weights"))
+    arrays[key] = arrays[key] + 64
+    np.savez(params, **arrays)
+    assert spikec.verify(out)["target_lava"]["equivalent"] is False
