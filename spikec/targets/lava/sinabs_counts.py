@@ -86,10 +86,12 @@ def _synapse_range(n: Node, r: tuple[float, float]) -> tuple[float, float]:
 def count_bound(n: Node, u: tuple[float, float] | None) -> int | None:
     """The most spikes MultiSpike neuron ``n`` sends in a step on any input whose synaptic input lies in ``u``:
     ``floor(max(alpha_mem, 0) + max u' / theta)`` (``u' = (1 - alpha_mem) u`` with norm_input; module doc), or None."""
-    if u is None or "threshold" not in n.params:
+    p = n.params
+    # v < theta after a step needs the subtract reset of at least theta; a synaptic current is not u itself
+    if u is None or "threshold" not in p or n.attrs.get("reset") != "subtract" or "alpha_syn" in p:
         return None
-    alpha_mem, theta = float(np.asarray(n.params["alpha_mem"])), float(np.asarray(n.params["threshold"]))
-    if theta <= 0 or alpha_mem < 0:
+    alpha_mem, theta = float(np.asarray(p["alpha_mem"])), float(np.asarray(p["threshold"]))
+    if theta <= 0 or alpha_mem < 0 or ("subtract" in p and float(np.asarray(p["subtract"])) < theta):
         return None
     gain = (1 - alpha_mem) if n.attrs.get("norm_input") else 1.0
     top = max(gain * u[0], gain * u[1], 0.0)

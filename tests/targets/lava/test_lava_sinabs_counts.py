@@ -165,3 +165,20 @@ def test_an_average_times_other_than_its_window_is_no_sum_pool():
     other = Graph(tuple(n.with_(attrs=dict(n.attrs, a=3.0)) if n.name == scale.name else n for n in graph.nodes),
                   graph.outputs, graph.meta)
     assert products._sum_pool_scale(other, pool) is None
+
+
+def test_no_count_bound_where_the_membrane_is_not_below_theta_after_a_step():
+    """The bound rests on ``v < theta`` after the subtract reset of ``theta`` applied to the synaptic input itself:
+    a reset to a value, a smaller subtraction or a synaptic current gets none (so no rewrite, and a refusal)."""
+    from spikec.ir.graph import Node, TensorType
+
+    def node(attrs=None, **params):
+        base = {"alpha_mem": np.asarray(1.0), "threshold": np.asarray(0.5)}
+        return Node("n", "lif_sinabs", ("x",), TensorType((4,)),
+                    {"norm_input": False, "spike": "multi", "reset": "subtract", **(attrs or {})}, {**base, **params})
+
+    assert sinabs_counts.count_bound(node(), (0.0, 1.2)) == 3   # floor(1 + 1.2 / 0.5)
+    assert sinabs_counts.count_bound(node({"reset": "reset"}, reset_value=np.asarray(0.7)), (0.0, 1.2)) is None
+    assert sinabs_counts.count_bound(node(subtract=np.asarray(0.25)), (0.0, 1.2)) is None
+    assert sinabs_counts.count_bound(node(alpha_syn=np.asarray(0.5)), (0.0, 1.2)) is None
+    assert sinabs_counts.count_bound(node(), None) is None
