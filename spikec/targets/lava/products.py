@@ -33,6 +33,7 @@ import torch
 from spikec.ir.graph import Graph, Node, TensorType
 from spikec.ops import OPS, KernelContext
 from spikec.ops.registry import infer_type
+from spikec.ops.pooling import window_sum_as_conv
 from spikec.targets.lava import chip_variant, placement, sinabs_counts, tokens
 from spikec.targets.lava.and_neurons import BOTH, fixed_scale  # noqa: F401  (defines and_gate)
 from spikec.targets.lava.ops_table import entry
@@ -262,10 +263,9 @@ def _sum_pool_scale(g: Graph, n: Node):
 def _sum_pool(r: _Rewriter, n: Node, sc: Node) -> None:
     """``scale(avgpool2d(x))`` as the sum pool it is: a depthwise all-ones conv2d with the pool's window and stride
     (``pooling.is_sum_pool``), which folds into the next synapse as a sum pool."""
-    k, c = tuple(n.attrs["kernel"]), n.type.shape[0]
-    r.emit(sc.name, "conv2d", [n.inputs[0]], {"stride": tuple(n.attrs["stride"]), "padding": (0, 0),
-                                              "dilation": (1, 1), "groups": c},
-           {"weight": np.ones((c, 1) + k), "bias": np.zeros(c)}, scope=n.scope)
+    k = tuple(n.attrs["kernel"])
+    attrs, params = window_sum_as_conv(n.type.shape[0], k, n.attrs["stride"], (0, 0))
+    r.emit(sc.name, "conv2d", [n.inputs[0]], attrs, params, scope=n.scope)
     r.rewrites.append({"nodes": [n.name, sc.name], "as": f"sum pool {sc.name!r}: the {k[0]}x{k[1]} average times "
                        f"{float(sc.attrs['a']):.6g} as the window sum (a depthwise all-ones conv2d, stride "
                        f"{tuple(n.attrs['stride'])})"})
