@@ -21,7 +21,7 @@ def _mapped() -> int:
 
 
 _FRESH_PROCESS = """
-import ctypes, numpy as np
+import numpy as np
 from spikec.core import heap
 libc = heap._glibc()
 BIG = %d
