@@ -24,6 +24,14 @@ once anything in the process has touched the default context -- tqdm does, by cr
 multiprocessing lock, so any interpreter run with a progress bar before the first Lava import
 triggers it. While that module is first imported, ``set_start_method('fork')`` becomes a no-op if
 the start method already is ``fork``, and is forced otherwise (Lava's runtime needs ``fork``).
+
+Not a break, a cost (``memoize_model_search``, used by the warm runner only): Lava's compiler finds a Process's
+ProcessModels by executing, afresh, every module of the Process's directory once per module of its package
+(``ProcGroupDiGraphs._find_proc_models``: spikec's ``procs/`` directory is executed four times over), for every
+Process type of every run: 10-60 ms a type, a third of a small network's Lava job. The runner memoizes that search
+per Process type and makes it, before it forks any job, for the types spikec builds, so each job inherits the
+answers. The answer is a function of the type and of the files on disk, which do not change under a running
+compiler; a type the runner did not search is searched by the job, as Lava does.
 """
 import dataclasses
 import importlib
@@ -61,6 +69,24 @@ def _import_mp_module():
         importlib.import_module(_MP_MODULE)
     finally:
         multiprocessing.set_start_method = orig
+
+
+def memoize_model_search(types=()) -> None:
+    """Memoize Lava's ProcessModel search per Process type (see the module docstring), then search ``types``."""
+    from lava.magma.compiler.compiler_graphs import ProcGroupDiGraphs
+    if getattr(ProcGroupDiGraphs._find_proc_models, "memo", None) is None:
+        search, memo = ProcGroupDiGraphs._find_proc_models, {}
+
+        def find_proc_models(proc):
+            if type(proc) not in memo:
+                memo[type(proc)] = tuple(search(proc))
+            return list(memo[type(proc)])
+        find_proc_models.memo = memo
+        ProcGroupDiGraphs._find_proc_models = staticmethod(find_proc_models)
+    for cls in types:
+        probe = object.__new__(cls)   # the search reads only its type; never initialised, never run
+        probe._runtime = None         # what AbstractProcess.__del__ looks at
+        ProcGroupDiGraphs._find_proc_models(probe)
 
 
 def import_lava():

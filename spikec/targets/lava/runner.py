@@ -119,10 +119,24 @@ def _describe(e: BaseException) -> dict:
     return {"type": type(e).__name__, "what": str(e), "traceback": "".join(tb[-6:]).rstrip()}
 
 
+def _built_types() -> list:
+    """The Process types ``build`` makes (Lava's standard ones and spikec's): their ProcessModels are searched
+    once, here, for every job (``_shim.memoize_model_search``)."""
+    from lava.proc.conv.process import Conv
+    from lava.proc.dense.process import DelayDense, Dense
+    from lava.proc.io.source import RingBuffer
+    from lava.proc.lif.process import LIF
+    from lava.proc.monitor.process import Monitor
+    from spikec.targets.lava.procs import and_gate, process
+    spikec_types = [c for c in vars(process).values() if isinstance(c, type) and c.__module__ == process.__name__
+                    and not c.__name__.startswith("_")]
+    return [LIF, Dense, DelayDense, Conv, RingBuffer, Monitor, and_gate.SpikecAND, *spikec_types]
+
+
 def _prewarm() -> None:
     """Import what every job needs once, here: each job is a fork of this process."""
     try:
-        from spikec.targets.lava._shim import import_lava
+        from spikec.targets.lava._shim import import_lava, memoize_model_search
         import_lava()
         import lava.magma.core.run_configs  # noqa: F401
         import lava.proc.conv.process  # noqa: F401
@@ -132,6 +146,7 @@ def _prewarm() -> None:
         import lava.proc.monitor.process  # noqa: F401
         import spikec.targets.lava.build  # noqa: F401
         import spikec.targets.lava.procs.models  # noqa: F401
+        memoize_model_search(_built_types())
     except Exception:   # a job importing them again reports the failure in its result
         traceback.print_exc()
 
