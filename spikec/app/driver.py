@@ -35,7 +35,7 @@ from spikec.frontend.stepping import cast_inputs_to_params
 from spikec.frontend.tracing import traced_root
 from spikec.core.interpreter import run
 from spikec.ir.graph import Graph, thaw
-from spikec.core.passes import first_record, run_passes
+from spikec.core.passes import chain_records, first_record, pass_chain, run_passes
 from spikec.core.report import layers_report, params_report
 from spikec.core.serialize import graph_to_json, load_graph, save_graph
 from spikec.passes import select
@@ -231,6 +231,43 @@ def _verification_inputs(model, opts: CompileOptions, inputs, array=None):
     return conv, {"source": source, "kind": kind, "ceiling": ceiling, "probes": added, "samples": samples}
 
 
+def _end_to_end(model, graph: Graph, passes, explicit: bool, x, reference, ahead: dict, stages):
+    """Frontend and passes checked at once: every rewrite made and verified, then the deployed graph run once and
+    compared with the source model (``reference``, its run). ``(deployed, its run, the comparison, records)``, or
+    None when a rewrite failed or the comparison differs: then each is checked alone, and the error names the part
+    at fault (``_step_by_step``)."""
+    chain = pass_chain(graph, passes, explicit, ahead)
+    if chain is None:
+        return None
+    start = time.perf_counter()
+    with stages("source vs deployed check"):
+        trace_final = run(chain[-1], x, progress="verifying")
+        cmp = compare_with_torch(model, chain[-1], x, trace=trace_final, source=reference)
+    if not cmp.equivalent:
+        return None
+    names = ", ".join(p.name for p in passes)
+    records = chain_records(passes, chain, ahead, cmp, time.perf_counter() - start, "end to end",
+                            f"end to end: the deployed graph against the source model, once, for the frontend and "
+                            f"the passes {names}")
+    return chain[-1], trace_final, cmp, records
+
+
+def _step_by_step(model, graph: Graph, passes, explicit: bool, x, reference, ahead: dict, stages):
+    """The traced graph against the source, then the passes against it (``run_passes``): what names the part at
+    fault. ``(deployed, its run, the frontend comparison, records)``; no pass runs if the frontend differs."""
+    with stages("frontend check, the traced graph"):
+        need = first_record(graph, passes, explicit, ahead)  # the run records only what the checks read
+        need = need if need == "all" else need | set(dict(graph.meta.get("module_outputs", ())).values())
+        traced = run(graph, x, progress="verifying frontend", record=need)
+        front = compare_with_torch(model, graph, x, trace=traced, source=reference)
+        if not front.equivalent and need != "all":  # no pass runs: the traced graph is the one reported on
+            traced = run(graph, x, progress="verifying frontend")
+    last: list = []  # the run of the deployed graph the last pass was checked with
+    deployed, records = run_passes(graph, passes, x, explicit=explicit, trace=traced, keep=last, stage=stages,
+                                   ahead=ahead, consume=True) if front.equivalent else (graph, [])
+    return deployed, last[0] if last else traced, front, records
+
+
 def compile_model(opts: CompileOptions, *, model: torch.nn.Module | None = None, inputs=None,
                   array=None) -> Compiled:
     """Compile ``opts.model`` (or the given ``model``) on its verification inputs.
@@ -259,24 +296,20 @@ def _compile(opts: CompileOptions, model, inputs, array) -> Compiled:
         graph = _trace_within_memory(model, x, given)
     with stages("frontend check"):
         reference = run_torch(model, x, dict(graph.meta.get("module_outputs", ())))
-        ahead: dict = {}  # the first pass's rewrite, made first: the run records only what the checks read
-        need = first_record(graph, passes, explicit, ahead)
-        need = need if need == "all" else need | set(dict(graph.meta.get("module_outputs", ())).values())
-        traced = run(graph, x, progress="verifying frontend", record=need)
-        front = compare_with_torch(model, graph, x, trace=traced, source=reference)
-        if not front.equivalent and need != "all":  # no pass runs: the traced graph is the one reported on
-            traced = run(graph, x, progress="verifying frontend")
-    last: list = []  # the run of the deployed graph the last pass was checked with
-    deployed, records = run_passes(graph, passes, x, explicit=explicit, trace=traced, keep=last, stage=stages,
-                                   ahead=ahead, consume=True) if front.equivalent else (graph, [])
-    trace_final = last[0] if last else traced
-    del traced, last
+    ahead: dict = {}  # the passes' rewrites, each made once
+    direct = _end_to_end(model, graph, passes, explicit, x, reference, ahead, stages)
+    if direct is not None:
+        deployed, trace_final, front, records = direct
+    else:
+        deployed, trace_final, front, records = _step_by_step(model, graph, passes, explicit, x, reference, ahead,
+                                                              stages)
     coded = None  # the coding's verdict, a TargetResult
     if coding and front.equivalent:
         with stages(f"coding {opts.coding}"):
             deployed, trace_final, records, coded = _recode(coding, opts, model, deployed, x, records)
-    with stages("final check"):
-        final = compare_with_torch(model, deployed, x, trace=trace_final, source=reference)
+    with stages("final check"):  # checked already, end to end, unless a coding changed the graph since
+        final = front if direct is not None and coded is None else \
+            compare_with_torch(model, deployed, x, trace=trace_final, source=reference)
     reference = reference[0], {}  # the source's module outputs are checked: only its outputs are read from here on
     # an approximate coding (TTFS LayerNorm) cannot match the source to 1e-9: its verifier checks it exactly against
     # what it approximates and measures the distance to the source; the report labels it approximate
@@ -304,7 +337,8 @@ def _compile(opts: CompileOptions, model, inputs, array) -> Compiled:
         "provenance": provenance(opts, opts.inputs if inputs is None else None, user_model),
         "input": {"steps": int(x.shape[0]), "batch": int(x.shape[1]), "shape": list(shape), **given,
                   "seed": opts.seed},
-        "frontend": {**front.summary(), "converters": dict(graph.meta.get("converters", ())),
+        "frontend": {**front.summary(), "checked": "end to end" if direct is not None else "traced",
+                     "converters": dict(graph.meta.get("converters", ())),
                      "stepping": conv.stepping, **({"static_input": conv.static} if conv.stepping == "loop" else {}),
                      **({"nir_diagnostics": user_model.nir_diagnostics} if hasattr(user_model, "nir_diagnostics")
                         else {})},

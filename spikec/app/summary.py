@@ -7,7 +7,8 @@ def summary_text(report: dict) -> str:
     lines = [f"spikec: {report['model']}", *_no_weights_lines(report),
              f"  input      [T={report['input']['steps']}, B={report['input']['batch']}, "
              f"{', '.join(map(str, report['input']['shape']))}] {report['input']['kind']} ({report['input']['source']})",
-             f"  frontend   {_verdict(report['frontend'])}",
+             f"  frontend   {_verdict(report['frontend'])}"
+             f"{' (checked end to end: the deployed graph against the source)' if report['frontend'].get('checked') == 'end to end' else ''}",
              *_stepping_lines(report),
              f"  params     source {p['source']:,} -> deployed {p['deployed']:,}"]
     for name, c in p["by_module"].items():
@@ -16,7 +17,8 @@ def summary_text(report: dict) -> str:
         skipped = f", {len(r['skipped'])} skipped" if r["skipped"] else ""
         lines.append(f"  pass       {r['name']:<16} {len(r['nodes_changed'])} nodes changed{skipped}, params "
                      f"{r['params_before']:,} -> {r['params_after']:,}; spike mismatches {r['spike_mismatches']}, "
-                     f"max rel diff {r['max_rel_diff']:.2g} ({r['seconds']:.2f} s)")
+                     f"max rel diff {r['max_rel_diff']:.2g} ({r['seconds']:.2f} s)"
+                     f"{', checked ' + r['checked'] if r.get('checked', 'alone') != 'alone' else ''}")
         lines += [f"             - skipped {s['node']}: {s['reason']}" for s in r["skipped"]]
         lines += [f"             - {note}" for note in r["notes"]]
     ac = sum(1 for l in report["layers"] if l["synaptic_kind"] == "AC")

@@ -1,9 +1,13 @@
-"""Pass manager: an ordered list of named ``Graph -> Graph`` rewrites, each verified and checked on the spot.
+"""Pass manager: an ordered list of named ``Graph -> Graph`` rewrites, each verified and checked.
 
-After every pass the IR verifier runs and the checker compares the graph with the one before it
-on the verification inputs. A failure names the pass and the passes run before it. Matches a
-pass declined are logged with node and reason, never dropped silently; when the user named the
-pass explicitly, a declined match stops the compile with that node and reason.
+After every pass the IR verifier runs. When two or more passes change the graph, the checker compares the
+graph after the last with the graph before the first, once, on the verification inputs (one interpreter run
+instead of one per pass: the identity claimed is the composition's, and each record says so, ``checked:
+"composed"``). Only if that comparison fails is each pass checked alone against the graph before it, so the
+failure names the pass and the passes run before it (and a composition that differs while every pass alone
+agrees is reported as such). A single changing pass is checked alone. Matches a pass declined are logged with
+node and reason, never dropped silently; when the user named the pass explicitly, a declined match stops the
+compile with that node and reason.
 """
 import time
 from contextlib import nullcontext
@@ -55,6 +59,8 @@ class PassRecord:
     skipped: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     comparison: dict = field(default_factory=dict)
+    checked: str = "alone"   # "alone": against the graph before it; "composed": the passes' one check;
+    # "end to end": the deployed graph against the source model (the driver's one check of frontend and passes)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -78,10 +84,28 @@ def run_passes(graph: Graph, passes: list[Pass], inputs, *, explicit: bool = Fal
     if trace is None and passes:
         trace, consume = run(graph, inputs, record=first_record(graph, passes, explicit, ahead),
                              progress="verifying"), True
+    chain = _composed(graph, passes, explicit, ahead)
+    if chain is not None:
+        with (stage("passes, checked composed") if stage else nullcontext()):
+            composed, after, seconds = _check_composed(chain, trace, inputs, consume)
+        if composed.equivalent:
+            records = _composed_records(passes, chain, ahead, composed, seconds)
+            if keep is not None:
+                keep.append(after)
+            return chain[-1], records
+        del after  # the composition differs: each pass alone, from a fresh run, names the one at fault
+        trace, consume = run(graph, inputs, record=_record(graph, passes, 0, explicit, ahead),
+                             progress="verifying"), True
     for i, p in enumerate(passes):
         with (stage(f"pass {p.name}") if stage else nullcontext()):
             graph, trace = _run_pass(i, passes, graph, trace, inputs, explicit, records, ahead, consume)
         consume = True
+    if chain is not None:  # every pass agrees with the graph before it, yet the composition does not
+        raise NotEquivalent(f"each pass alone is equivalent to the graph before it, but the graph after them all is "
+                            f"not equivalent to the graph before them:\n{composed.describe()}",
+                            where=f"in passes {', '.join(p.name for p in passes)} (composed)",
+                            remedy="this is a compiler bug (differences that add up across passes): report it "
+                                   "with the model; meanwhile compile with fewer passes (--passes)")
     if keep is not None:
         keep.append(trace)
     return graph, records
@@ -89,8 +113,64 @@ def run_passes(graph: Graph, passes: list[Pass], inputs, *, explicit: bool = Fal
 
 def first_record(graph: Graph, passes: list[Pass], explicit: bool = False, ahead: dict | None = None):
     """What a run of ``graph`` must record for ``run_passes(graph, passes, ...)``: node names, or "all" (no pass,
-    a pass that keeps the graph, or one that fails: it is raised in its turn). ``ahead`` keeps the rewrite."""
-    return _record(graph, passes, 0, explicit, {} if ahead is None else ahead)
+    a pass that keeps the graph, or one that fails: it is raised in its turn). ``ahead`` keeps the rewrites."""
+    ahead = {} if ahead is None else ahead
+    chain = _composed(graph, passes, explicit, ahead)
+    return before_names(graph, chain[-1]) if chain is not None else _record(graph, passes, 0, explicit, ahead)
+
+
+def pass_chain(graph: Graph, passes: list[Pass], explicit: bool = False, ahead: dict | None = None) -> list[Graph] | None:
+    """The graphs before and after each pass, every rewrite made and verified (kept in ``ahead``), if none failed or
+    (named explicitly) declined a match; else None (``run_passes`` raises that failure in its turn)."""
+    ahead = {} if ahead is None else ahead
+    graphs = [graph]
+    for i in range(len(passes)):
+        rw = _rewrite(passes, i, graphs[-1], ahead)
+        if rw.error is not None or (explicit and rw.result.skipped):
+            return None
+        graphs.append(rw.result.graph)
+    return graphs
+
+
+def _composed(graph: Graph, passes: list[Pass], explicit: bool, ahead: dict) -> list[Graph] | None:
+    """``pass_chain``, if the passes are checked as one composition (two or more changed the graph); else None:
+    each pass is checked alone (a failure is raised in its turn, after the checks of the passes before it)."""
+    chain = pass_chain(graph, passes, explicit, ahead)
+    changed = 0 if chain is None else sum(not _unchanged(a, b) for a, b in zip(chain, chain[1:]))
+    return chain if changed >= 2 else None
+
+
+def _check_composed(chain: list[Graph], trace: Trace, inputs, consume: bool):
+    """The graph after the last pass compared with ``trace`` (the run of the graph before the first), in one run:
+    (comparison, that run, seconds)."""
+    start = time.perf_counter()
+    cmp, after = compare_streamed(chain[0], trace, chain[-1], inputs, record="all", consume=consume,
+                                  progress="verifying passes")
+    return cmp, after, time.perf_counter() - start
+
+
+def _composed_records(passes: list[Pass], chain: list[Graph], ahead: dict, cmp, seconds: float) -> list[PassRecord]:
+    names = [p.name for p in passes]
+    return chain_records(passes, chain, ahead, cmp, seconds, "composed",
+                         f"composed: the graph after {names[-1]!r} against the graph before {names[0]!r}, once, for "
+                         f"the passes {', '.join(names)}")
+
+
+def chain_records(passes: list[Pass], chain: list[Graph], ahead: dict, cmp, seconds: float, checked: str,
+                  how: str) -> list[PassRecord]:
+    """One record per pass of ``pass_chain``'s ``chain``, each with the one comparison ``cmp`` that checked them
+    all (``checked``: its kind, ``how``: what it compared, in the record's ``comparison``) and an equal share of its
+    ``seconds``."""
+    summary = {**cmp.summary(), "checked": how}
+    share = seconds / max(1, len(passes))
+    records = []
+    for i, p in enumerate(passes):
+        rw = ahead[i][1]
+        records.append(PassRecord(p.name, list(rw.result.changed), _params(chain[i]), _params(chain[i + 1]), True,
+                                  cmp.spike_mismatches, cmp.max_rel_diff, round(rw.seconds + share, 4),
+                                  [s.__dict__ for s in rw.result.skipped], list(rw.result.notes), dict(summary),
+                                  checked))
+    return records
 
 
 @dataclass(frozen=True)

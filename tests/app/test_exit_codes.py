@@ -69,11 +69,11 @@ def test_the_console_entry_maps_sigterm_to_143(tmp_path):
     script = (f"import os, signal, sys\n"
               f"sys.argv = ['spikec', 'compile', {str(MODELS) + ':one_output'!r}, '-o', {str(tmp_path / 'out')!r}]\n"
               "import spikec.app.driver as d\n"
-              "real = d.run_passes\n"
+              "real = d.run\n"
               "def slow(*a, **k):\n"
               "    os.kill(os.getpid(), signal.SIGTERM)\n"
               "    return real(*a, **k)\n"
-              "d.run_passes = slow\n"
+              "d.run = slow\n"
               "from spikec.app.cli import run\n"
               "run()\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)

@@ -126,7 +126,7 @@ def test_interrupt_while_writing_leaves_old_outdir_and_no_temp(tmp_path, digits_
 def test_keyboard_interrupt_exits_130_not_1(tmp_path, digits_copy, monkeypatch):
     def ctrl_c(*a, **k):
         raise KeyboardInterrupt
-    monkeypatch.setattr("spikec.app.driver.run_passes", ctrl_c)
+    monkeypatch.setattr("spikec.app.driver.run", ctrl_c)   # the interpreter run of the IR: every compile makes it
     result = compile_to(tmp_path / "out", digits_copy)
     assert_clean_failure(result, 130, "interrupted")
     assert not (tmp_path / "out").exists()

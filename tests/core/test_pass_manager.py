@@ -136,3 +136,65 @@ def test_implicit_pass_with_a_skip_records_it(graph, inputs):
                                "remedy": "wait a fortnight"}]
     assert record.notes == ["looked at 2 batchnorms"]
     assert record.to_json()["skipped"] == record.skipped
+
+
+def copy_head(graph):
+    """An exact rewrite that still changes the graph: head.1 replaced by an equal copy of itself."""
+    head = graph.node("head.1")
+    return PassResult(replace_node(graph, "head.1", params=dict(head.params)), ("head.1",))
+
+
+def nudge_head(graph):
+    """head.1's weight and bias scaled by 1 + 7e-10: its output by as much, within REL_TOL (1e-9) once, not twice."""
+    head = graph.node("head.1")
+    scaled = {k: v * (1 + 7e-10) if k in ("weight", "bias") else v for k, v in head.params.items()}
+    return PassResult(replace_node(graph, "head.1", params=scaled), ("head.1",))
+
+
+COPY = make_pass("copy_head", copy_head)
+
+
+def _count_runs(monkeypatch):
+    from spikec.core import stream
+    calls, real = [], stream.run
+    monkeypatch.setattr(stream, "run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+def test_two_changing_passes_are_checked_composed_in_one_run(graph, inputs, monkeypatch):
+    """Two passes that change the graph: one run of the final graph against the traced run, each record saying so;
+    the graph and the verdict are those of the passes checked one by one."""
+    calls = _count_runs(monkeypatch)
+    keep = []
+    out, records = run_passes(graph, [FOLD_BATCHNORM, NOOP, COPY], inputs, keep=keep)
+    assert len(calls) == 1
+    assert [r.checked for r in records] == ["composed"] * 3
+    for r in records:
+        assert r.spike_mismatches == 0 and r.comparison["equivalent"] and r.comparison["spikes_compared"] > 0
+        assert "composed" in r.comparison["checked"] and "copy_head" in r.comparison["checked"]
+    assert set(keep[0].values) >= {n.name for n in out.nodes}   # the final graph's run, whole, as before
+    alone, alone_records = run_passes(graph, [FOLD_BATCHNORM], inputs)
+    alone, _ = run_passes(alone, [COPY], inputs)
+    assert [n.name for n in out.nodes] == [n.name for n in alone.nodes]
+    assert alone_records[0].checked == "alone"
+    assert [r.nodes_changed for r in records][0] == alone_records[0].nodes_changed
+
+
+def test_a_wrong_pass_in_a_composition_is_named_after_the_composed_check_fails(graph, inputs, monkeypatch):
+    calls = _count_runs(monkeypatch)
+    with pytest.raises(NotEquivalent) as info:
+        run_passes(graph, [FOLD_BATCHNORM, WRONG, COPY], inputs)
+    assert "'scale_head'" in info.value.message() and "after fold_batchnorm" in info.value.message()
+    assert len(calls) == 3   # the composition, then fold_batchnorm and scale_head alone
+
+
+def test_differences_that_add_up_across_passes_fail_the_composition(graph, inputs):
+    """Each nudge alone is within the checker's tolerance; the two together are not: the composition is refused,
+    named as such, although every pass alone agrees with the graph before it."""
+    nudge = make_pass("nudge_head", nudge_head)
+    _, (alone,) = run_passes(graph, [nudge], inputs)
+    assert alone.checked == "alone" and 0 < alone.max_rel_diff <= 1e-9
+    with pytest.raises(NotEquivalent) as info:
+        run_passes(graph, [nudge, make_pass("nudge_again", nudge_head)], inputs)
+    message = info.value.message()
+    assert "each pass alone is equivalent" in message and "(composed)" in message and "'head.1'" in message
