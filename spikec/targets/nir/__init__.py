@@ -94,34 +94,30 @@ PER_OUTPUT = ("the file has {n} outputs and nirtorch returns one: it was run as 
               "with every node it reads (consumers.one_output_parts)")
 
 
-def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: float) -> dict:
+def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: float, read=None) -> dict:
     """Each consumer's verdict: ran and matched, or why it did not run. A file with several outputs is run one
-    output at a time (nirtorch, under snnTorch, Norse, Sinabs and Rockpool, returns one), each with what it reads."""
-    with tempfile.TemporaryDirectory(prefix="spikec-nir-parts-") as tmp:   # never beside the file (an OUTDIR)
-        return _run_consumers(path, Path(tmp), graph, inputs, reference, mapping, dt)
-
-
-def _run_consumers(path, tmp: Path, graph: Graph, inputs, reference, mapping: dict, dt: float) -> dict:
-    g = nir.read(path)
+    output at a time (nirtorch, under snnTorch, Norse, Sinabs and Rockpool, returns one), each with what it reads.
+    ``read``: the file's ``hdf5.read`` already made. The file is read once: every consumer imports a copy of it, or
+    of one of its one-output parts (``consumers.one_output_parts``: subgraphs of the graph read, the same node
+    objects, so the same arrays as the file)."""
+    g = hdf5.read(path) if read is None else read
     outputs = mapping.get("outputs", {})
     if len(outputs) <= 1:
-        parts = [(path, g, mapping)]
+        parts = [(g, mapping)]
     else:
         parts = []
         for out, sub in consumers_mod.one_output_parts(g).items():
-            sub_path = tmp / f"{out}.nir"
-            nir.write(sub_path, sub)
             over = {k: v for k, v in mapping.get("read_over_time", {}).items() if k == out}
-            parts.append((sub_path, sub, {**mapping, "outputs": {out: outputs[out]}, "read_over_time": over}))
-    found = [consumers_mod.limits(sub, dt) for _, sub, _ in parts]   # every consumer's limits, once per part
+            parts.append((sub, {**mapping, "outputs": {out: outputs[out]}, "read_over_time": over}))
+    found = [consumers_mod.limits(sub, dt) for sub, _ in parts]   # every consumer's limits, once per part
     report = {}
     for name in consumers_mod.CONSUMERS:
         missing = consumers_mod.available(name)
         if missing:
             report[name] = {"ran": False, "reason": missing}
             continue
-        verdicts = [_one_consumer(name, p, limits[name], graph, inputs, reference, m, dt)
-                    for (p, _, m), limits in zip(parts, found)]
+        verdicts = [_one_consumer(name, path, limits[name], graph, inputs, reference, m, dt, sub)
+                    for (sub, m), limits in zip(parts, found)]
         report[name] = verdicts[0] if len(verdicts) == 1 else _merge(verdicts, list(outputs))
         if report[name]["ran"]:
             report[name]["call"] = CALLS[name].format(dt=dt)
@@ -143,9 +139,10 @@ def _merge(verdicts: list[dict], outs: list[str]) -> dict:
             "first_mismatches": [m for v in verdicts for m in v["first_mismatches"]][:10]}
 
 
-def _one_consumer(name, path, found: list, graph: Graph, inputs, reference, mapping: dict, dt: float) -> dict:
-    """Consumer ``name`` on the one-output file ``path`` (``found``: what in it the consumer cannot run): its
-    verdict."""
+def _one_consumer(name, path, found: list, graph: Graph, inputs, reference, mapping: dict, dt: float,
+                  read=None) -> dict:
+    """Consumer ``name`` on the one-output graph ``read`` (the file ``path`` as read, or one of its one-output
+    parts; ``found``: what in it the consumer cannot run): its verdict."""
     if found:
         return {"ran": False, "reason": "; ".join(found)}
     carriers = mapping.get("carriers", {})
@@ -154,7 +151,7 @@ def _one_consumer(name, path, found: list, graph: Graph, inputs, reference, mapp
     (nir_out, ir_out), = mapping.get("outputs", {}).items()
     out_node = graph.node(ir_out)
     try:
-        y, spikes = consumers_mod.run_consumer(name, path, inputs, dt, out_node.type.shape)
+        y, spikes = consumers_mod.run_consumer(name, path, inputs, dt, out_node.type.shape, read)
     except Exception as e:  # the consumer itself failed on a file the analysis passed: report it
         return {"ran": False, "reason": f"{name} raised {type(e).__name__}: {e}"}
     cmp, at_margins = Comparison(), []
@@ -210,7 +207,7 @@ def check_file(path, graph: Graph, inputs, reference, dt: float = DT, scheme: st
               "bit_exact_params": mapping.get("bit_exact_params"), "notes": mapping.get("notes", []),
               "min_firing_margin": _min_margin(graph, reference)}
     if with_consumers:
-        report["consumers"] = run_consumers(path, graph, inputs, reference, mapping, dt)
+        report["consumers"] = run_consumers(path, graph, inputs, reference, mapping, dt, g)
         variant = nearest_variant(g, graph, inputs, reference, mapping, dt, scheme)
         if variant is not None:
             report["nearest_variant"] = variant

@@ -10,6 +10,7 @@ type): NIR types and Flatten dims are batch-free, and both importers hand ``Flat
 modules are hooked, so every NIR neuron's spikes are compared, not only the graph output.
 Consumers run as they ship: float32 parameters and state.
 """
+import copy
 import contextlib
 import io
 import logging
@@ -347,8 +348,10 @@ def _quiet():
         logging.getLogger().setLevel(level)
 
 
-def _import(consumer: str, path, dt: float):
-    graph = hdf5.read(path)
+def _import(consumer: str, source, dt: float):
+    """The consumer's module for ``source``: a file's path, or a graph read from one, which the import may change
+    (nirtorch replaces subgraphs in place: give it a copy)."""
+    graph = source if isinstance(source, nir.NIRGraph) else hdf5.read(source)
     if consumer == "snntorch":
         from snntorch.import_nir import import_from_nir
         return import_from_nir(graph)
@@ -384,19 +387,21 @@ def _out(o, one: bool):
     return o[0] if one else o
 
 
-def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape) -> tuple[np.ndarray, dict]:
-    """Import ``path`` with ``consumer`` and run it on ``inputs [T, B, ...]``.
+def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape,
+                 read: nir.NIRGraph | None = None) -> tuple[np.ndarray, dict]:
+    """Import ``path`` with ``consumer`` and run it on ``inputs [T, B, ...]``; ``read``: the file's ``hdf5.read``
+    already made (each consumer imports a copy of it: a file is read once for all of them).
 
     Returns the graph output ``[T, B, *out_shape]`` and the spikes of every hooked neuron ``[T, B, ...]``.
     """
     from spikec.formats.nir.interpreter import one_thread
-    graph = hdf5.read(path)
-    wanted = _hook_names(graph)
+    graph = hdf5.read(path) if read is None else copy.deepcopy(read)
+    wanted, flattens = _hook_names(graph), _flattens(graph)
     if consumer == "rockpool":   # Rockpool's modules evolve the whole sequence: one call on [B, T, N]
         with _quiet(), one_thread():
             return rockpool_consumer.run(graph, inputs, out_shape)
     with _quiet(), one_thread():
-        module = _import(consumer, path, dt)
+        module = _import(consumer, graph, dt)
         seen: dict[str, list] = {}
         hooks = []
         for name, m in module.named_modules():
@@ -408,7 +413,7 @@ def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape) 
         T, B = inputs.shape[:2]
         outs = np.zeros((T, B, *out_shape))
         spikes: dict[str, list] = {}
-        batched = consumer in BATCHED or (consumer in ("snntorch", "norse") and not _flattens(graph))
+        batched = consumer in BATCHED or (consumer in ("snntorch", "norse") and not flattens)
         try:
             with torch.no_grad():
                 for b in ([slice(None)] if batched else range(B)):
