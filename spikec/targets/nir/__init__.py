@@ -116,12 +116,43 @@ def run_consumers(path, graph: Graph, inputs, reference, mapping: dict, dt: floa
         if missing:
             report[name] = {"ran": False, "reason": missing}
             continue
+        ran = _one_run(name, path, parts, [limits[name] for limits in found], g, graph, inputs, dt)
+        verdicts = [_one_consumer(name, path, limits[name], graph, inputs, reference, m, dt, sub, r)
+                    for (sub, m), limits, r in zip(parts, found, ran)]
+        # a part read off the shared run that differs is run alone: its verdict is the consumer's own run of it
         verdicts = [_one_consumer(name, path, limits[name], graph, inputs, reference, m, dt, sub)
-                    for (sub, m), limits in zip(parts, found)]
+                    if r is not None and not (v["ran"] and v["spike_exact"]) else v
+                    for (sub, m), limits, r, v in zip(parts, found, ran, verdicts)]
         report[name] = verdicts[0] if len(verdicts) == 1 else _merge(verdicts, list(outputs))
         if report[name]["ran"]:
             report[name]["call"] = CALLS[name].format(dt=dt)
     return report
+
+
+def _one_run(name, path, parts, limits, g: nir.NIRGraph, graph: Graph, inputs, dt: float) -> list:
+    """Every part's ``(output, spikes)`` from one run of the consumer, where it can give them: snnTorch or Norse
+    (a module per node), several parts, all runnable, one of which holds every node of the others; the others'
+    outputs are read off that run at the node each Output reads (a hook), their spikes are their own neurons'. Else
+    (or if that run fails) ``[None, ...]``: each part is run alone, as each reports its own failure."""
+    none = [None] * len(parts)
+    if name not in ("snntorch", "norse") or len(parts) < 2 or any(limits):
+        return none
+    nodes = [set(sub.nodes) - {n for n, v in sub.nodes.items() if isinstance(v, nir.Output)} for sub, _ in parts]
+    whole = next((i for i, n in enumerate(nodes) if all(other <= n for other in nodes)), None)
+    if whole is None:
+        return none
+    outs = [next(iter(m["outputs"].items())) for _, m in parts]   # (NIR Output, IR node) per part
+    reads = {d: s for s, d in g.edges}
+    extra = {o: (reads.get(o), graph.node(ir).type.shape) for i, (o, ir) in enumerate(outs) if i != whole}
+    if any(src is None or isinstance(g.nodes.get(src), nir.Input) for src, _ in extra.values()):
+        return none
+    try:
+        y, spikes, others = consumers_mod.run_consumer_outputs(
+            name, path, inputs, dt, graph.node(outs[whole][1]).type.shape, parts[whole][0], extra)
+    except Exception:  # noqa: BLE001 -- each part is then run alone and reports what fails
+        return none
+    return [(y, spikes) if i == whole else (others[o], {k: v for k, v in spikes.items() if k in parts[i][0].nodes})
+            for i, (o, _) in enumerate(outs)]
 
 
 def _merge(verdicts: list[dict], outs: list[str]) -> dict:
@@ -140,9 +171,10 @@ def _merge(verdicts: list[dict], outs: list[str]) -> dict:
 
 
 def _one_consumer(name, path, found: list, graph: Graph, inputs, reference, mapping: dict, dt: float,
-                  read=None) -> dict:
+                  read=None, ran=None) -> dict:
     """Consumer ``name`` on the one-output graph ``read`` (the file ``path`` as read, or one of its one-output
-    parts; ``found``: what in it the consumer cannot run): its verdict."""
+    parts; ``found``: what in it the consumer cannot run; ``ran``: its ``(output, spikes)``, read off one run of
+    the consumer on a part holding it, ``_one_run``): its verdict."""
     if found:
         return {"ran": False, "reason": "; ".join(found)}
     carriers = mapping.get("carriers", {})
@@ -151,7 +183,8 @@ def _one_consumer(name, path, found: list, graph: Graph, inputs, reference, mapp
     (nir_out, ir_out), = mapping.get("outputs", {}).items()
     out_node = graph.node(ir_out)
     try:
-        y, spikes = consumers_mod.run_consumer(name, path, inputs, dt, out_node.type.shape, read)
+        y, spikes = ran if ran is not None else consumers_mod.run_consumer(name, path, inputs, dt,
+                                                                           out_node.type.shape, read)
     except Exception as e:  # the consumer itself failed on a file the analysis passed: report it
         return {"ran": False, "reason": f"{name} raised {type(e).__name__}: {e}"}
     cmp, at_margins = Comparison(), []

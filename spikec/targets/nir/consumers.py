@@ -394,22 +394,36 @@ def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape,
 
     Returns the graph output ``[T, B, *out_shape]`` and the spikes of every hooked neuron ``[T, B, ...]``.
     """
+    outs, spikes, _ = run_consumer_outputs(consumer, path, inputs, dt, out_shape, read)
+    return outs, spikes
+
+
+def run_consumer_outputs(consumer: str, path, inputs: np.ndarray, dt: float, out_shape,
+                         read: nir.NIRGraph | None = None, extra: dict | None = None):
+    """``run_consumer``, and ``extra`` (``{name: (NIR node, shape)}``, snnTorch and Norse: their modules are the
+    nodes) read off the same run: each node's output ``[T, B, *shape]`` through a hook on its module (what an Output
+    reading the node would return). Returns ``(output, spikes, {name: output})``."""
     from spikec.formats.nir.interpreter import one_thread
     graph = hdf5.read(path) if read is None else copy.deepcopy(read)
     wanted, flattens = _hook_names(graph), _flattens(graph)
     if consumer == "rockpool":   # Rockpool's modules evolve the whole sequence: one call on [B, T, N]
         with _quiet(), one_thread():
-            return rockpool_consumer.run(graph, inputs, out_shape)
+            return (*rockpool_consumer.run(graph, inputs, out_shape), {})
+    extra = extra or {}
     with _quiet(), one_thread():
         module = _import(consumer, graph, dt)
-        seen: dict[str, list] = {}
+        seen: dict = {}   # neuron name -> its spikes per step; ("output", name) -> an extra output per step
+        by_module = {src.replace(".", "_"): ("output", name) for name, (src, _) in extra.items()}
         hooks = []
         for name, m in module.named_modules():
             leaf = name.rsplit(".", 1)[-1]
-            if leaf in wanted and name.count(".") == (consumer == "sinabs"):   # Sinabs's is wrapped (Stepped)
-                hooks.append(m.register_forward_hook(
-                    lambda mod, i, o, n=wanted[leaf], one=consumer == "sinabs": seen.setdefault(n, []).append(
-                        _out(o, one).detach().double().clone())))
+            one = consumer == "sinabs"
+            if leaf in wanted and name.count(".") == one:   # Sinabs's is wrapped (Stepped)
+                hooks.append(m.register_forward_hook(lambda mod, i, o, n=wanted[leaf], one=one: seen.setdefault(
+                    n, []).append(_out(o, one).detach().double().clone())))
+            if name in by_module:
+                hooks.append(m.register_forward_hook(lambda mod, i, o, n=by_module[name]: seen.setdefault(
+                    n, []).append(_out(o, False).detach().double().clone())))
         T, B = inputs.shape[:2]
         outs = np.zeros((T, B, *out_shape))
         spikes: dict[str, list] = {}
@@ -429,13 +443,18 @@ def run_consumer(consumer: str, path, inputs: np.ndarray, dt: float, out_shape,
                                              f"output's {tuple(out_shape)}")
                         outs[t, b] = y.detach().double().numpy().reshape((B, *out_shape) if batched else out_shape)
                     for k, v in seen.items():
+                        if isinstance(k, tuple) and len(v) != T:
+                            raise ValueError(f"node {k[1]!r}'s module ran {len(v)} times in {T} steps")
                         spikes.setdefault(k, []).append(torch.stack(v).numpy())
         finally:
             for h in hooks:
                 h.remove()
-    if batched:
-        return outs, {k: v[0] for k, v in spikes.items()}
-    return outs, {k: np.stack(v, axis=1) for k, v in spikes.items()}
+    got = {k: v[0] if batched else np.stack(v, axis=1) for k, v in spikes.items()}
+    missing = [name for name in extra if ("output", name) not in got]
+    if missing:
+        raise ValueError(f"no module of the import computes {', '.join(extra[n][0] for n in missing)}")
+    return (outs, {k: v for k, v in got.items() if not isinstance(k, tuple)},
+            {name: got[("output", name)].reshape((T, B, *shape)) for name, (_, shape) in extra.items()})
 
 
 def _sinabs_module(graph):
