@@ -21,7 +21,7 @@ from torch import nn
 
 from spikec.ir.errors import BadInput, SpikecError, UnsupportedOp
 from spikec.frontend import trace
-from spikec.frontend.loop import _stacked_outputs, bind
+from spikec.frontend.loop import _stacked_outputs, bind, bind_repeated
 from spikec.frontend.stepping import STEPPINGS, adapt, reset_state
 from spikec.frontend.tracing import is_leaf
 from spikec.ops import opdef
@@ -54,7 +54,10 @@ def loop_convention(model, raw: np.ndarray, as_given: bool, random: bool = False
     try:
         looped, x = bind(model, example, is_leaf)
     except SpikecError as e:
-        raise (first if first is not None and not as_given else e)
+        repeated = bind_repeated(model, example) if example.ndim >= 2 else None  # forward repeats x over T itself
+        if repeated is None:
+            raise (first if first is not None and not as_given else e)
+        looped, x = repeated
     return Convention("loop", looped, x.double().numpy(), static=True)
 
 

@@ -14,6 +14,11 @@ call, so the loop unrolls into T copies of one step. The fold takes them back to
 
 Step 0 is then converted as one step of a multi-step graph (``ConvertContext.stepping = "step"``). The fold is
 a claim like any pass: the driver proves the folded graph against the model's own forward on every input.
+
+A ``forward`` with no loop that makes its time steps from its one static input first thing
+(``x.unsqueeze(0).repeat(self.T, 1, 1, 1, 1)``, SpikingJelly's CSNN tutorial: ``repeated_body``) is a static loop
+model too: its fx graph with the repeat taken out is the multi-step graph it runs on the repeated input, converted
+as it is (``Looped.multistep``), and the model itself is run on the static input and proved against it.
 """
 import operator
 
@@ -29,7 +34,8 @@ MULTISTEP = "spikec_multistep"  # fx node meta: computed before the loop on the 
 
 
 class Looped(nn.Module):
-    """A model running its own time loop, taking ``[T, B, ...]`` (``static``: ``[B, ...]``, here ``x[0]``)."""
+    """A model running its own time loop, taking ``[T, B, ...]`` (``static``: ``[B, ...]``, here ``x[0]``).
+    ``multistep`` (set by ``bind_repeated``): ``body`` is a multi-step graph of ``root``, not one step."""
 
     def __init__(self, model: nn.Module, static: bool = False):
         super().__init__()
@@ -423,6 +429,71 @@ def capture(model: nn.Module, example: torch.Tensor, leaf) -> tuple[torch.fx.Gra
     fold = _Fold(model, graph)
     fold.check()
     return _body(fold), not fold.indexed, fold.steps
+
+
+def _unsqueezes_time(n, x) -> bool:
+    """``x.unsqueeze(0)``, ``torch.unsqueeze(x, 0)`` or ``x[None]`` / ``x[None, ...]``: a new leading dim on ``x``."""
+    if n.op == "call_method" and n.target == "unsqueeze" or n.op == "call_function" and n.target is torch.unsqueeze:
+        dim = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim")
+        return n.args[0] is x and dim == 0
+    if n.op == "call_function" and n.target is operator.getitem and n.args[0] is x:
+        index = n.args[1] if isinstance(n.args[1], tuple) else (n.args[1],)
+        return index[:1] == (None,) and all(i is Ellipsis or i == slice(None) for i in index[1:])
+    return False
+
+
+def _repeat_count(n, u) -> int | None:
+    """T of ``u.repeat(T, 1, ..., 1)`` or ``u.expand(T, -1, ..., -1)`` (sizes as arguments or one tuple); else None."""
+    if n.op != "call_method" or n.target not in ("repeat", "expand") or n.args[:1] != (u,) or n.kwargs:
+        return None
+    sizes = n.args[1] if len(n.args) == 2 and isinstance(n.args[1], (tuple, list)) else n.args[1:]
+    rest = 1 if n.target == "repeat" else -1
+    if not sizes or not all(type(v) is int for v in sizes) or any(v != rest for v in sizes[1:]) or sizes[0] < 1:
+        return None
+    return sizes[0]
+
+
+def repeated_body(model: nn.Module) -> tuple[nn.Module, torch.fx.Graph, int] | None:
+    """``(root, graph, T)`` for a ``forward`` that makes its time steps by repeating its one static input over T
+    (``x_seq = x.unsqueeze(0).repeat(T, 1, 1, 1, 1)``, SpikingJelly's CSNN tutorial; ``.expand(T, -1, ...)``,
+    ``x[None]``): its fx graph with the repeat taken out, so that its input stands for the repeated ``[T, B, ...]``
+    and the rest is the multi-step graph it is; None for any other forward."""
+    from spikec.frontend.tracing import fx_trace
+    try:
+        root, graph = fx_trace(model)
+    except SpikecError:
+        return None
+    finally:
+        reset_state(model)
+    inputs = [n for n in graph.nodes if n.op == "placeholder"]
+    if len(inputs) != 1 or len(inputs[0].users) != 1:
+        return None
+    x, (u,) = inputs[0], inputs[0].users
+    if not _unsqueezes_time(u, x) or len(u.users) != 1:
+        return None
+    (r,) = u.users
+    steps = _repeat_count(r, u)
+    if steps is None:
+        return None
+    r.replace_all_uses_with(x)
+    graph.erase_node(r)
+    graph.erase_node(u)
+    return root, graph, steps
+
+
+def bind_repeated(model: nn.Module, example: torch.Tensor) -> tuple["Looped", torch.Tensor] | None:
+    """The adapter for a model that repeats its static input ``example`` (``[B, ...]``) over T itself
+    (``repeated_body``), and that input repeated as the ``[T, B, ...]`` it stands for; None for any other model.
+    The adapter runs the model itself on ``x[0]``, as a static loop model is run; it is traced as its multi-step
+    graph."""
+    found = repeated_body(model)
+    if found is None:
+        return None
+    root, body, steps = found
+    looped = Looped(model, static=True)
+    looped.body, looped.root, looped.multistep = body, root, True
+    looped.lead = (steps, example.shape[0])
+    return looped, example.unsqueeze(0).expand(steps, *example.shape).contiguous()
 
 
 def bind(model: nn.Module, example, leaf) -> tuple["Looped", torch.Tensor]:

@@ -378,6 +378,9 @@ def _looped(ctx, m, name, x):
     if getattr(m, "body", None) is None:
         raise BadInput("the loop model was not captured on its inputs", where=f"module {name!r}",
                        remedy="build it with spikec.frontend.loop.bind(model, inputs, leaf)")
+    if getattr(m, "multistep", False):   # the input repeated over T by forward itself: a multi-step graph
+        outs = convert_fx(ctx, m.root, m.body, x)
+        return outs[0] if len(outs) == 1 else tuple(outs)
     outer = ctx.per_step, ctx.stepping, ctx.concrete
     ctx.per_step, ctx.stepping, ctx.concrete = True, "step", m.lead
     try:

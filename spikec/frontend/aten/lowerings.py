@@ -98,10 +98,13 @@ def _fold_of(lw, x: Value, shape) -> int:
 
 
 STATIC_TIME = ("if this is x.unsqueeze(0).repeat(T, ...) (or .expand), forward makes the time steps from one static "
-               "input (SpikingJelly's CSNN tutorial), which spikec cannot see: its graphs take [T, B, ...] inputs",
-               "repeat outside the model: give forward x_seq = x.unsqueeze(0).repeat(T, 1, 1, 1, 1) as its input "
-               "([T, B, ...] inputs, e.g. np.repeat(x[None], T, 0) saved as the --inputs array), or write the "
-               "loop as a for-loop over T feeding x each step (--stepping loop takes a static [B, ...] input)")
+               "input (SpikingJelly's CSNN tutorial); spikec takes that only as the first thing forward does to its "
+               "input (x.unsqueeze(0).repeat(T, 1, ..., 1), .expand(T, -1, ..., -1) or x[None] with a constant T: "
+               "--stepping loop, a static [B, ...] input), and here it is not",
+               "repeat the model's input itself first thing in forward (x_seq = x.unsqueeze(0).repeat(self.T, 1, 1, "
+               "1, 1), every other repeat 1), or repeat outside the model: give forward [T, B, ...] inputs (e.g. "
+               "np.repeat(x[None], T, 0) saved as the --inputs array), or write the loop as a for-loop over T "
+               "feeding x each step (--stepping loop takes a static [B, ...] input)")
 
 
 def _view(lw, x, *args, **kwargs):
