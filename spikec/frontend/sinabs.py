@@ -153,7 +153,14 @@ def adapt(model: nn.Module) -> nn.Module:
     in ``SinabsNet``, anything else as it is. Wrap before loading a checkpoint: the bare network's keys then load."""
     if not _stateful_layers(model) or any(isinstance(m, SinabsNet) for m in model.modules()):
         return model
-    return SinabsNet(model)
+    wrapped = SinabsNet(model)
+    for name in DECLARED:   # what the network declares of its inputs stays declared (the driver reads the wrapper)
+        if getattr(model, name, None) is not None:
+            setattr(wrapped, name, getattr(model, name))
+    return wrapped
+
+
+DECLARED = ("input_shape", "steps")   # the attributes a model may declare its per-step shape and T with
 
 
 def _is_squeeze(m) -> bool:

@@ -271,3 +271,17 @@ def test_repeat_runs_its_module_per_step_in_a_batch_first_network():
     assert out.any() and not out.all()
     with pytest.raises(UnsupportedOp, match="Repeat"):
         trace(frontend.SinabsNet(nn.Sequential(sl.Repeat(nn.Linear(5, 5)), sl.IAFSqueeze(num_timesteps=T))), (5,))
+
+
+def test_a_bare_network_keeps_what_it_declares_of_its_inputs():
+    """A bare Sinabs network with ``input_shape`` and ``steps`` (as a factory sets them) is wrapped in SinabsNet and
+    still declares them: the CLI compiles it with no --input-shape (it said "the per-step input shape is unknown")."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1, bias=False), sl.IAFSqueeze(batch_size=4), nn.Flatten(),
+                        nn.Linear(4 * 6 * 6, 3, bias=False), sl.IAFSqueeze(batch_size=4))
+    net.input_shape, net.steps = (2, 6, 6), 5
+    wrapped = frontend.adapt(net)
+    assert isinstance(wrapped, frontend.SinabsNet) and wrapped.input_shape == (2, 6, 6) and wrapped.steps == 5
+    assert frontend.adapt(nn.Sequential(nn.Linear(2, 2), sl.IAF())).__dict__.get("input_shape") is None
+    c = spikec.compile(net)
+    assert c.equivalent and c.report["input"]["steps"] == 5 and c.report["input"]["shape"] == [2, 6, 6]
