@@ -35,17 +35,43 @@ def reset_state(model: nn.Module) -> None:
 
 
 def cast_inputs_to_params(model: nn.Module) -> None:
-    """Give every module holding floating parameters its floating inputs in the parameters' dtype.
+    """Give every module holding floating parameters its floating inputs in the parameters' dtype, and every
+    snnTorch neuron's outputs its input's dtype.
 
     snnTorch's neurons return float32 spikes whatever their input (and feed them to their own recurrent
-    layers): in the float64 reference run the next Linear or Conv2d would raise a dtype error. Spikes (0, 1,
-    or a float32 graded value) are exact in float64, so the cast changes no value; in a run in the model's own
-    dtype it does nothing.
+    layers): in the float64 reference run the next Linear or Conv2d would raise a dtype error, and an op between
+    them (``spk.mean(-1)``, ``torch.stack(spk_rec).mean(0)``) would compute in float32. Spikes (0, 1, or a float32
+    graded value) are exact in float64, so the casts change no value; in a run in the model's own dtype they do
+    nothing. (The float32 run of ``source_precision`` is the model as its framework computes it.)
     """
     for m in model.modules():
         if any(True for _ in m.parameters(recurse=False)) and not getattr(m, "_spikec_cast", False):
             m.register_forward_pre_hook(_cast_to_params)
             m._spikec_cast = True
+        if _snntorch_neuron(m) and not getattr(m, "_spikec_spikes_cast", False):
+            m.register_forward_hook(_spikes_in_input_dtype)
+            m._spikec_spikes_cast = True
+
+
+def _snntorch_neuron(m: nn.Module) -> bool:
+    if not type(m).__module__.startswith("snntorch"):
+        return False
+    from snntorch._neurons.neurons import SpikingNeuron
+    return isinstance(m, SpikingNeuron)
+
+
+def _spikes_in_input_dtype(module, args, out):
+    """An snnTorch neuron's float32 spikes (``fire``: ``(mem > threshold).float()``, times its float32 graded
+    factor) in the dtype of its floating input: in the float64 run the ops after it (a ``mean``, a scale, a ``cat``
+    with a float64 tensor) then compute in float64, as the proof does, instead of torch promoting nothing and
+    computing them in float32. Every spike value is a float32 number, exact in float64: the cast changes no value;
+    in a float32 run it does nothing."""
+    dtype = next((a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
+    if dtype is None:
+        return None
+    cast = lambda o: o.to(dtype) if isinstance(o, torch.Tensor) and o.is_floating_point() and o.dtype != dtype \
+        else o  # noqa: E731
+    return tuple(cast(o) for o in out) if isinstance(out, tuple) else cast(out)
 
 
 def _cast_to_params(module, args):

@@ -291,3 +291,33 @@ def test_refuses_slstm_which_cannot_run_in_float64():
 def test_refuses_the_wrong_stepping():
     refused(snntorch.Leaky(beta=0.9), "SnnTorchMultiStep", stepping="multistep")
     refused(SnnTorchMultiStep(snntorch.Leaky(beta=0.9)), "one time step", stepping="step")
+
+
+# -- ops on snnTorch's spikes in the float64 run -------------------------------------------------------------------
+class _PooledSpikes(nn.Module):
+    """An audio-style net as snnTorch users write it: two Conv1d branches, their spikes joined and averaged over
+    time-frequency bins (``torch.cat(...).mean(-1)``), a Linear read-out neuron with its membrane output."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.c1, self.c2 = nn.Conv1d(4, 6, 3, padding=1), nn.Conv1d(4, 6, 5, padding=2)
+        self.l1 = snntorch.Leaky(beta=0.9, init_hidden=True)
+        self.l2 = snntorch.Leaky(beta=0.8, init_hidden=True)
+        self.fc = nn.Linear(12, 3)
+        self.l3 = snntorch.Leaky(beta=0.9, init_hidden=True, output=True)
+
+    def forward(self, x):
+        h = torch.cat([self.l1(self.c1(x)), self.l2(self.c2(x))], dim=1).contiguous().mean(dim=-1)
+        return self.l3(self.fc(h))
+
+
+def test_a_mean_of_snntorch_spikes_is_proved_in_float64():
+    """snnTorch's float32 spikes would make torch compute the mean in float32 inside the float64 run (it differed
+    from the proof by ~1e-8): in that run its neurons' outputs take their input's dtype, so the mean is float64."""
+    import spikec
+    x = (np.random.default_rng(0).random((8, 3, 4, 7)) < 0.5).astype(float)
+    c = spikec.compile(_PooledSpikes().eval(), x, targets=("onnx",))
+    assert c.equivalent, c.report["frontend"]["first_mismatches"]
+    assert c.report["frontend"]["max_rel_diff"] == 0 and c.report["frontend"]["spikes_compared"] > 0
+    assert c.report["targets"]["onnx"]["equivalent"]
