@@ -23,7 +23,7 @@ from spikec.ir.errors import BadInput, SpikecError, UnsupportedOp
 from spikec.frontend import trace
 from spikec.frontend.loop import _stacked_outputs, bind, bind_repeated
 from spikec.frontend.stepping import STEPPINGS, adapt, reset_state
-from spikec.frontend.tracing import is_leaf
+from spikec.frontend.tracing import fx_trace, is_leaf
 from spikec.ops import opdef
 
 
@@ -54,7 +54,7 @@ def loop_convention(model, raw: np.ndarray, as_given: bool, random: bool = False
     try:
         looped, x = bind(model, example, is_leaf)
     except SpikecError as e:
-        repeated = bind_repeated(model, example) if example.ndim >= 2 else None  # forward repeats x over T itself
+        repeated = bind_repeated(model, example, fx_trace) if example.ndim >= 2 else None  # forward repeats x itself
         if repeated is None:
             raise (first if first is not None and not as_given else e)
         looped, x = repeated

@@ -453,12 +453,12 @@ def _repeat_count(n, u) -> int | None:
     return sizes[0]
 
 
-def repeated_body(model: nn.Module) -> tuple[nn.Module, torch.fx.Graph, int] | None:
+def repeated_body(model: nn.Module, fx_trace) -> tuple[nn.Module, torch.fx.Graph, int] | None:
     """``(root, graph, T)`` for a ``forward`` that makes its time steps by repeating its one static input over T
     (``x_seq = x.unsqueeze(0).repeat(T, 1, 1, 1, 1)``, SpikingJelly's CSNN tutorial; ``.expand(T, -1, ...)``,
     ``x[None]``): its fx graph with the repeat taken out, so that its input stands for the repeated ``[T, B, ...]``
-    and the rest is the multi-step graph it is; None for any other forward."""
-    from spikec.frontend.tracing import fx_trace
+    and the rest is the multi-step graph it is; None for any other forward. ``fx_trace``: the frontend's tracer
+    (``tracing.fx_trace``, which imports this module), ``(root, graph)`` of a model."""
     try:
         root, graph = fx_trace(model)
     except SpikecError:
@@ -481,12 +481,12 @@ def repeated_body(model: nn.Module) -> tuple[nn.Module, torch.fx.Graph, int] | N
     return root, graph, steps
 
 
-def bind_repeated(model: nn.Module, example: torch.Tensor) -> tuple["Looped", torch.Tensor] | None:
+def bind_repeated(model: nn.Module, example: torch.Tensor, fx_trace) -> tuple["Looped", torch.Tensor] | None:
     """The adapter for a model that repeats its static input ``example`` (``[B, ...]``) over T itself
     (``repeated_body``), and that input repeated as the ``[T, B, ...]`` it stands for; None for any other model.
     The adapter runs the model itself on ``x[0]``, as a static loop model is run; it is traced as its multi-step
     graph."""
-    found = repeated_body(model)
+    found = repeated_body(model, fx_trace)
     if found is None:
         return None
     root, body, steps = found

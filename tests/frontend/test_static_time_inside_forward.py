@@ -13,6 +13,7 @@ from torch import nn
 
 import spikec
 from spikec.frontend.loop import repeated_body
+from spikec.frontend.tracing import fx_trace
 from spikec.ir.errors import UnsupportedOp
 
 sj = pytest.importorskip("spikingjelly.activation_based")
@@ -81,7 +82,7 @@ def test_the_model_own_T_is_the_steps_of_random_inputs_whatever_the_option():
 def test_the_repeat_is_taken_out_of_the_graph():
     """Before/after: the forward's fx graph has the unsqueeze and the repeat; the body has neither, and its input
     feeds the first layer directly."""
-    root, body, steps = repeated_body(CSNN().eval())
+    root, body, steps = repeated_body(CSNN().eval(), fx_trace)
     assert steps == 4
     ops = [(n.op, n.target) for n in body.nodes]
     assert ("call_method", "unsqueeze") not in ops and ("call_method", "repeat") not in ops
@@ -91,7 +92,7 @@ def test_the_repeat_is_taken_out_of_the_graph():
 
 @pytest.mark.parametrize("how", ["scaled first", "batch repeated"])
 def test_time_made_otherwise_inside_forward_is_refused_with_the_remedy(how):
-    assert repeated_body(CSNN(how).eval()) is None
+    assert repeated_body(CSNN(how).eval(), fx_trace) is None
     with pytest.raises(UnsupportedOp) as e:   # random inputs, --stepping auto: as the CLI's --input-shape runs it
         spikec.compile(CSNN(how).eval(), input_shape=(1, 8, 8), targets=())
     assert "makes the time steps from one static input" in str(e.value), e.value
@@ -99,7 +100,7 @@ def test_time_made_otherwise_inside_forward_is_refused_with_the_remedy(how):
 
 
 def test_a_multistep_model_is_not_taken_as_repeated():
-    assert repeated_body(CSNN("none").eval()) is None
+    assert repeated_body(CSNN("none").eval(), fx_trace) is None
 
 
 def test_the_remedy_of_repeating_outside_still_compiles_and_equals_spikingjelly():
