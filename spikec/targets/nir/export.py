@@ -354,6 +354,10 @@ def _windowsum(ex: _Exporter, node: Node):
                             d * (k - 1) // 2, d, c))
 
 
+lowering("sum")(lambda ex, node: structure.reduction(ex, node))
+lowering("mean")(lambda ex, node: structure.reduction(ex, node))
+
+
 @lowering("flatten")
 def _flatten(ex: _Exporter, node: Node):
     x = ex.graph.node(node.inputs[0]).type

@@ -110,3 +110,28 @@ def channel_conv1d(a: np.ndarray, b: np.ndarray, shape) -> nir.Conv1d:
     c = shape[0]
     return nir.Conv1d(input_shape=int(shape[1]), weight=np.diag(a).reshape(c, c, 1), stride=1, padding=0,
                       dilation=1, groups=1, bias=b)
+
+
+def reduction(ex, node) -> None:
+    """A ``sum`` / ``mean`` over every per-step dim but one, no keepdim (global pooling: ``x.mean(-1)`` of a
+    ``(C, L)`` step, ``x.mean((-2, -1))`` of ``(C, H, W)``) as ``Flatten`` then an ``Affine`` whose row c holds 1
+    (sum) or 1/n (mean) at the n inputs of channel c. A sum of spikes is exact; a mean of n values is
+    ``sum_i x_i * (1/n)`` against torch's ``sum / n``: a few ulp (within the checker's bound, which compares it)."""
+    x, a = tuple(ex.graph.node(node.inputs[0]).type.shape), node.attrs
+    kept = [d for d in range(len(x)) if d not in tuple(a["dims"])]
+    if a["keepdim"] or len(kept) != 1 or a.get("dtype"):
+        _refuse(node, f"a {node.op} over dims {tuple(a['dims'])} of a {x} step (keepdim={a['keepdim']}): NIR has no "
+                "reduction node; spikec writes one as an Affine only when it leaves one dim (global pooling)")
+    n_in = int(np.prod(x))
+    rows = np.indices(x)[kept[0]].reshape(-1)
+    weight = np.zeros((x[kept[0]], n_in))
+    weight[rows, np.arange(n_in)] = 1.0 / (n_in // x[kept[0]]) if node.op == "mean" else 1.0
+    flat = ex.add(f"{node.name}.flatten", nir.Flatten(input_type={"input": np.array(x)}, start_dim=0,
+                                                      end_dim=len(x) - 1), node.inputs)
+    affine = ex.add(node.name, nir.Affine(weight=weight, bias=np.zeros(weight.shape[0])))
+    ex.edges.append((flat, affine))
+    ex.single(node, affine)
+    n = n_in // x[kept[0]]
+    ulp = node.op == "mean" and n & (n - 1)   # 1/n a binary fraction (n a power of two): the same value exactly
+    ex.notes.append(f"{node.name}: a {node.op} over dims {tuple(a['dims'])} as Flatten and an Affine"
+                    + (f" (weights 1/{n}, not a binary fraction: equal to a few ulp)" if ulp else ""))
