@@ -119,7 +119,7 @@ def reduction(ex, node) -> None:
     ``sum_i x_i * (1/n)`` against torch's ``sum / n``: a few ulp (within the checker's bound, which compares it)."""
     x, a = tuple(ex.graph.node(node.inputs[0]).type.shape), node.attrs
     kept = [d for d in range(len(x)) if d not in tuple(a["dims"])]
-    if a["keepdim"] or len(kept) != 1 or a.get("dtype"):
+    if a["keepdim"] or len(kept) != 1:
         _refuse(node, f"a {node.op} over dims {tuple(a['dims'])} of a {x} step (keepdim={a['keepdim']}): NIR has no "
                 "reduction node; spikec writes one as an Affine only when it leaves one dim (global pooling)")
     n_in = int(np.prod(x))
