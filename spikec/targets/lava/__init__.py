@@ -44,7 +44,7 @@ from spikec.ir.errors import BadInput
 from spikec.core.interpreter import run
 from spikec.core.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
-from spikec.targets.lava import chip, chip_variant, cores, current_bias, products, standard_readout
+from spikec.targets.lava import chip, chip_variant, cores, current_bias, over_time, products, standard_readout
 from spikec.targets.lava import ops as _ops  # noqa: F401  (defines the lava_* ops)
 from spikec.targets.lava.compare import compare
 from spikec.targets.lava.limits import int_inputs
@@ -128,8 +128,7 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
         _chip_ready(result, graph)
         return _readable(result)
     start = time.perf_counter()
-    graph, reference, variant = _variant(graph, inputs, reference, options)   # lava_reset='zero': approximate
-    graph, reference, placed = products.placed(graph, inputs, reference)
+    graph, reference, variant, readouts, placed = _prepared(graph, inputs, reference, options)
     q, net, arrays, netx_note = choose_deployment(graph, inputs, options)
     x = _int_inputs(q.graph, inputs)
     t_ref = time.perf_counter()
@@ -211,11 +210,22 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     if variant is not None:
         report["approximate_variant"] = variant
         report["summary"] += "\n             " + chip_variant.line(variant)
+    over_time.add_to_report(report, net, readouts)
     standard_readout.add_to_report(report, net, q.graph, trace)
     biases = current_bias.add_to_report(report, net, arrays, q.graph)
     chip.add_to_report(report, net, arrays)
     return TargetResult(report, exact and netx_ok and checks["ok"] and variant is None
                         and readouts_ok(report.get("standard_readouts")) and biases, files)
+
+
+def _prepared(graph, inputs, reference, options) -> tuple:
+    """``(graph, reference, variant, readouts, placed)``: what the target deploys of ``graph``: the chip-ready
+    variant asked for (``_variant``), its read-outs over time of spikes split off to the host (``over_time``), its
+    products placed (``products.placed``)."""
+    graph, reference, variant = _variant(graph, inputs, reference, options)   # lava_reset='zero': approximate
+    graph, readouts = over_time.split(graph)
+    graph, reference, placed = products.placed(graph, inputs, reference)
+    return graph, reference, variant, readouts, placed
 
 
 def _variant(graph, inputs, reference, options) -> tuple:
@@ -358,7 +368,8 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     if variant is not None:   # the network written is the variant's: re-checked against it, labelled approximate
         graph, _ = chip_variant.zero_reset(graph)
         reference = run(graph, inputs)
-    result = _verify_written(outdir, graph, inputs, reference, q, net, arrays)
+    graph, readouts = over_time.split(graph)
+    result = _verify_written(outdir, graph, inputs, reference, q, net, arrays, readouts)
     if variant is not None:
         result["approximate"] = (f"chip-ready variant {chip_variant.OPTION}={variant!r}: Lava checked against the "
                                  "variant's own integer reference, not the given network (compile_verdict)")
@@ -374,11 +385,14 @@ def _written_variant(outdir) -> str | None:
     return choice if choice not in (None, "subtract") else None
 
 
-def _verify_written(outdir, graph, inputs, reference, q, net, arrays) -> dict:
-    """``verify_lava``'s checks of the written network against ``graph`` (the deployed one, or its variant)."""
+def _verify_written(outdir, graph, inputs, reference, q, net, arrays, readouts=()) -> dict:
+    """``verify_lava``'s checks of the written network against ``graph`` (the deployed one, or its variant, its
+    read-outs over time split off: ``readouts``)."""
     x = _int_inputs(q, inputs)
     graph, reference, placed = products.placed(graph, inputs, reference)
     fresh_net, fresh = lower(q)
+    if readouts:
+        fresh_net[over_time.HOST_KEY] = list(readouts)
     lowered = [k for k in sorted(set(fresh) | set(arrays))
                if k not in fresh or k not in arrays or not np.array_equal(fresh[k], arrays[k])]
     lowered += network_differences(fresh_net, net)   # the document too, not only its arrays (a latency, a port)
@@ -478,13 +492,16 @@ class Deployed:
 
     def __call__(self, x, *, dequantize: bool = False):
         trace = run(self.graph, _int_inputs(self.graph, x), integer=True, record="outputs")
-        outs = []
+        readouts = {r["of"]: r["output"] for r in self.network.get(over_time.HOST_KEY, ())}
+        host = over_time.apply(self.network.get(over_time.HOST_KEY, []), trace.values)   # read out on the host
+        names, outs = [], []
         for o in self.graph.outputs:
-            y = trace.values[o]
+            y = host[readouts[o]] if o in readouts else trace.values[o]
             if dequantize and self.graph.node(o).op == "lava_readout":
                 y = y / np.asarray(self.scales[o], dtype=np.float64)
+            names.append(readouts.get(o, o))
             outs.append(y)
-        return outs[0] if len(outs) == 1 else dict(zip(self.graph.outputs, outs))
+        return outs[0] if len(outs) == 1 else dict(zip(names, outs))
 
 
 def load(outdir) -> Deployed:

@@ -8,12 +8,13 @@ as having no Loihi mapping.
 """
 from spikec.targets.lava.host import HOST
 from spikec.targets.lava.neurons import NEURONS as NEURON_LOWERINGS
+from spikec.targets.lava.over_time import OPS_OVER_TIME
 from spikec.targets.lava.ops_table import entry, having
 from spikec.targets.lava.placement import PLACEMENT as PLACEMENT_OPS
 from spikec.targets.lava.refusal import SUPPORTED, refuse  # noqa: F401  (the target's refusal, re-exported)
 
 NEURON, SYNAPSE, POOL, TERM, GRAPH_INPUT, HOST_OP = "neuron", "synapse", "pool", "term", "input", "host"
-PLACEMENT = "placement"
+PLACEMENT, OVER_TIME = "placement", "over time"
 LOWERINGS: dict[str, str] = {
     "input": GRAPH_INPUT,      # binary or integer spikes sent by the host
     "conv2d": SYNAPSE,         # Conv (kernel flipped and transposed for Lava's true convolution)
@@ -27,12 +28,15 @@ LOWERINGS: dict[str, str] = {
     **{op: PLACEMENT for op in PLACEMENT_OPS},   # concat/slice/sum/mean: split into the synapses reading them
     **{op: NEURON for op in NEURON_LOWERINGS},   # a population of neurons.NEURONS[op].kind
     **{op: HOST_OP for op in HOST},              # a host partition (a Host process)
-}
+    **{op: OVER_TIME for op in OPS_OVER_TIME},   # an output's read-out over time of spikes: on the host, split off
+}                                                # before the mapping (over_time.py)
 NEURONS = tuple(op for op, role in LOWERINGS.items() if role == NEURON)
 MAPPED = tuple(LOWERINGS)
 PLACED_ONLY = ("is mapped only as wiring of the synapses reading it (placement.py): a linear on a per-step vector, "
                "or a conv2d (groups 1) over whole channels with the spatial positions kept; this one also feeds "
                "something else (a neuron, an output, another op) or a conv2d across spatial positions")
+OVER_TIME_ONLY = ("is computed on the host only as a graph output read out of a spiking node's recorded spikes "
+                  "(over_time.py); this one reads real values, or another node reads it")
 NO_MAPPING = {
     "tdm": "TDM has no static fixed-point form here (run tdm_dual_kernel first)",
     "windowsum": "a window sum outside an SDNA block is not mapped",
@@ -50,4 +54,6 @@ def unmapped(op: str) -> str | None:
     where ``placement.split`` could not turn it into wiring."""
     if role(op) == PLACEMENT:
         return f"a {op} {PLACED_ONLY}"
+    if role(op) == OVER_TIME:
+        return f"a read-out over time ({op}) {OVER_TIME_ONLY}"
     return NO_MAPPING.get(op, "no Loihi mapping in this target") if role(op) is None else None
