@@ -32,18 +32,17 @@ FAST = ("core", "ir", "ops", "nn", "frontend", "passes", "tools",
 # Tests under a fast path that cost seconds each, in files other engineers own (node id prefixes from tests/).
 SLOW_HERE = ()
 # Files measured longest (a run of the whole suite over 2 workers, each file's wall seconds from SPIKEC_FILE_TIMES
-# below; 2026-12-02, loaded machine: coverage 248 s ... lava_spikformer 25 s), started first: pytest-xdist gives a
-# worker a whole file (--dist loadfile keeps a module's shared fixtures on one worker), so a long file left to the
-# end would leave the other worker idle. A file missing here or gone only loses the ordering.
+# below; 2026-12-04, quiet machine: coverage 36 s ... leftovers 6 s), started first: pytest-xdist gives a worker a
+# whole file (--dist loadfile keeps a module's shared fixtures on one worker), so a long file left to the end would
+# leave the other worker idle. A file missing here or gone only loses the ordering.
 LONG_FIRST = ("targets/test_coverage.py", "targets/lava/test_sdna_sdt_lava.py", "targets/lava/test_interrupts.py",
-              "targets/lava/test_lava_mapping.py", "targets/lava/test_network_api.py",
-              "targets/lava/test_runtime_shared.py", "targets/lava/test_framework_neurons.py",
-              "targets/lava/test_ttfs_lava.py", "targets/lava/test_placement_written.py",
-              "targets/test_nir_paper_targets.py", "targets/lava/test_lava_target.py", "test_readme_commands.py",
-              "core/test_cli.py", "app/test_fuzz_graphs.py", "targets/lava/test_exact_source.py",
-              "app/test_dataset_verify.py", "codings/ttfs/test_examples.py", "targets/lava/test_lava_spikformer.py",
-              "targets/onnx/test_onnx_framework_neurons.py", "app/test_trust_after_success.py",
-              "targets/lava/test_leftovers.py")
+              "targets/lava/test_ttfs_lava.py", "targets/lava/test_lava_mapping.py",
+              "targets/lava/test_runtime_shared.py", "test_readme_commands.py", "targets/test_nir_paper_targets.py",
+              "app/test_fuzz_graphs.py", "targets/lava/test_network_api.py", "targets/lava/test_framework_neurons.py",
+              "targets/lava/test_lava_target.py", "app/test_trust_after_success.py", "app/test_dataset_verify.py",
+              "targets/lava/test_current_bias.py", "targets/lava/test_readout_over_time.py",
+              "targets/lava/test_placement_written.py", "core/test_cli.py", "targets/lava/test_accuracy.py",
+              "targets/lava/test_exact_source.py", "app/test_bring_your_model.py", "targets/lava/test_leftovers.py")
 # Modules that check a compile's own Lava session (counted, ended with the compile) or kill one: no shared session.
 OWN_LAVA_SESSIONS = ("targets/lava/test_runtime_shared.py", "targets/lava/test_interrupts.py",
                      "targets/lava/test_leftovers.py")
