@@ -18,7 +18,7 @@ def summary_text(report: dict) -> str:
         lines.append(f"  pass       {r['name']:<16} {len(r['nodes_changed'])} nodes changed{skipped}, params "
                      f"{r['params_before']:,} -> {r['params_after']:,}; spike mismatches {r['spike_mismatches']}, "
                      f"max rel diff {r['max_rel_diff']:.2g} ({r['seconds']:.2f} s)"
-                     f"{', checked ' + r['checked'] if r.get('checked', 'alone') != 'alone' else ''}")
+                     f"{', checked ' + r['checked'] if r.get('checked', 'alone') != 'alone' and r['nodes_changed'] else ''}")
         lines += [f"             - skipped {s['node']}: {s['reason']}" for s in r["skipped"]]
         lines += [f"             - {note}" for note in r["notes"]]
     ac = sum(1 for l in report["layers"] if l["synaptic_kind"] == "AC")

@@ -42,6 +42,11 @@ def test_a_compile_runs_the_ir_once_and_labels_its_proof(monkeypatch):
     assert all("the deployed graph against the source model" in p["comparison"]["checked"] for p in r["passes"])
     fold = next(p for p in r["passes"] if p["name"] == "fold_batchnorm")
     assert fold["nodes_changed"] and fold["params_after"] < fold["params_before"]
+    from spikec.app.summary import summary_text
+    lines = [line for line in summary_text(r).splitlines() if line.startswith("  pass ")]
+    assert any("fold_batchnorm" in line and line.endswith("checked end to end") for line in lines)
+    # a pass that changed nothing had nothing to check: its line does not claim a check
+    assert all(not line.endswith("checked end to end") for line in lines if " 0 nodes changed" in line)
 
 
 def _wrong(graph):
