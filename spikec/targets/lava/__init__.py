@@ -492,8 +492,9 @@ class Deployed:
 
     def __call__(self, x, *, dequantize: bool = False):
         trace = run(self.graph, _int_inputs(self.graph, x), integer=True, record="outputs")
-        readouts = {r["of"]: r["output"] for r in self.network.get(over_time.HOST_KEY, ())}
-        host = over_time.apply(self.network.get(over_time.HOST_KEY, []), trace.values)   # read out on the host
+        written = self.network.get(over_time.HOST_KEY, [])
+        readouts = {r["of"]: r["output"] for r in written}
+        host = over_time.apply(written, trace.values)   # the read-outs over time, computed as on the host
         names, outs = [], []
         for o in self.graph.outputs:
             y = host[readouts[o]] if o in readouts else trace.values[o]

@@ -13,11 +13,11 @@ import numpy as np
 import torch
 
 from spikec.ir.graph import Graph, thaw
-from spikec.ops import OPS, KernelContext
+from spikec.ops import OPS
+from spikec.targets.lava.host import _FLOAT, _Node   # the host partitions' float64 kernels, as they call them
 
 OPS_OVER_TIME = ("time_sum", "time_max")
 HOST_KEY = "host_readouts"   # network.json: [{output, op, attrs, of}] in the order of the deployed outputs
-_FLOAT = KernelContext(False, {})
 
 
 def split(graph: Graph) -> tuple[Graph, list[dict]]:
@@ -44,7 +44,7 @@ def apply(readouts: list[dict], values: dict) -> dict:
     node): the op's kernel in float64 on those spikes."""
     out = {}
     for r in readouts:
-        node = _Node(r["op"], r["attrs"], r["output"])
+        node = _Node(r["op"], r["attrs"])
         x = torch.from_numpy(np.ascontiguousarray(np.asarray(values[r["of"]], dtype=np.float64)))
         out[r["output"]] = OPS[r["op"]].kernel(_FLOAT, node, {}, x).numpy()
     return out
@@ -68,8 +68,3 @@ def line(readouts: list[dict]) -> str:
     return "read-outs over time on the host: " + ", ".join(
         f"{r['output']} ({r['op']}{', mean' if r['attrs'].get('mean') else ''} of {r['of']}'s recorded spikes)"
         for r in readouts)
-
-
-class _Node:
-    def __init__(self, op, attrs, name):
-        self.op, self.attrs, self.name = op, attrs, name

@@ -414,10 +414,9 @@ def run_consumer_outputs(consumer: str, path, inputs: np.ndarray, dt: float, out
         module = _import(consumer, graph, dt)
         seen: dict = {}   # neuron name -> its spikes per step; ("output", name) -> an extra output per step
         by_module = {src.replace(".", "_"): ("output", name) for name, (src, _) in extra.items()}
-        hooks = []
+        hooks, one = [], consumer == "sinabs"
         for name, m in module.named_modules():
             leaf = name.rsplit(".", 1)[-1]
-            one = consumer == "sinabs"
             if leaf in wanted and name.count(".") == one:   # Sinabs's is wrapped (Stepped)
                 hooks.append(m.register_forward_hook(lambda mod, i, o, n=wanted[leaf], one=one: seen.setdefault(
                     n, []).append(_out(o, one).detach().double().clone())))
