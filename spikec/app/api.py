@@ -181,7 +181,7 @@ def _check_count(name: str, value, optional: bool = True) -> None:
 
 _CHOICES = {"stepping": ("auto", "multistep", "step", "loop"), "nir_scheme": ("snntorch", "norse"),
             "nir_consumer": ("any", "snntorch", "norse"), "coding": ("native", "ttfs"),
-            "nir_version": (None, "1.0.8", "1.0.7"), "lava_reset": (None, "zero")}
+            "nir_version": (None, "1.0.8", "1.0.7"), "lava_reset": (None, "current", "zero")}
 
 
 def _check_api_options(options: dict) -> dict:
@@ -279,8 +279,10 @@ def compile(model: torch.nn.Module | str | Path, inputs: np.ndarray | torch.Tens
     xylo_chip: with the xylo target, the chip mapped onto (``"xylo-audio-2"``, the default, ``"xylo-audio-3"`` or
         ``"xylo-imu"``: ``spikec.targets.xylo.limits.CHIPS``), passed as its target option ``xylo_chip``.
     nir_version: the NIR file version written, ``"1.0.8"`` (the default) or ``"1.0.7"`` (docs/targets.md, NIR).
-    lava_reset: ``"zero"`` deploys the nearest chip-ready variant of subtract-reset neurons (Lava's own zero-reset
-        LIF), approximate, its spike disagreement measured and reported; never called equivalent.
+    lava_reset: a chip-ready variant of subtract-reset neurons, approximate, its disagreement measured and reported,
+        never called equivalent: ``"current"`` keeps the subtract reset (Lava's LIF with the membrane in its current
+        u and a -vth self-synapse; it differs from the exact neuron only by the carry of v/4096 between steps),
+        ``"zero"`` makes it a zero reset (Lava's own zero-reset LIF).
     The rest as the CLI's options of the same names (``--dt`` is ``nir_dt``). Raises a ``SpikecError`` subclass
     (``BadInput``, ``ModelLoadError``, ``UnsupportedOp``, ...) naming what is wrong and the remedy.
     """

@@ -36,6 +36,7 @@ Lava itself is imported lazily (``_shim.import_lava``), so quantization works wi
 """
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +45,8 @@ from spikec.ir.errors import BadInput
 from spikec.core.interpreter import run
 from spikec.core.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
-from spikec.targets.lava import chip, chip_variant, cores, current_bias, over_time, products, standard_readout
+from spikec.targets.lava import (chip, chip_variant, cores, current_bias, current_reset, over_time, products,
+                                standard_readout)
 from spikec.targets.lava import ops as _ops  # noqa: F401  (defines the lava_* ops)
 from spikec.targets.lava.compare import compare
 from spikec.targets.lava.limits import int_inputs
@@ -77,8 +79,12 @@ def deploy(graph, inputs, options=None):
     """Quantize and lower ``graph``: ``(quantized, network, arrays)`` (no Lava needed)."""
     options = options or {}
     graph = products.prepare(graph).graph   # products placed: AND populations, all-equal windows, host ops
-    q = quantize(graph, options.get("calibration", inputs), headroom_bits=options.get("headroom_bits", 1),
-                 vth_override=options.get("vth_override"), bias_unit=options.get("bias_unit", 1))
+    in_u = options.get(chip_variant.OPTION) == current_reset.VALUE
+    requantize = partial(quantize, graph, options.get("calibration", inputs), headroom_bits=options.get("headroom_bits", 1),
+                         bias_unit=64 if in_u else options.get("bias_unit", 1))
+    q = requantize(vth_override=options.get("vth_override"))
+    if in_u:   # lava_reset='current': subtract resets as Lava's LIF with the membrane in u (approximate)
+        q = _membrane_in_u(q, requantize, options.get("vth_override") or {})
     net, arrays = lower(q.graph)
     kinds = {p["name"]: p["type"] for p in net["processes"]}
     integrators = {p["name"]: p for p in net["processes"] if p.get("integrator")}
@@ -104,6 +110,23 @@ def deploy(graph, inputs, options=None):
                                                            f"sub-step schedule ({net['period']} Lava steps per "
                                                            "physical step) needs the custom process")
     return q, net, arrays
+
+
+def _membrane_in_u(q, requantize, override: dict):
+    """``q`` quantized again with each changed population's ``vth`` an 8-bit mantissa (its self-synapse weight), its
+    graph the variant, ``q.exact`` the exact integer graph of the same weights and thresholds (current_reset.py)."""
+    from dataclasses import replace
+    want = {k: v for k, v in current_reset.candidates(q.graph).items() if k not in override}
+    vth = {l.name: l.vth for l in q.layers}
+    if any(vth.get(k) != v for k, v in want.items()):
+        q = requantize(vth_override={**override, **want})
+    graph, changed, refused = current_reset.apply(q.graph)
+    for layer in q.layers:
+        if layer.name in changed:
+            layer.info.update(process="LIF", lowered_as="Lava's LIF with the membrane in u (du = dv - 1, dv = 4095, "
+                                                        "a -vth self-synapse): the approximate variant "
+                                                        "lava_reset='current', exact but for the carry of v")
+    return replace(q, graph=graph, exact=q.graph, variant={"changed": changed, "refused": refused})
 
 
 def choose_deployment(graph, inputs, options) -> tuple:
@@ -134,6 +157,8 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     t_ref = time.perf_counter()
     trace = run(with_readouts(q.graph), x, integer=True)
     ref_s = time.perf_counter() - t_ref
+    if q.exact is not None:   # lava_reset='current': measured against the exact integer reference
+        variant = current_reset.measure(q.exact, q.graph, q.variant["changed"], q.variant["refused"], x, trace)
     lava = run_lava(net, arrays, x)
     steps = next(iter(x.values())).shape[0]
     result = compare(net, trace, lava, steps)
@@ -209,7 +234,8 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     netx_ok = not netx_info.get("exportable") or netx_info["verification"].get("bit_exact") is not False
     if variant is not None:
         report["approximate_variant"] = variant
-        report["summary"] += "\n             " + chip_variant.line(variant)
+        report["summary"] += "\n             " + (current_reset.line(variant) if q.exact is not None
+                                                     else chip_variant.line(variant))
     over_time.add_to_report(report, net, readouts)
     standard_readout.add_to_report(report, net, q.graph, trace)
     biases = current_bias.add_to_report(report, net, arrays, q.graph)
@@ -232,11 +258,12 @@ def _variant(graph, inputs, reference, options) -> tuple:
     """``(graph, reference, None)``, or with ``lava_reset='zero'`` the zero-reset variant, its float run and its
     measured disagreement (``chip_variant.py``); any other value of the option is refused."""
     choice = options.get(chip_variant.OPTION)
-    if choice in (None, "subtract"):
+    if choice in (None, "subtract", current_reset.VALUE):   # 'current' is chosen when quantized (deploy)
         return graph, reference, None
     if choice != "zero":
         raise BadInput(f"{chip_variant.OPTION}={choice!r} is not a Lava reset option",
-                       remedy=f"{chip_variant.OPTION}='zero' (the approximate chip-ready variant) or leave it unset")
+                       remedy=f"{chip_variant.OPTION}='current' or 'zero' (the approximate chip-ready variants) or "
+                              "leave it unset")
     variant, changed = chip_variant.zero_reset(graph)
     measured = chip_variant.measure(graph, variant, changed, inputs, reference)
     return variant, measured.pop("trace"), measured
@@ -365,11 +392,12 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     if exact_source.applies(graph):  # spikec.nn.loihi modules: checked against the source, as compiled
         return exact_source.verify_exact(graph, inputs, q, net, arrays)
     variant = _written_variant(outdir)
-    if variant is not None:   # the network written is the variant's: re-checked against it, labelled approximate
+    if variant == "zero":   # the network written is the variant's: re-checked against it, labelled approximate
         graph, _ = chip_variant.zero_reset(graph)
         reference = run(graph, inputs)
     graph, readouts = over_time.split(graph)
-    result = _verify_written(outdir, graph, inputs, reference, q, net, arrays, readouts)
+    result = _verify_written(outdir, graph, inputs, reference, q, net, arrays, readouts,
+                             {chip_variant.OPTION: variant} if variant else {})
     if variant is not None:
         result["approximate"] = (f"chip-ready variant {chip_variant.OPTION}={variant!r}: Lava checked against the "
                                  "variant's own integer reference, not the given network (compile_verdict)")
@@ -385,7 +413,7 @@ def _written_variant(outdir) -> str | None:
     return choice if choice not in (None, "subtract") else None
 
 
-def _verify_written(outdir, graph, inputs, reference, q, net, arrays, readouts=()) -> dict:
+def _verify_written(outdir, graph, inputs, reference, q, net, arrays, readouts=(), options=None) -> dict:
     """``verify_lava``'s checks of the written network against ``graph`` (the deployed one, or its variant, its
     read-outs over time split off: ``readouts``)."""
     x = _int_inputs(q, inputs)
@@ -396,7 +424,7 @@ def _verify_written(outdir, graph, inputs, reference, q, net, arrays, readouts=(
     lowered = [k for k in sorted(set(fresh) | set(arrays))
                if k not in fresh or k not in arrays or not np.array_equal(fresh[k], arrays[k])]
     lowered += network_differences(fresh_net, net)   # the document too, not only its arrays (a latency, a port)
-    requantized = _requantized(outdir, graph, q, inputs)
+    requantized = _requantized(outdir, graph, q, inputs, options or {})
     trace = run(with_readouts(q), x, integer=True)
     checks = run_checks(graph, q, net, arrays, trace, reference)
     lava = run_lava(net, arrays, x)
@@ -458,7 +486,7 @@ def _placement_check(outdir: Path, net: dict, arrays: dict, values: dict, record
     return {"ok": not problems, "rederived": False, "problems": problems}
 
 
-def _requantized(outdir, graph, written, inputs) -> dict:
+def _requantized(outdir, graph, written, inputs, options: dict) -> dict:
     """``lava/quantized`` derived again from ``graph.json`` on the recorded inputs, node by node and bit for
     bit against the written one (skipped, and said so, when verifying on other inputs: calibration differs)."""
     from spikec.core.serialize import graph_to_json
@@ -469,7 +497,7 @@ def _requantized(outdir, graph, written, inputs) -> dict:
         recorded = None
     if recorded is None or not np.array_equal(recorded, inputs):
         return {"equal": None, "skipped": "inputs are not the recorded ones: calibration would differ"}
-    q = choose_deployment(graph, inputs, {})[0].graph
+    q = choose_deployment(graph, inputs, options)[0].graph   # the written variant's options (lava_reset)
     differing = [n.name for n in q.nodes if n.name not in written
                  or any(not np.array_equal(v, written.node(n.name).params.get(k)) for k, v in n.params.items())]
     differing += [n.name for n in written.nodes if n.name not in q]

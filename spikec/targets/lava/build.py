@@ -102,6 +102,8 @@ def _build_process(p: dict, arrays: dict, batch: int, t: int, workdir: Path, fil
     name, typ = p["name"], p["type"]
     if typ in ("Conv", "Dense", "DelayDense"):
         return _build_synapse(p, arrays, batch)
+    if typ == "Sparse":   # a diagonal self-synapse (current_reset.py): the identity of the folded population
+        return _build_diagonal(p, arrays, batch)
     if typ == "BiasLIF":   # current_bias.py: one always-firing LIF per sample, the source of the bias Denses
         from lava.proc.lif.process import LIF
         return LIF(shape=folded_shape(p["lava_shape"], batch), du=p["du"], dv=p["dv"], vth=p["vth"],
@@ -148,6 +150,16 @@ def _build_synapse(p: dict, arrays: dict, batch: int):
         return Dense(weights=w, weight_exp=p["weight_exp"], num_message_bits=p["num_message_bits"], name=name)
     return DelayDense(weights=w, delays=int(p["axon_delay"]), weight_exp=p["weight_exp"],
                       num_message_bits=p["num_message_bits"], name=name)
+
+
+def _build_diagonal(p: dict, arrays: dict, batch: int):
+    from lava.proc.sparse.process import Sparse
+    from lava.utils.weightutils import SignMode
+    from scipy.sparse import identity
+    size = int(np.prod(folded_shape(p["lava_shape"], batch)))
+    w = int(arrays[f"{p['name']}/weight"]) * identity(size, dtype=np.int32, format="csr")
+    return Sparse(weights=w, weight_exp=p["weight_exp"], num_message_bits=0, name=p["name"],
+                  sign_mode=SignMode.INHIBITORY if p["sign_mode"] == "inhibitory" else SignMode.EXCITATORY)
 
 
 def _build_population(p: dict, arrays: dict, batch: int, aux: list):

@@ -28,6 +28,7 @@ STANDARD = {
     "Dense": "lava.proc.dense.process.Dense",
     "DelayDense": "lava.proc.dense.process.DelayDense",
     "Conv": "lava.proc.conv.process.Conv",
+    "Sparse": "lava.proc.sparse.process.Sparse",
 }
 NO_MODEL = "no Loihi 2 microcode model in the open packages (spikec's Python CPU model only)"
 CUSTOM = {
@@ -43,9 +44,9 @@ CUSTOM = {
                  "products.py), used only under a sub-step schedule (Lava's LIF would update between its inputs)",
     "Host": "spikec's HostRegion: float64 ops on a CPU beside the chip (a host partition by design)",
 }
-NO_COMPOSITION = ("not built: a Lava LIF keeping the membrane in u (du for beta, dv = 4095, never reset) with a -vth "
-                  "self-synapse (Dense, one step late as snnTorch's reset_delay) carries 1/4096 of v per step "
-                  "(docs/targets.md, Lava: chip readiness)")
+NO_COMPOSITION = ("or deploy the variant keeping it (target option lava_reset='current': Lava's LIF with the membrane "
+                  "in u, du = dv - 1, dv = 4095, a -vth diagonal Sparse self-synapse one step late; it differs from the "
+                  "exact neuron only by the carry trunc(v / 4096) of v between steps, measured; current_reset.py)")
 # what would make each custom process chip-ready (SpikecLIF's depend on why it is one: ``_lif_blockers``)
 REMEDY = {
     "SpikecIntFire": "replace the integer-firing neuron by a binary LIF, or a Loihi 2 microcode neuron with graded "
@@ -98,6 +99,9 @@ def verdict(p: dict) -> dict:
             why += f" (carries {p['target']}'s current bias from the always-firing LIF {p['input']})"
         if typ == "AND":
             why += " (two-input AND neurons: du = dv = 4095, vth = 1, weight-1 synapses: fires iff both inputs spiked)"
+        if p.get("membrane_in_u"):
+            why += (f" (a {p['membrane_in_u']} reset with the membrane in u: du = {p['du']}, dv = {p['dv']}, a -vth "
+                    "diagonal Sparse self-synapse; the approximate variant lava_reset='current')")
         if p.get("integrator"):
             why += (f" (a leaky-integrator read-out: du = {p['du']}, dv = {p['dv']}, vth = {p['vth']} never reached: "
                     f"v in [{p['v_bound'][0]}, {p['v_bound'][1]}] on any input; v read with Lava's Monitor each step)")
@@ -118,7 +122,7 @@ def _lif_blockers(p: dict, net: dict, arrays: dict) -> list[tuple[str, str]]:
                                                                        if reset == "delayed_subtract" else ""),
                     "train with a zero reset (snnTorch reset_mechanism='zero', SpikingJelly v_reset=0.0, spikec.nn.LIF "
                     "reset='zero'), or deploy the approximate zero-reset variant (target option lava_reset='zero', its spike "
-                    "disagreement measured); " + NO_COMPOSITION))
+                    "disagreement measured), " + NO_COMPOSITION))
     elif reset == "delayed_zero":
         out.append(("a zero reset one step after the spike (snnTorch's reset_delay)", "reset_delay=False"))
     elif reset == "none":

@@ -172,11 +172,13 @@ def _lower_population_node(lo: _Lowered, n: Node) -> None:
         pop = next(p for p in lo.procs if p["name"] == _owner(lo.q, n))
     if output == "membrane":
         lo.origin[n.name] = _origin(pop["name"], "m_out", pop["start"], 1, n.type.shape)
-    if output in STATE_PORTS and n.name in lo.q.outputs:   # a state read as a graph output: recorded every step
-        monitored = pop.get("integrator") and n.name == pop["name"]   # Lava's LIF: its v read by Lava's Monitor
+    in_u = output == "u" and pop.get("membrane_in_u") and pop["type"] == "LIF"   # current_reset.py: the membrane
+    if (output in STATE_PORTS or in_u) and n.name in lo.q.outputs:   # a state read as a graph output, every step
+        monitored = (pop.get("integrator") and n.name == pop["name"]) or in_u   # Lava's LIF: read by Lava's Monitor
         if pop["type"] != "SpikecLIF" and not monitored:
             raise IRError(f"the state of a {pop['type']} process is not recorded", where=f"node {n.name!r}")
-        lo.recorded.append({"name": n.name, "proc": pop["name"], "port": "v" if monitored else STATE_PORTS[output],
+        port = "u" if in_u else "v" if monitored else STATE_PORTS[output]
+        lo.recorded.append({"name": n.name, "proc": pop["name"], "port": port,
                             "ir_node": n.name, "start": pop["start"], "substeps": 1, "ir_shape": list(n.type.shape),
                             "what": "state", **({"via": "monitor"} if monitored else {})})
     # else: a state read-out twin (v, u, flags), recorded by the reference only
@@ -286,6 +288,8 @@ def _lif_process(n: Node, base: dict, arrays: dict) -> dict:
             raise IRError("Lava's LIF needs scalar du, dv, vth, a hard reset to 0 and strict firing (v > vth << 6)",
                           where=f"node {n.name!r}")
         d.update(du=int(n.params["du"]), dv=int(n.params["dv"]), vth=int(n.params["vth"]))
+        if n.attrs.get("membrane_in_u"):   # current_reset.py: its membrane is u, read as it is (no act shift)
+            d.update(membrane_in_u=n.attrs["membrane_in_u"], act_shift=0)
     else:
         for k in PARAMS["SpikecLIF"]:
             if k in n.params:
@@ -418,6 +422,8 @@ def _lower_recurrence(lo: _Lowered, n: Node) -> None:
     phi + t P reach the population inside its next window and count at physical step t + 1: the integer
     reference's ``a_t = x_t + rec(s_{t-1})`` for any period P, with no relay."""
     name, shape = f"{n.name}.recurrent", n.type.shape
+    if n.attrs["recurrent"] == "diagonal":
+        return _lower_diagonal(lo, n, name)
     if n.attrs["recurrent"] == "dense":
         syn = Node(name, "lava_dense", (n.name,), TensorType(shape),
                    {"weight_exp": int(n.attrs.get("rec_weight_exp", 0))}, {"weight": n.params["rec_weight"]})
@@ -434,6 +440,22 @@ def _lower_recurrence(lo: _Lowered, n: Node) -> None:
     lo.procs.append(d)
     lo.conns.append({"src": n.name, "port": "s_out", "dst": name, "dst_port": "s_in", "flatten": False})
     lo.conns.append({"src": name, "port": "a_out", "dst": n.name, "dst_port": "a_in"})
+
+
+def _lower_diagonal(lo: _Lowered, n: Node, name: str) -> None:
+    """A diagonal self-synapse (current_reset.py): Lava's Sparse with one weight on its diagonal, from the
+    population's flattened ``s_out`` back to its ``a_in``. With one weight for every neuron, the identity is the same
+    in any order of the folded Lava layout, so build.py makes it the identity of the folded size."""
+    shape, o = n.type.shape, lo.origin[n.name]
+    w = np.asarray(n.params["rec_weight"], dtype=np.int64)
+    lo.arrays[f"{name}/weight"] = w
+    lo.procs.append({"name": name, "type": "Sparse", "ir_node": n.name, "ir_shape": list(shape),
+                     "lava_shape": lava_shape(shape), "input": n.name, "input_ir_shape": list(shape),
+                     "latency": o["phi"] + 1, "num_message_bits": 0, "target": n.name, "delay": 0,
+                     "recurrent": True, "diagonal": True, "weight_exp": int(n.attrs.get("rec_weight_exp", 0)),
+                     "sign_mode": "inhibitory" if w < 0 else "excitatory"})
+    lo.conns.append({"src": n.name, "port": "s_out", "dst": name, "dst_port": "s_in", "flatten": True})
+    lo.conns.append({"src": name, "port": "a_out", "dst": n.name, "dst_port": "a_in", "reshape": True})
 
 
 # the integer synapse ops, each with its Lava process

@@ -37,7 +37,9 @@ code, so comparing the two checks both. A synapse's input may be binary spikes, 
                 layout, stride 1, attr rec_padding, wrapped to 24 bits like lava_conv): the synapse from the
                 population's s_out back to its own a_in. Lava's Dense and Conv send the sum of the spikes they
                 received one Lava step before, so the loop's latency is one Lava step, inside the next window:
-                step t's input is ``a = x_t + rec(s_{t-1})`` (s_{-1} = 0), before ``+ bias_u``.
+                step t's input is ``a = x_t + rec(s_{t-1})`` (s_{-1} = 0), before ``+ bias_u``. Attr recurrent
+                "diagonal": a scalar rec_weight (8-bit, one sign) << rec_weight_exp from each neuron onto itself
+                (Lava's Sparse identity; current_reset.py).
                 ("zero" is Lava's LIF; the rest spikec's SpikecLIF. The delayed kinds are snnTorch's reset_delay:
                 the reset of a spike acts after the next step's decay.) "v"/"u" read out the state after the
                 step, "membrane" v before the reset that follows the spike (after a delayed one); "flags" is a
@@ -190,9 +192,10 @@ def _infer_lif(node, ins):
     _need(node.attrs.get("reset") in LIF_RESETS, node, f"reset must be one of {LIF_RESETS}")
     _need(node.attrs.get("fire", "gt") in ("gt", "ge", "never"), node, "fire must be 'gt', 'ge' or 'never'")
     kind, w = node.attrs.get("recurrent"), node.params.get("rec_weight")
-    _need(kind in (None, "dense", "conv") and (kind is None) == (w is None), node,
-          "a recurrence needs attr recurrent ('dense' | 'conv') and param rec_weight together")
-    if kind is not None:
+    _need(kind in (None, "dense", "conv", "diagonal") and (kind is None) == (w is None), node,
+          "a recurrence needs attr recurrent ('dense' | 'conv' | 'diagonal') and param rec_weight together")
+    _need(kind != "diagonal" or np.ndim(w) == 0, node, "a diagonal recurrence has one scalar rec_weight")
+    if kind in ("dense", "conv"):
         shape = ins[0].shape
         want = (int(np.prod(shape)),) * 2 if kind == "dense" else (shape[0], shape[0])
         _need(tuple(w.shape[:2]) == want and w.ndim == (2 if kind == "dense" else 4), node,
@@ -258,6 +261,9 @@ def _recurrence(node, p):
     if not kind:
         return None
     w = _np(p["rec_weight"])
+    if kind == "diagonal":   # one weight per neuron on itself (current_reset.py): Lava's Sparse identity
+        w, e = dense_effective_weights(w), int(node.attrs.get("rec_weight_exp", 0))
+        return lambda s: (lambda a: a << e if e > 0 else a >> -e)((s != 0).astype(np.int64) * w)
     if kind == "dense":
         w, e = dense_effective_weights(w), int(node.attrs.get("rec_weight_exp", 0))
         return lambda s: (lambda a: a << e if e > 0 else a >> -e)((s != 0).astype(np.int64) @ w.T)
@@ -440,7 +446,7 @@ def register() -> None:
            count=neuron_count(*LIF_PARAMS, "v_reset", "bias_u", "rec_weight"),
            params=_schema(LIF_PARAMS) + tuple(Param(k, PER_CHANNEL, LAVA_DOCS[k], required=False)
                                               for k in ("v_reset", "bias_u"))
-           + (Param("rec_weight", "(N, N) or (C, C, kH, kW)", "int64 self-synapse weights (recurrence)",
+           + (Param("rec_weight", "(N, N) or (C, C, kH, kW) or ()", "int64 self-synapse weights (recurrence; () diagonal)",
                     required=False),),
            doc="Lava's LIF (PyLifModelBitAcc) or spikec's SpikecLIF; attrs reset, output, process")
     # like intfire_unrolled, lava_intfire defines its output's time base (D sub-steps)

@@ -27,6 +27,8 @@ class Quantized:
     calibration: dict
     notes: list
     hosts: dict = field(default_factory=dict)   # float host node name -> HostNode
+    exact: Graph | None = None        # lava_reset='current': the exact integer graph the variant ``graph`` approximates
+    variant: dict | None = None       # ... its changed populations and the reasons the others were not
 
 
 def quantize(graph: Graph, calib_inputs, *, headroom_bits: int = HEADROOM_BITS, max_rounds: int = 8,

@@ -165,6 +165,11 @@ def resources(net: dict, arrays: dict) -> dict:
             syns.append({"name": name, "type": "Conv", "synapses": n, "kernel_weights": int(w.size),
                          "weight_memory_bits": n * WEIGHT_BITS, "shared_kernel_bits": int(w.size) * WEIGHT_BITS,
                          "num_message_bits": p["num_message_bits"], "axonal_delays": 0})
+        elif p["type"] == "Sparse":   # a diagonal self-synapse (current_reset.py): one synapse per neuron
+            n = int(np.prod(p["ir_shape"]))
+            syns.append({"name": name, "type": "Sparse", "synapses": n, "matrix": [n, n], "diagonal": True,
+                         "weight_memory_bits": n * WEIGHT_BITS, "weight_exp": p["weight_exp"],
+                         "sign_mode": p["sign_mode"], "num_message_bits": 0, "axonal_delays": 0})
         elif p["type"] in ("Dense", "DelayDense"):
             w = arrays[f"{name}/weights"]
             n = int((w != 0).sum())

@@ -130,7 +130,8 @@ def _built_types() -> list:
     from spikec.targets.lava.procs import and_gate, process
     spikec_types = [c for c in vars(process).values() if isinstance(c, type) and c.__module__ == process.__name__
                     and not c.__name__.startswith("_")]
-    return [LIF, Dense, DelayDense, Conv, RingBuffer, Monitor, and_gate.SpikecAND, *spikec_types]
+    from lava.proc.sparse.process import Sparse
+    return [LIF, Dense, DelayDense, Conv, Sparse, RingBuffer, Monitor, and_gate.SpikecAND, *spikec_types]
 
 
 def _prewarm() -> None:

@@ -1,0 +1,213 @@
+"""The subtract reset on Lava's standard LIF, its membrane kept in the current ``u`` (``lava_reset="current"``):
+a chip-ready variant, **approximate**, its disagreement with the exact integer reference measured.
+
+Lava's LIF zeroes ``v`` at a spike but never resets ``u``. So the membrane ``m`` of a subtract-reset neuron lives
+in ``u``: ``du = dv_m - 1`` gives ``u`` the membrane's own 12-bit decay (``u <- (4096 - (du + 1)) u / 4096``, the
+factor ``4096 - dv_m`` the integer reference decays ``v`` by), and a self-synapse (a Dense from the population's
+``s_out`` to its own ``a_in``, diagonal, weight ``-w``) lands one Lava step after the spike, after the decay:
+
+    u_t = dec(u_{t-1}) + (a_t + bias_u - w s_{t-1}) << 6
+
+With ``w = vth`` this is snnTorch's default subtract (``reset_delay=True``: ``mem_t = beta mem_{t-1} + x_t - theta
+S_{t-1}``, the ``delayed_subtract`` kind) bit for bit. The spike is Lava's ``v > vth << 6`` with ``dv = 4095``:
+
+    v_t = trunc(v_{t-1} / 4096) + u_t + b        (v_{t-1} = 0 after a spike)
+
+so it compares ``u_t + c_t`` with ``c_t = trunc(v_{t-1} / 4096)``: **the carry**, zero while ``|v| < 4096`` (64
+weight LSBs) and otherwise ``|v| / 4096`` internal units (1/64 of a weight LSB per 4096): the one way the variant
+differs from the exact neuron, flipping a spike only when ``u_t`` lies within the carry of the threshold. What is
+approximate beyond the carry, per kind:
+
+- ``delayed_subtract`` (snnTorch Leaky's default): nothing else.
+- ``subtract`` (spikec's ``lif``, SpikingJelly's soft reset: ``v -= theta`` at the spiking step, decayed in the
+  next): ``dec(m - theta)`` becomes ``dec(m) - w`` with ``w = round(vth (4096 - dv_m) / 4096)``: at most half a
+  weight LSB per spike.
+- ``fire="ge"`` (SpikingJelly's ``>=``): Lava's bias ``b = 1`` makes ``v > vth << 6`` compare ``u + c >= vth << 6``
+  (the bias on ``v`` is not integrated: ``v`` keeps 1/4096).
+
+The neuron's own bias joins ``u`` (``bias_u``, whole weight LSBs: the deployment is quantized with
+``bias_unit=64``, so the exact reference integrates the same bias) through ``current_bias.py``'s Dense from the
+always-firing LIF. ``vth`` (and ``w``) are weights of the self-synapse: 8-bit mantissas ``m << e`` (``e <= 7``), so
+the deployment is quantized with ``vth`` rounded down to 8 significant bits (``vth_override``), the exact reference
+with the same threshold. A membrane read (snnTorch's ``mem``, spikec's pre-reset membrane) is ``u``, read by Lava's
+Monitor every step.
+
+The self-synapse is Lava's ``Sparse`` with one weight on its diagonal (the identity of the population in any
+order of Lava's folded layout, so a ``(C, H, W)`` population takes it as a flat one does).
+
+Not changed, each with its reason in the report: ``beta = 1`` (``u`` keeps at most 4095/4096 per step), a
+per-channel decay or threshold, a hard or no reset, a recurrence or a current of its own, a sub-step schedule, a
+bias two 8-bit Denses do not hold, a read of the post-reset ``v`` of an immediate reset.
+"""
+import numpy as np
+
+from spikec.ir.graph import Graph, Node
+from spikec.targets.lava import ops as lops
+from spikec.targets.lava.current_bias import terms
+from spikec.targets.lava.ops import bias_value, primary
+
+VALUE = "current"
+KINDS = ("delayed_subtract", "subtract")
+WEIGHT_EXP_MAX = 7        # Loihi's synaptic weight exponent (docs/targets.md, current biases)
+MANTISSA = 255            # an inhibitory 8-bit Dense weight
+
+
+def eight_bits(x: int, up: bool = False) -> tuple[int, int]:
+    """``(m, e)``: ``m << e`` the largest value ``<= x`` (``up``: the nearest, halves up) with ``m <= 255``, ``e <= 7``
+    (saturating at ``255 << 7``)."""
+    x = int(x)
+    for e in range(WEIGHT_EXP_MAX + 1):
+        m = (x + ((1 << e) >> 1)) >> e if up else x >> e
+        if m <= MANTISSA:
+            return m, e
+    return MANTISSA, WEIGHT_EXP_MAX
+
+
+def representable_vth(vth: int) -> int:
+    """The threshold the variant deploys: ``vth`` rounded down to an 8-bit mantissa ``m << e`` (the self-synapse's
+    weight; rounding down keeps every weight of the population in its 8-bit range)."""
+    m, e = eight_bits(vth)
+    return max(1, m << e)
+
+
+def _twins(graph: Graph, n: Node) -> list[Node]:
+    return [m for m in graph.nodes if m.op == n.op and m.inputs == n.inputs and not primary(m)]
+
+
+def refusal(graph: Graph, n: Node) -> str | None:
+    """Why population ``n`` (a primary ``lava_lif``) keeps its exact custom form under the variant (None: it is
+    changed)."""
+    p, a = n.params, n.attrs
+    if a.get("reset") not in KINDS:
+        return (f"its reset kind is {a.get('reset')!r}: the variant takes the subtract resets {', '.join(KINDS)} "
+                "(snnTorch's reset_delay=False subtract is neither)")
+    if a.get("fire", "gt") not in ("gt", "ge"):
+        return "it never fires (a read-out integrator)"
+    if a.get("recurrent") or "bias_u" in p or "v_reset" in p:
+        return "it has a recurrence or a current of its own (the membrane cannot also be Lava's u)"
+    if any(np.asarray(p[k]).ndim for k in ("du", "dv", "vth")):
+        return "per-channel decays or thresholds (Lava's LIF takes one du, dv and vth per process)"
+    if int(p["du"]) != 4095:
+        return "its input is a decaying current (Lava's u is taken)"
+    if int(p["dv"]) < 1:
+        return "beta = 1 (an integrate-and-fire membrane): Lava's u keeps at most 4095/4096 per step"
+    if any(m.op == "lava_intfire" and m.attrs.get("unrolled") for m in graph.nodes):
+        return "a sub-step schedule (an unrolled integer neuron): Lava's LIF updates every Lava step"
+    bias = bias_value(np.asarray(p["bias_mant"], dtype=np.int64), np.asarray(p["bias_exp"], dtype=np.int64))
+    if np.any(bias % 64):
+        return "its bias is not in whole weight LSBs (the deployment was not quantized with bias_unit=64)"
+    if terms(np.unique(bias >> 6)) is None:
+        return "its bias is no sum of two 8-bit Dense weights w << weight_exp (current_bias.py)"
+    for t in _twins(graph, n):
+        if lops.output_of(t) not in ("membrane", "v") or (lops.output_of(t) == "v" and a["reset"] == "subtract"):
+            return (f"{t.name!r} reads its {lops.output_of(t)!r} (Lava's u holds the membrane before the reset, "
+                    "not after an immediate one)")
+    return None
+
+
+def _reset_weight(n: Node) -> tuple[int, int]:
+    """``(m, e)``: the self-synapse weight ``-(m << e)`` the spike subtracts after the next decay."""
+    vth, dv = int(n.params["vth"]), int(n.params["dv"])
+    if n.attrs["reset"] == "delayed_subtract":
+        return eight_bits(vth)   # vth itself (deployed representable: representable_vth)
+    return eight_bits(round(vth * (4096 - dv) / 4096), up=True)
+
+
+def rewrite_node(n: Node) -> Node:
+    """The population ``n`` (or a membrane twin of it) as Lava's LIF with its membrane in ``u``."""
+    p = n.params
+    m, e = _reset_weight(n)
+    bias = bias_value(np.asarray(p["bias_mant"], dtype=np.int64), np.asarray(p["bias_exp"], dtype=np.int64))
+    ge = n.attrs.get("fire", "gt") == "ge"
+    params = {"du": np.int64(int(p["dv"]) - 1), "dv": np.int64(4095), "vth": np.int64(int(p["vth"])),
+              "bias_mant": np.full(np.shape(p["bias_mant"]), int(ge), dtype=np.int64),
+              "bias_exp": np.zeros(np.shape(p["bias_exp"]), dtype=np.int64),
+              "rec_weight": np.int64(-m)}
+    if (bias >> 6).any():
+        params["bias_u"] = bias >> 6
+    attrs = {k: v for k, v in n.attrs.items() if k not in ("fire",)}
+    attrs.update(reset="zero", process="LIF", recurrent="diagonal", rec_weight_exp=e, membrane_in_u=n.attrs["reset"])
+    if not primary(n):
+        attrs = lops.output_attrs(attrs, "u")
+    return n.with_(attrs=attrs, params=params)
+
+
+def apply(graph: Graph) -> tuple[Graph, list[str], dict]:
+    """``(graph with the changed populations, their names, {population: why not} for the others)``."""
+    changed, refused, twins = [], {}, set()
+    for n in graph.nodes:
+        if n.op != "lava_lif" or not primary(n):
+            continue
+        why = refusal(graph, n)
+        if why is None:
+            changed.append(n.name)
+            twins.update(t.name for t in _twins(graph, n))
+        elif n.attrs.get("reset") in KINDS:
+            refused[n.name] = why
+    for name in list(changed):   # deploy() quantized vth to an 8-bit mantissa; another vth cannot be the weight
+        n = graph.node(name)
+        if n.attrs["reset"] == "delayed_subtract" and representable_vth(int(n.params["vth"])) != int(n.params["vth"]):
+            changed.remove(name)
+            refused[name] = f"vth = {int(n.params['vth'])} is no 8-bit mantissa m << e (set by vth_override)"
+            twins.difference_update(t.name for t in _twins(graph, n))
+    nodes = tuple(rewrite_node(n) if n.name in changed or n.name in twins else n for n in graph.nodes)
+    return Graph(nodes, graph.outputs, graph.meta), changed, refused
+
+
+def candidates(graph: Graph) -> dict[str, int]:
+    """``{population: vth the variant deploys}`` for the populations it would change, before rounding ``vth``."""
+    return {n.name: representable_vth(int(n.params["vth"])) for n in graph.nodes
+            if n.op == "lava_lif" and primary(n) and refusal(graph, n) is None}
+
+
+def _agreement(a, b, spikes: bool) -> dict:
+    a, b = np.asarray(a), np.asarray(b)
+    if spikes:
+        return {"spike_agreement": float((a == b).mean()) if a.size else 1.0,
+                "spikes_exact": int(np.abs(a).sum()), "spikes_variant": int(np.abs(b).sum()),
+                "steps_differing": int((a != b).sum())}
+    ca, cb = a.sum(0).reshape(a.shape[1], -1).argmax(-1), b.sum(0).reshape(b.shape[1], -1).argmax(-1)
+    return {"values_equal": float((a == b).mean()) if a.size else 1.0, "class_agreement": float((ca == cb).mean()),
+            "max_abs_difference": int(np.abs(a.astype(np.int64) - b.astype(np.int64)).max(initial=0))}
+
+
+def measure(exact: Graph, variant: Graph, changed: list, refused: dict, x: dict, trace) -> dict:
+    """The variant (``trace``: its integer run with read-out twins on the integer inputs ``x``) against the exact
+    integer reference ``exact`` on the same inputs: spikes per changed population, every output, and the carry
+    (``v - u - b`` before the spike test: nonzero where ``|v| >= 4096``)."""
+    from spikec.core.interpreter import run
+    ref = run(exact, x, integer=True).values
+    per, carry = {}, {}
+    for name in changed:
+        per[name] = _agreement(ref[name], trace.values[name], True)
+        n = variant.node(name)
+        b = bias_value(np.asarray(n.params["bias_mant"], dtype=np.int64), np.asarray(n.params["bias_exp"], dtype=np.int64))
+        if b.ndim:   # per channel: channels first in each sample's (C, ...) layout
+            b = b.reshape(b.shape + (1,) * (len(n.type.shape) - 1))
+        c = np.asarray(trace.values[f"{name}.membrane"]) - np.asarray(trace.values[f"{name}.u"]) - b
+        carry[name] = {"neuron_steps": int(c.size), "nonzero": int((c != 0).sum()),
+                       "max_abs": int(np.abs(c).max(initial=0))}
+    outputs = {o: _agreement(ref[o], trace.values[o], variant.node(o).type.is_spike) for o in exact.outputs}
+    return {"option": f"lava_reset={VALUE!r}", "approximate": True, "neurons_changed": changed,
+            "not_changed": refused, "per_neuron": per, "carry": carry, "outputs": outputs,
+            "compared_with": "the exact integer reference (the same weights and thresholds, the subtract reset in "
+                             "spikec's SpikecLIF), on the verification inputs",
+            "inputs": "the verification inputs",
+            "why": "the frameworks' subtract reset has no exact composition of standard Lava processes; this variant "
+                   "keeps the membrane in Lava's current u with a -vth self-synapse, exact but for the carry "
+                   "trunc(v / 4096) of v between steps (current_reset.py)"}
+
+
+def line(v: dict) -> str:
+    """One summary line: the variant and what it costs on the verification inputs."""
+    parts = [f"{c} {100 * a['spike_agreement']:.2f}% (carry nonzero at {v['carry'][c]['nonzero']:,} of "
+             f"{v['carry'][c]['neuron_steps']:,} neuron-steps)" for c, a in v["per_neuron"].items()]
+    for o, a in v["outputs"].items():
+        parts.append(f"output {o} " + (f"spikes {100 * a['spike_agreement']:.2f}%" if "spike_agreement" in a
+                                       else f"classes {100 * a['class_agreement']:.2f}% (values equal "
+                                            f"{100 * a['values_equal']:.2f}%)"))
+    kept = f"; kept exact (custom): {', '.join(f'{k} ({w})' for k, w in v['not_changed'].items())}" \
+        if v["not_changed"] else ""
+    return (f"APPROXIMATE chip-ready variant ({v['option']}): {len(v['neurons_changed'])} subtract reset(s) as Lava's "
+            f"LIF with the membrane in u; agreement with the exact integer reference on the verification inputs: "
+            f"{', '.join(parts) or 'none changed'}{kept}; Lava bit-exact only with the variant's own integer reference")
