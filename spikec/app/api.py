@@ -181,7 +181,7 @@ def _check_count(name: str, value, optional: bool = True) -> None:
 
 _CHOICES = {"stepping": ("auto", "multistep", "step", "loop"), "nir_scheme": ("snntorch", "norse"),
             "nir_consumer": ("any", "snntorch", "norse"), "coding": ("native", "ttfs"),
-            "nir_version": (None, "1.0.8", "1.0.7"), "lava_reset": (None, "current", "zero")}
+            "nir_version": (None, "1.0.8", "1.0.7"), "lava_reset": (None, "current", "subtract", "zero")}
 
 
 def _check_api_options(options: dict) -> dict:
@@ -279,10 +279,11 @@ def compile(model: torch.nn.Module | str | Path, inputs: np.ndarray | torch.Tens
     xylo_chip: with the xylo target, the chip mapped onto (``"xylo-audio-2"``, the default, ``"xylo-audio-3"`` or
         ``"xylo-imu"``: ``spikec.targets.xylo.limits.CHIPS``), passed as its target option ``xylo_chip``.
     nir_version: the NIR file version written, ``"1.0.8"`` (the default) or ``"1.0.7"`` (docs/targets.md, NIR).
-    lava_reset: a chip-ready variant of subtract-reset neurons, approximate, its disagreement measured and reported,
-        never called equivalent: ``"current"`` keeps the subtract reset (Lava's LIF with the membrane in its current
-        u and a -vth self-synapse; it differs from the exact neuron only by the carry of v/4096 between steps),
-        ``"zero"`` makes it a zero reset (Lava's own zero-reset LIF).
+    lava_reset: how subtract-reset neurons deploy to Lava: ``None`` (or ``"current"``) Lava's LIF with the
+        membrane in its current u and a -vth self-synapse (chip-ready; its integer arithmetic carries v/4096 between
+        steps, compared with the carry-free form in the report's ``membrane_in_u``); ``"subtract"`` spikec's
+        carry-free SpikecLIF (CPU only); ``"zero"`` Lava's zero-reset LIF, another neuron, approximate, its spike
+        disagreement measured and reported, never called equivalent.
     The rest as the CLI's options of the same names (``--dt`` is ``nir_dt``). Raises a ``SpikecError`` subclass
     (``BadInput``, ``ModelLoadError``, ``UnsupportedOp``, ...) naming what is wrong and the remedy.
     """

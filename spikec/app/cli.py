@@ -256,11 +256,12 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
               "xylo-audio-3 or xylo-imu (the xylo target checks the name).")
 @click.option("--nir-version", type=click.Choice(["1.0.8", "1.0.7"]),
               help="with --target nir: the NIR file version written [default: 1.0.8].")
-@click.option("--lava-reset", type=click.Choice(["current", "zero"]),
-              help="with --target lava: deploy subtract-reset neurons on Lava's standard LIF (chip-ready, approximate: "
-                   "the disagreement is measured and reported; never equivalent): 'current' keeps the subtract reset "
-                   "(the membrane in Lava's current u, a -vth self-synapse; off only by the carry of v/4096), 'zero' "
-                   "makes it a zero reset.")
+@click.option("--lava-reset", type=click.Choice(["current", "subtract", "zero"]),
+              help="with --target lava: how subtract-reset neurons deploy. Default ('current'): Lava's standard LIF "
+                   "with the membrane in its current u and a -vth self-synapse (chip-ready; its integer arithmetic "
+                   "carries v/4096 between steps, compared with the carry-free form in the report); 'subtract': "
+                   "spikec's carry-free SpikecLIF (CPU only); 'zero': Lava's zero-reset LIF, another neuron "
+                   "(approximate: the spike disagreement is measured and reported; never equivalent).")
 @click.option("--strict", is_flag=True, help="exit 1 on any warning (a silent or saturated layer, a constant "
               "output, a decay outside (0, 1]): a proof that shows nothing fails.")
 @debug_option

@@ -71,7 +71,7 @@ class CompileOptions:
     report_refusals: bool = False   # a named target that cannot map the graph: recorded (not equivalent), not raised
     xylo_chip: str | None = None    # the xylo target's chip (its option xylo_chip); None: the target's default
     nir_version: str | None = None  # the nir target's file version (1.0.8, 1.0.7); None: the target's default
-    lava_reset: str | None = None   # "zero": the lava target deploys the approximate zero-reset variant, measured
+    lava_reset: str | None = None   # None: subtract resets on Lava's LIF (membrane in u); "subtract": SpikecLIF; "zero": the approximate zero-reset variant
 
 
 # options passed to their target as the option of the same name only when given (None: the target's default)

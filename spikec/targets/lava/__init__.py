@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from spikec.ir.errors import BadInput
+from spikec.ir.graph import Graph
 from spikec.core.interpreter import run
 from spikec.core.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
@@ -79,11 +80,10 @@ def deploy(graph, inputs, options=None):
     """Quantize and lower ``graph``: ``(quantized, network, arrays)`` (no Lava needed)."""
     options = options or {}
     graph = products.prepare(graph).graph   # products placed: AND populations, all-equal windows, host ops
-    in_u = options.get(chip_variant.OPTION) == current_reset.VALUE
-    requantize = partial(quantize, graph, options.get("calibration", inputs), headroom_bits=options.get("headroom_bits", 1),
-                         bias_unit=64 if in_u else options.get("bias_unit", 1))
-    q = requantize(vth_override=options.get("vth_override"))
-    if in_u:   # lava_reset='current': subtract resets as Lava's LIF with the membrane in u (approximate)
+    requantize = partial(quantize, graph, options.get("calibration", inputs),
+                         headroom_bits=options.get("headroom_bits", 1))
+    q = requantize(vth_override=options.get("vth_override"), bias_unit=options.get("bias_unit", 1))
+    if options.get(chip_variant.OPTION) in (None, current_reset.VALUE):   # lava_reset='subtract': SpikecLIF
         q = _membrane_in_u(q, requantize, options.get("vth_override") or {})
     net, arrays = lower(q.graph)
     kinds = {p["name"]: p["type"] for p in net["processes"]}
@@ -113,20 +113,31 @@ def deploy(graph, inputs, options=None):
 
 
 def _membrane_in_u(q, requantize, override: dict):
-    """``q`` quantized again with each changed population's ``vth`` an 8-bit mantissa (its self-synapse weight), its
-    graph the variant, ``q.exact`` the exact integer graph of the same weights and thresholds (current_reset.py)."""
+    """Subtract resets on Lava's LIF with the membrane in u (current_reset.py): ``q`` quantized again, when any
+    population takes it, with biases in whole weight LSBs and each such population's ``vth`` an 8-bit mantissa (its
+    self-synapse weight); its graph that form, ``q.exact`` the carry-free integer graph of the same weights,
+    thresholds and biases, measured against it."""
     from dataclasses import replace
     want = {k: v for k, v in current_reset.candidates(q.graph).items() if k not in override}
-    vth = {l.name: l.vth for l in q.layers}
-    if any(vth.get(k) != v for k, v in want.items()):
-        q = requantize(vth_override={**override, **want})
+    if not want and not any(n.op == "lava_lif" and n.attrs.get("reset") in current_reset.SUBTRACTS
+                            for n in q.graph.nodes):
+        return replace(q, variant={"changed": [], "refused": {}})
+    if want:
+        q = requantize(vth_override={**override, **want}, bias_unit=64)
     graph, changed, refused = current_reset.apply(q.graph)
     for layer in q.layers:
         if layer.name in changed:
+            if layer.info.get("state_reads"):   # read from Lava's u, the membrane there
+                layer.info["state_reads"] = {k: "integer u (the membrane, in Lava's current; ~ 64 s U), read by Lava's "
+                                                "Monitor" for k in layer.info["state_reads"]}
             layer.info.update(process="LIF", lowered_as="Lava's LIF with the membrane in u (du = dv - 1, dv = 4095, "
-                                                        "a -vth self-synapse): the approximate variant "
-                                                        "lava_reset='current', exact but for the carry of v")
-    return replace(q, graph=graph, exact=q.graph, variant={"changed": changed, "refused": refused})
+                                                        "a -vth diagonal Sparse self-synapse; current_reset.py): its "
+                                                        "integer arithmetic carries trunc(v / 4096) between steps")
+        elif layer.name in refused:
+            layer.info["membrane_in_u_refused"] = refused[layer.name]
+    graph = Graph(tuple(n.with_(attrs=dict(n.attrs, membrane_in_u_refused=refused[n.name])) if n.name in refused
+                        else n for n in graph.nodes), graph.outputs, graph.meta)   # the chip-blocker line says why
+    return replace(q, graph=graph, exact=q.graph if changed else None, variant={"changed": changed, "refused": refused})
 
 
 def choose_deployment(graph, inputs, options) -> tuple:
@@ -157,8 +168,6 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     t_ref = time.perf_counter()
     trace = run(with_readouts(q.graph), x, integer=True)
     ref_s = time.perf_counter() - t_ref
-    if q.exact is not None:   # lava_reset='current': measured against the exact integer reference
-        variant = current_reset.measure(q.exact, q.graph, q.variant["changed"], q.variant["refused"], x, trace)
     lava = run_lava(net, arrays, x)
     steps = next(iter(x.values())).shape[0]
     result = compare(net, trace, lava, steps)
@@ -232,16 +241,25 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
     if netx_info.get("exportable"):
         files["model.net"] = NetxFile(q.graph)
     netx_ok = not netx_info.get("exportable") or netx_info["verification"].get("bit_exact") is not False
-    if variant is not None:
-        report["approximate_variant"] = variant
-        report["summary"] += "\n             " + (current_reset.line(variant) if q.exact is not None
-                                                     else chip_variant.line(variant))
+    _reset_forms(report, q, variant, x, trace)
     over_time.add_to_report(report, net, readouts)
     standard_readout.add_to_report(report, net, q.graph, trace)
     biases = current_bias.add_to_report(report, net, arrays, q.graph)
     chip.add_to_report(report, net, arrays)
     return TargetResult(report, exact and netx_ok and checks["ok"] and variant is None
                         and readouts_ok(report.get("standard_readouts")) and biases, files)
+
+
+def _reset_forms(report: dict, q, variant, x: dict, trace) -> None:
+    """The zero-reset variant's measured disagreement, and the subtract resets with the membrane in u against their
+    carry-free form (``report["membrane_in_u"]``), each with its summary line."""
+    if variant is not None:
+        report["approximate_variant"] = variant
+        report["summary"] += "\n             " + chip_variant.line(variant)
+    if q.exact is not None:
+        report["membrane_in_u"] = current_reset.measure(q.exact, q.graph, q.variant["changed"], q.variant["refused"],
+                                                        x, trace)
+        report["summary"] += "\n             " + current_reset.line(report["membrane_in_u"])
 
 
 def _prepared(graph, inputs, reference, options) -> tuple:
@@ -258,12 +276,12 @@ def _variant(graph, inputs, reference, options) -> tuple:
     """``(graph, reference, None)``, or with ``lava_reset='zero'`` the zero-reset variant, its float run and its
     measured disagreement (``chip_variant.py``); any other value of the option is refused."""
     choice = options.get(chip_variant.OPTION)
-    if choice in (None, "subtract", current_reset.VALUE):   # 'current' is chosen when quantized (deploy)
+    if choice in (None, "subtract", current_reset.VALUE):   # the reset's integer form is chosen by deploy()
         return graph, reference, None
     if choice != "zero":
         raise BadInput(f"{chip_variant.OPTION}={choice!r} is not a Lava reset option",
-                       remedy=f"{chip_variant.OPTION}='current' or 'zero' (the approximate chip-ready variants) or "
-                              "leave it unset")
+                       remedy=f"{chip_variant.OPTION}='subtract' (spikec's SpikecLIF, CPU only), 'zero' (the "
+                              "approximate zero-reset variant) or leave it unset (Lava's LIF, the membrane in u)")
     variant, changed = chip_variant.zero_reset(graph)
     measured = chip_variant.measure(graph, variant, changed, inputs, reference)
     return variant, measured.pop("trace"), measured
@@ -391,26 +409,26 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     from spikec.targets.lava import exact_source
     if exact_source.applies(graph):  # spikec.nn.loihi modules: checked against the source, as compiled
         return exact_source.verify_exact(graph, inputs, q, net, arrays)
-    variant = _written_variant(outdir)
-    if variant == "zero":   # the network written is the variant's: re-checked against it, labelled approximate
+    written = _written_option(outdir)
+    variant = written if written == "zero" else None
+    if variant is not None:   # the network written is the variant's: re-checked against it, labelled approximate
         graph, _ = chip_variant.zero_reset(graph)
         reference = run(graph, inputs)
     graph, readouts = over_time.split(graph)
     result = _verify_written(outdir, graph, inputs, reference, q, net, arrays, readouts,
-                             {chip_variant.OPTION: variant} if variant else {})
+                             {chip_variant.OPTION: written} if written else {})
     if variant is not None:
         result["approximate"] = (f"chip-ready variant {chip_variant.OPTION}={variant!r}: Lava checked against the "
                                  "variant's own integer reference, not the given network (compile_verdict)")
     return result
 
 
-def _written_variant(outdir) -> str | None:
-    """The chip-ready variant the compile that wrote ``outdir`` deployed (report.json ``options``), or None."""
+def _written_option(outdir) -> str | None:
+    """The ``lava_reset`` the compile that wrote ``outdir`` was given (report.json ``options``), or None."""
     try:
-        choice = json.loads((Path(outdir) / "report.json").read_text()).get("options", {}).get(chip_variant.OPTION)
+        return json.loads((Path(outdir) / "report.json").read_text()).get("options", {}).get(chip_variant.OPTION)
     except (OSError, ValueError, AttributeError):
         return None
-    return choice if choice not in (None, "subtract") else None
 
 
 def _verify_written(outdir, graph, inputs, reference, q, net, arrays, readouts=(), options=None) -> dict:
@@ -489,7 +507,6 @@ def _placement_check(outdir: Path, net: dict, arrays: dict, values: dict, record
 def _requantized(outdir, graph, written, inputs, options: dict) -> dict:
     """``lava/quantized`` derived again from ``graph.json`` on the recorded inputs, node by node and bit for
     bit against the written one (skipped, and said so, when verifying on other inputs: calibration differs)."""
-    from spikec.core.serialize import graph_to_json
     try:
         with np.load(Path(outdir) / "io.npz", allow_pickle=False) as z:
             recorded = z["input"]
@@ -497,13 +514,23 @@ def _requantized(outdir, graph, written, inputs, options: dict) -> dict:
         recorded = None
     if recorded is None or not np.array_equal(recorded, inputs):
         return {"equal": None, "skipped": "inputs are not the recorded ones: calibration would differ"}
-    q = choose_deployment(graph, inputs, options)[0].graph   # the written variant's options (lava_reset)
+    differing = _differing(choose_deployment(graph, inputs, options)[0].graph, written)   # the written options
+    if differing and options.get(chip_variant.OPTION) is None:   # written before subtract resets were Lava's LIF
+        older = _differing(choose_deployment(graph, inputs, {chip_variant.OPTION: "subtract"})[0].graph, written)
+        if not older:
+            return {"equal": True, "differing_nodes": [], "as": "lava_reset='subtract' (SpikecLIF, spikec before "
+                                                                 "subtract resets were Lava's LIF)"}
+    return {"equal": not differing, "differing_nodes": differing[:10]}
+
+
+def _differing(q, written) -> list:
+    from spikec.core.serialize import graph_to_json
     differing = [n.name for n in q.nodes if n.name not in written
                  or any(not np.array_equal(v, written.node(n.name).params.get(k)) for k, v in n.params.items())]
     differing += [n.name for n in written.nodes if n.name not in q]
     if not differing and graph_to_json(q) != graph_to_json(written):
         differing.append("graph structure or attributes")
-    return {"equal": not differing, "differing_nodes": differing[:10]}
+    return differing
 
 
 class Deployed:

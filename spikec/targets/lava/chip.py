@@ -44,9 +44,8 @@ CUSTOM = {
                  "products.py), used only under a sub-step schedule (Lava's LIF would update between its inputs)",
     "Host": "spikec's HostRegion: float64 ops on a CPU beside the chip (a host partition by design)",
 }
-NO_COMPOSITION = ("or deploy the variant keeping it (target option lava_reset='current': Lava's LIF with the membrane "
-                  "in u, du = dv - 1, dv = 4095, a -vth diagonal Sparse self-synapse one step late; it differs from the "
-                  "exact neuron only by the carry trunc(v / 4096) of v between steps, measured; current_reset.py)")
+NO_COMPOSITION = ("by default a subtract reset is Lava's LIF with the membrane in u (du = dv - 1, dv = 4095, a -vth "
+                  "diagonal Sparse self-synapse one step late; current_reset.py)")
 # what would make each custom process chip-ready (SpikecLIF's depend on why it is one: ``_lif_blockers``)
 REMEDY = {
     "SpikecIntFire": "replace the integer-firing neuron by a binary LIF, or a Loihi 2 microcode neuron with graded "
@@ -101,7 +100,7 @@ def verdict(p: dict) -> dict:
             why += " (two-input AND neurons: du = dv = 4095, vth = 1, weight-1 synapses: fires iff both inputs spiked)"
         if p.get("membrane_in_u"):
             why += (f" (a {p['membrane_in_u']} reset with the membrane in u: du = {p['du']}, dv = {p['dv']}, a -vth "
-                    "diagonal Sparse self-synapse; the approximate variant lava_reset='current')")
+                    "diagonal Sparse self-synapse; current_reset.py)")
         if p.get("integrator"):
             why += (f" (a leaky-integrator read-out: du = {p['du']}, dv = {p['dv']}, vth = {p['vth']} never reached: "
                     f"v in [{p['v_bound'][0]}, {p['v_bound'][1]}] on any input; v read with Lava's Monitor each step)")
@@ -118,11 +117,16 @@ def _lif_blockers(p: dict, net: dict, arrays: dict) -> list[tuple[str, str]]:
     out = []
     reset = p.get("reset")
     if reset in ("subtract", "snntorch_subtract", "delayed_subtract"):
+        kept = (f"; not Lava's LIF with the membrane in u because {p['membrane_in_u_refused']}"
+                if p.get("membrane_in_u_refused") else "; kept as SpikecLIF by lava_reset='subtract'"
+                if reset != "snntorch_subtract" else "")
         out.append(("a subtract (soft) reset, v -= vth at a spike" + (" one step late (snnTorch's reset_delay)"
-                                                                       if reset == "delayed_subtract" else ""),
-                    "train with a zero reset (snnTorch reset_mechanism='zero', SpikingJelly v_reset=0.0, spikec.nn.LIF "
-                    "reset='zero'), or deploy the approximate zero-reset variant (target option lava_reset='zero', its spike "
-                    "disagreement measured), " + NO_COMPOSITION))
+                                                                       if reset == "delayed_subtract" else "") + kept,
+                    ("leave lava_reset unset (" + NO_COMPOSITION + ") where the reason above allows, " if not
+                     p.get("membrane_in_u_refused") else "")
+                    + "train with a zero reset (snnTorch reset_mechanism='zero', SpikingJelly v_reset=0.0, spikec.nn.LIF "
+                    "reset='zero'), or deploy the approximate zero-reset variant (target option lava_reset='zero', its "
+                    "spike disagreement measured)"))
     elif reset == "delayed_zero":
         out.append(("a zero reset one step after the spike (snnTorch's reset_delay)", "reset_delay=False"))
     elif reset == "none":

@@ -1,10 +1,12 @@
-"""The subtract reset on Lava's standard LIF, its membrane kept in the current ``u`` (``lava_reset="current"``):
-a chip-ready variant, **approximate**, its disagreement with the exact integer reference measured.
+"""The subtract reset on Lava's standard LIF, its membrane kept in the current ``u`` (the Lava target's default;
+``lava_reset="subtract"`` keeps SpikecLIF's carry-free form): chip-ready, its integer arithmetic one term away
+from the carry-free subtract reset, that term part of the quantization and measured against the carry-free form.
 
 Lava's LIF zeroes ``v`` at a spike but never resets ``u``. So the membrane ``m`` of a subtract-reset neuron lives
 in ``u``: ``du = dv_m - 1`` gives ``u`` the membrane's own 12-bit decay (``u <- (4096 - (du + 1)) u / 4096``, the
-factor ``4096 - dv_m`` the integer reference decays ``v`` by), and a self-synapse (a Dense from the population's
-``s_out`` to its own ``a_in``, diagonal, weight ``-w``) lands one Lava step after the spike, after the decay:
+factor ``4096 - dv_m`` the integer reference decays ``v`` by), and a self-synapse (from the population's ``s_out``
+to its own ``a_in``: Lava's Sparse, diagonal, weight ``-w``) lands one Lava step after the spike, after
+the decay:
 
     u_t = dec(u_{t-1}) + (a_t + bias_u - w s_{t-1}) << 6
 
@@ -14,9 +16,10 @@ S_{t-1}``, the ``delayed_subtract`` kind) bit for bit. The spike is Lava's ``v >
     v_t = trunc(v_{t-1} / 4096) + u_t + b        (v_{t-1} = 0 after a spike)
 
 so it compares ``u_t + c_t`` with ``c_t = trunc(v_{t-1} / 4096)``: **the carry**, zero while ``|v| < 4096`` (64
-weight LSBs) and otherwise ``|v| / 4096`` internal units (1/64 of a weight LSB per 4096): the one way the variant
-differs from the exact neuron, flipping a spike only when ``u_t`` lies within the carry of the threshold. What is
-approximate beyond the carry, per kind:
+weight LSBs) and otherwise ``|v| / 4096`` internal units (1/64 of a weight LSB per 4096): the one way the form
+differs from the carry-free neuron, flipping a spike only when ``u_t`` lies within the carry of the threshold. It
+is part of the deployed integer arithmetic as the 12-bit decay's truncation is: the integer reference runs it, Lava
+reproduces it bit for bit, ``float_vs_fixed`` measures the quantization as a whole. Beyond the carry, per kind:
 
 - ``delayed_subtract`` (snnTorch Leaky's default): nothing else.
 - ``subtract`` (spikec's ``lif``, SpikingJelly's soft reset: ``v -= theta`` at the spiking step, decayed in the
@@ -48,6 +51,7 @@ from spikec.targets.lava.ops import bias_value, primary
 
 VALUE = "current"
 KINDS = ("delayed_subtract", "subtract")
+SUBTRACTS = KINDS + ("snntorch_subtract",)   # every subtract reset: those the form does not take say why
 WEIGHT_EXP_MAX = 7        # Loihi's synaptic weight exponent (docs/targets.md, current biases)
 MANTISSA = 255            # an inhibitory 8-bit Dense weight
 
@@ -74,9 +78,9 @@ def _twins(graph: Graph, n: Node) -> list[Node]:
     return [m for m in graph.nodes if m.op == n.op and m.inputs == n.inputs and not primary(m)]
 
 
-def refusal(graph: Graph, n: Node) -> str | None:
-    """Why population ``n`` (a primary ``lava_lif``) keeps its exact custom form under the variant (None: it is
-    changed)."""
+def refusal(graph: Graph, n: Node, quantized: bool = True) -> str | None:
+    """Why population ``n`` (a primary ``lava_lif``) keeps SpikecLIF's carry-free form (None: it takes the membrane
+    in u). ``quantized=False``: before the deployment is quantized for it (biases in whole weight LSBs)."""
     p, a = n.params, n.attrs
     if a.get("reset") not in KINDS:
         return (f"its reset kind is {a.get('reset')!r}: the variant takes the subtract resets {', '.join(KINDS)} "
@@ -94,6 +98,8 @@ def refusal(graph: Graph, n: Node) -> str | None:
     if any(m.op == "lava_intfire" and m.attrs.get("unrolled") for m in graph.nodes):
         return "a sub-step schedule (an unrolled integer neuron): Lava's LIF updates every Lava step"
     bias = bias_value(np.asarray(p["bias_mant"], dtype=np.int64), np.asarray(p["bias_exp"], dtype=np.int64))
+    if not quantized:
+        bias = (bias + 32) >> 6 << 6   # what bias_unit=64 makes of it (up to the calibration's rounding)
     if np.any(bias % 64):
         return "its bias is not in whole weight LSBs (the deployment was not quantized with bias_unit=64)"
     if terms(np.unique(bias >> 6)) is None:
@@ -142,7 +148,7 @@ def apply(graph: Graph) -> tuple[Graph, list[str], dict]:
         if why is None:
             changed.append(n.name)
             twins.update(t.name for t in _twins(graph, n))
-        elif n.attrs.get("reset") in KINDS:
+        elif n.attrs.get("reset") in SUBTRACTS:
             refused[n.name] = why
     for name in list(changed):   # deploy() quantized vth to an 8-bit mantissa; another vth cannot be the weight
         n = graph.node(name)
@@ -157,7 +163,7 @@ def apply(graph: Graph) -> tuple[Graph, list[str], dict]:
 def candidates(graph: Graph) -> dict[str, int]:
     """``{population: vth the variant deploys}`` for the populations it would change, before rounding ``vth``."""
     return {n.name: representable_vth(int(n.params["vth"])) for n in graph.nodes
-            if n.op == "lava_lif" and primary(n) and refusal(graph, n) is None}
+            if n.op == "lava_lif" and primary(n) and refusal(graph, n, quantized=False) is None}
 
 
 def _agreement(a, b, spikes: bool) -> dict:
@@ -188,26 +194,26 @@ def measure(exact: Graph, variant: Graph, changed: list, refused: dict, x: dict,
         carry[name] = {"neuron_steps": int(c.size), "nonzero": int((c != 0).sum()),
                        "max_abs": int(np.abs(c).max(initial=0))}
     outputs = {o: _agreement(ref[o], trace.values[o], variant.node(o).type.is_spike) for o in exact.outputs}
-    return {"option": f"lava_reset={VALUE!r}", "approximate": True, "neurons_changed": changed,
-            "not_changed": refused, "per_neuron": per, "carry": carry, "outputs": outputs,
-            "compared_with": "the exact integer reference (the same weights and thresholds, the subtract reset in "
-                             "spikec's SpikecLIF), on the verification inputs",
-            "inputs": "the verification inputs",
-            "why": "the frameworks' subtract reset has no exact composition of standard Lava processes; this variant "
-                   "keeps the membrane in Lava's current u with a -vth self-synapse, exact but for the carry "
-                   "trunc(v / 4096) of v between steps (current_reset.py)"}
+    return {"populations": changed, "kept_custom": refused, "per_population": per, "carry": carry,
+            "outputs": outputs,
+            "compared_with": "the carry-free integer subtract reset of the same weights, thresholds and biases "
+                             "(SpikecLIF's arithmetic, lava_reset='subtract'), on the verification inputs",
+            "rule": "a subtract reset is Lava's LIF with the membrane in its current u (du = dv - 1, dv = 4095, a -vth "
+                    "diagonal Sparse self-synapse): its integer arithmetic carries trunc(v / 4096) of v between "
+                    "steps, part of the quantization like the 12-bit decay (float_vs_fixed measures the whole); "
+                    "Lava runs it bit for bit (current_reset.py)"}
 
 
 def line(v: dict) -> str:
-    """One summary line: the variant and what it costs on the verification inputs."""
-    parts = [f"{c} {100 * a['spike_agreement']:.2f}% (carry nonzero at {v['carry'][c]['nonzero']:,} of "
-             f"{v['carry'][c]['neuron_steps']:,} neuron-steps)" for c, a in v["per_neuron"].items()]
+    """One summary line: the populations with the membrane in u and how they differ from the carry-free form."""
+    parts = [f"{c} spikes {100 * a['spike_agreement']:.2f}% (carry nonzero at {v['carry'][c]['nonzero']:,} of "
+             f"{v['carry'][c]['neuron_steps']:,} neuron-steps)" for c, a in v["per_population"].items()]
     for o, a in v["outputs"].items():
         parts.append(f"output {o} " + (f"spikes {100 * a['spike_agreement']:.2f}%" if "spike_agreement" in a
                                        else f"classes {100 * a['class_agreement']:.2f}% (values equal "
                                             f"{100 * a['values_equal']:.2f}%)"))
-    kept = f"; kept exact (custom): {', '.join(f'{k} ({w})' for k, w in v['not_changed'].items())}" \
-        if v["not_changed"] else ""
-    return (f"APPROXIMATE chip-ready variant ({v['option']}): {len(v['neurons_changed'])} subtract reset(s) as Lava's "
-            f"LIF with the membrane in u; agreement with the exact integer reference on the verification inputs: "
-            f"{', '.join(parts) or 'none changed'}{kept}; Lava bit-exact only with the variant's own integer reference")
+    kept = f"; kept as SpikecLIF: {', '.join(f'{k} ({w})' for k, w in v['kept_custom'].items())}" \
+        if v["kept_custom"] else ""
+    return (f"subtract resets as Lava's LIF, the membrane in u: {', '.join(v['populations'])} (their integer arithmetic "
+            f"carries trunc(v / 4096) between steps); against the carry-free integer subtract reset on the "
+            f"verification inputs: {', '.join(parts)}{kept}")

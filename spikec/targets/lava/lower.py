@@ -280,6 +280,8 @@ def _lif_process(n: Node, base: dict, arrays: dict) -> dict:
         kind, base = "SpikecLIF", dict(base, current_bias_refused=why)
     d = dict(base, type=kind, reset=n.attrs["reset"], fire=n.attrs.get("fire", "gt"),
              bias_on_after_step=base["start"])
+    if n.attrs.get("membrane_in_u_refused"):   # current_reset.py: why it is not Lava's LIF (the chip-blocker line)
+        d["membrane_in_u_refused"] = n.attrs["membrane_in_u_refused"]
     for k in ("bias_mant", "bias_exp"):
         arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], shape)
     if kind == "LIF":

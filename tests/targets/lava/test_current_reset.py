@@ -1,6 +1,7 @@
-"""The subtract reset with the membrane in Lava's current (``spikec/targets/lava/current_reset.py``, target option
-``lava_reset='current'``): Lava's standard LIF, a diagonal Sparse self-synapse of ``-vth``; approximate only by the
-carry ``trunc(v / 4096)``, measured against the exact integer reference; bit-exact in Lava with its own reference."""
+"""The subtract reset with the membrane in Lava's current (``spikec/targets/lava/current_reset.py``, the Lava target's
+default; ``lava_reset='subtract'`` keeps SpikecLIF): Lava's standard LIF, a diagonal Sparse self-synapse of ``-vth``;
+one term, the carry ``trunc(v / 4096)``, away from the carry-free integer subtract reset, measured against it; Lava
+runs it bit for bit."""
 import tempfile
 from pathlib import Path
 
@@ -43,7 +44,7 @@ STEPPING = {"sj_lif_soft": "multistep"}
 
 def _deployed(factory, **kw):
     g, x = _graph(factory, STEPPING.get(factory, "step"), **kw)
-    q, _, _ = deploy(g, x, {"lava_reset": "current"})
+    q, _, _ = deploy(g, x)   # the default
     return g, x, q
 
 
@@ -98,18 +99,25 @@ def test_the_rewrite_before_and_after():
 
 @pytest.mark.parametrize("factory,why", [("leaky_zero", None), ("leaky_immediate", "snntorch_subtract")])
 def test_it_changes_nothing_it_must_not(factory, why):
-    """A zero reset is Lava's LIF already: untouched and not listed; snnTorch's reset_delay=False subtract is
-    another reset kind: kept exact, its reason given; beta = 1 cannot live in u."""
+    """A zero reset is Lava's LIF already: the deployment is the one without the form (no requantization, no
+    carry-free graph kept); snnTorch's reset_delay=False subtract is another reset kind: kept as SpikecLIF, its
+    reason on the node for the chip-blocker line; beta = 1 cannot live in u; lava_reset='subtract' changes nothing."""
     g, x, q = _deployed(factory)
+    plain = deploy(g, x, {"lava_reset": "subtract"})[0]
+    assert q.exact is None and q.variant["changed"] == []
     if why is None:
-        assert q.variant["changed"] == [] and q.variant["refused"] == {}
-        assert all(q.graph.node(n.name) == n for n in q.exact.nodes)
+        from spikec.core.serialize import graph_to_json
+        assert q.variant["refused"] == {} and graph_to_json(q.graph) == graph_to_json(plain.graph)
+        assert all(np.array_equal(v, plain.graph.node(n.name).params[k]) for n in q.graph.nodes
+                   for k, v in n.params.items())
     else:
-        assert q.variant["changed"] == [] and all(why in w for w in q.variant["refused"].values())
-    exact = deploy(g, x, {"bias_unit": 64})[0]
-    pop = next(n for n in exact.graph.nodes if n.op == "lava_lif" and n.attrs.get("output", "spikes") == "spikes")
+        assert q.variant["refused"] and all(why in w for w in q.variant["refused"].values())
+        for name, w in q.variant["refused"].items():
+            assert q.graph.node(name).attrs["membrane_in_u_refused"] == w
+            assert q.graph.node(name).params.keys() == plain.graph.node(name).params.keys()
+    pop = next(n for n in plain.graph.nodes if n.op == "lava_lif" and n.attrs.get("output", "spikes") == "spikes")
     integrator = pop.with_(attrs=dict(pop.attrs, reset="delayed_subtract"), params=dict(pop.params, dv=np.int64(0)))
-    assert "beta = 1" in current_reset.refusal(exact.graph, integrator)
+    assert "beta = 1" in current_reset.refusal(plain.graph, integrator)
 
 
 @needs_lava
@@ -118,15 +126,16 @@ def test_lava_runs_the_variant_bit_exact_on_standard_processes_only(factory):
     g, x = _graph(factory, STEPPING.get(factory, "step"))
     res = get_target("lava")(g, x, run(g, x), {"lava_reset": "current"})
     t = res.report
-    assert res.ok is False   # approximate: never equivalent to the given network
-    assert t["bit_exact"] is True, t["first_mismatches"]
+    plain = get_target("lava")(g, x, run(g, x), {"lava_reset": "subtract"}).report
+    assert res.ok is True and t["bit_exact"] is True, t["first_mismatches"]   # Lava runs it bit for bit
     ready = t["chip_readiness"]
     assert ready["cpu_only"] == 0 and ready["chip_ready"] == ready["processes"], ready
+    assert plain["chip_readiness"]["cpu_only"] > 0   # the carry-free SpikecLIF is not
     types = {p["type"] for p in t["processes"]}
     assert "Sparse" in types and "SpikecLIF" not in types
-    v = t["approximate_variant"]
-    assert v["neurons_changed"] and all(0 < a["spike_agreement"] <= 1 for a in v["per_neuron"].values())
-    assert "lava_reset='current'" in t["summary"] and "APPROXIMATE" in t["summary"]
+    m = t["membrane_in_u"]
+    assert m["populations"] and all(0 < a["spike_agreement"] <= 1 for a in m["per_population"].values())
+    assert "the membrane in u" in t["summary"] and "approximate_variant" not in t
     if factory == "leaky_mem_out":   # snnTorch's mem read from Lava's u by its Monitor, compared bit for bit
         assert t["state_reads_compared"] > 0
 
@@ -140,18 +149,33 @@ def test_a_conv_population_and_verify_read_back(tmp_path):
     root = HERE.parents[2] / "examples" / "digits"
     with np.load(root / "inputs.npz") as z:
         x = z["input"][:, :4]
-    c = spikec.compile(f"{root / 'model.py'}:small", x, weights=str(root / "checkpoint.pt"), targets=("lava",),
-                       lava_reset="current")
+    c = spikec.compile(f"{root / 'model.py'}:small", x, weights=str(root / "checkpoint.pt"), targets=("lava",))
     t = c.report["targets"]["lava"]
-    assert t["bit_exact"] is True and t["chip_readiness"]["cpu_only"] == 0
-    assert t["approximate_variant"]["neurons_changed"] == ["lif1"]
+    assert t["bit_exact"] is True and t["chip_readiness"]["cpu_only"] == 0 and c.report["equivalent"] is True
+    assert t["membrane_in_u"]["populations"] == ["lif1"]
     out = c.save(tmp_path / "out")
     r = spikec.verify(out)
-    assert r["target_lava"]["equivalent"] is True and "lava_reset='current'" in r["target_lava"]["approximate"]
-    assert r["compile_verdict"]["equivalent"] is False
+    assert r["target_lava"]["equivalent"] is True and "approximate" not in r["target_lava"]
     params = out / "lava" / "params.npz"
     with np.load(params) as z:
         arrays = {k: z[k] for k in z.files}
     arrays["lif1.recurrent/weight"] = arrays["lif1.recurrent/weight"] + 1
     np.savez(params, **arrays)
     assert spikec.verify(out)["target_lava"]["equivalent"] is False
+
+
+@needs_lava
+def test_an_outdir_written_with_spikeclif_still_verifies(tmp_path):
+    """An OUTDIR whose subtract resets were written as SpikecLIF (``lava_reset='subtract'``, or spikec before the
+    membrane in u) re-derives as written: verify passes, saying how it re-derived it."""
+    import json
+    import spikec
+    x = (np.random.default_rng(0).random((8, 3, 12)) < 0.5).astype(np.float64)
+    c = spikec.compile(f"{HERE / 'framework_models.py'}:leaky_default", x, targets=("lava",), stepping="step",
+                       lava_reset="subtract")
+    out = c.save(tmp_path / "out")
+    report = json.loads((out / "report.json").read_text())
+    report["options"].pop("lava_reset")   # as an older compile wrote it: no option, SpikecLIF
+    (out / "report.json").write_text(json.dumps(report))
+    r = spikec.verify(out)
+    assert r["target_lava"]["equivalent"] is True, r["target_lava"]

@@ -112,9 +112,12 @@ def test_demo_compiles_for_lava_bit_exact(tmp_path):
     assert samples > 16 and t["bit_exact"] and t["spikes_compared"] == 8 * samples * (8 * 8 * 8 + 16 * 4 * 4)
     assert t["float_vs_fixed"]["outputs"]["head.1"]["class_agreement"] >= 0.9
     assert (out / "lava" / "network.json").exists() and (out / "lava" / "quantized" / "graph.json").exists()
-    kinds = {p["name"]: p["type"] for p in t["processes"]}   # make demo: all but lif1 (subtract reset) chip-ready
-    assert kinds["head.1"] == "LIFReadout" and kinds["lif1"] == "SpikecLIF"
-    assert (t["chip_readiness"]["chip_ready"], t["chip_readiness"]["processes"]) == (5, 6)
+    kinds = {p["name"]: p["type"] for p in t["processes"]}   # make demo: every process chip-ready
+    assert kinds["head.1"] == "LIFReadout" and kinds["lif1"] == "LIF" and kinds["lif1.recurrent"] == "Sparse"
+    assert (t["chip_readiness"]["chip_ready"], t["chip_readiness"]["processes"]) == (9, 9)
+    m = t["membrane_in_u"]   # lif1's subtract reset with the membrane in u, against its carry-free form
+    assert m["populations"] == ["lif1"] and 0.99 <= m["per_population"]["lif1"]["spike_agreement"] <= 1
+    assert m["carry"]["lif1"]["nonzero"] > 0 and "the membrane in u" in t["summary"]
     assert t["standard_readouts"]["head.1"]["within"] and t["standard_readouts"]["head.1"]["within_bound"]
     import spikec                            # the deployment, usable from Python without Lava
     model = spikec.load(out)

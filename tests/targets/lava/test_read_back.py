@@ -107,7 +107,7 @@ def test_a_lava_directory_that_reads_back_otherwise_is_a_compiler_bug(tmp_path):
     from spikec.targets.lava.written import LavaDir
     c = _compiled(LeakyMem, "none")
     x = c.io["input"]
-    q, net, arrays = deploy(c.graph, x)
+    q, net, arrays = deploy(c.graph, x, {"lava_reset": "subtract"})   # SpikecLIF: its v read through v_out
     good = LavaDir(lambda p: _write_lava_dir(p, q.graph, net, arrays), q.graph, net, arrays, read_lava)
     write_outdir(tmp_path / "GOOD", _with_file(c, "lava", good))   # the writer as the target uses it reads back
 
