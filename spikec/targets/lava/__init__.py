@@ -127,6 +127,10 @@ def _membrane_in_u(q, requantize, override: dict):
     graph, changed, refused = current_reset.apply(q.graph)
     for layer in q.layers:
         if layer.name in changed:
+            if int(q.graph.node(layer.name).params["dv"]) == 0:
+                layer.info.setdefault("notes", []).append(
+                    "beta = 1 with the membrane in u: u keeps 4095/4096 per step (du = 0; Lava's current has no exact "
+                    "integrator), a 1/4096 leak")
             if layer.info.get("state_reads"):   # read from Lava's u, the membrane there
                 layer.info["state_reads"] = {k: "integer u (the membrane, in Lava's current; ~ 64 s U), read by Lava's "
                                                 "Monitor" for k in layer.info["state_reads"]}

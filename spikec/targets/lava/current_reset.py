@@ -38,9 +38,10 @@ Monitor every step.
 The self-synapse is Lava's ``Sparse`` with one weight on its diagonal (the identity of the population in any
 order of Lava's folded layout, so a ``(C, H, W)`` population takes it as a flat one does).
 
-Not changed, each with its reason in the report: ``beta = 1`` (``u`` keeps at most 4095/4096 per step), a
-per-channel decay or threshold, a hard or no reset, a recurrence or a current of its own, a sub-step schedule, a
-bias two 8-bit Denses do not hold, a read of the post-reset ``v`` of an immediate reset.
+A recurrence of the neuron's own (RLeaky) stays beside it. ``beta = 1`` takes ``du = 0``: Lava's current has no
+exact integrator, so ``u`` keeps 4095/4096 per step (noted). Not changed, each with its reason in the report: a
+per-channel decay or threshold, a hard or no reset, a current of its own (Synaptic), a sub-step schedule, a bias
+two 8-bit Denses do not hold, a read of the post-reset ``v`` of an immediate reset.
 """
 import numpy as np
 
@@ -87,14 +88,12 @@ def refusal(graph: Graph, n: Node, quantized: bool = True) -> str | None:
                 "(snnTorch's reset_delay=False subtract is neither)")
     if a.get("fire", "gt") not in ("gt", "ge"):
         return "it never fires (a read-out integrator)"
-    if a.get("recurrent") or "bias_u" in p or "v_reset" in p:
-        return "it has a recurrence or a current of its own (the membrane cannot also be Lava's u)"
+    if "bias_u" in p or "v_reset" in p:
+        return "it has a current of its own (Synaptic, a current bias: the membrane cannot also be Lava's u)"
     if any(np.asarray(p[k]).ndim for k in ("du", "dv", "vth")):
         return "per-channel decays or thresholds (Lava's LIF takes one du, dv and vth per process)"
     if int(p["du"]) != 4095:
         return "its input is a decaying current (Lava's u is taken)"
-    if int(p["dv"]) < 1:
-        return "beta = 1 (an integrate-and-fire membrane): Lava's u keeps at most 4095/4096 per step"
     if any(m.op == "lava_intfire" and m.attrs.get("unrolled") for m in graph.nodes):
         return "a sub-step schedule (an unrolled integer neuron): Lava's LIF updates every Lava step"
     bias = bias_value(np.asarray(p["bias_mant"], dtype=np.int64), np.asarray(p["bias_exp"], dtype=np.int64))
@@ -125,14 +124,16 @@ def rewrite_node(n: Node) -> Node:
     m, e = _reset_weight(n)
     bias = bias_value(np.asarray(p["bias_mant"], dtype=np.int64), np.asarray(p["bias_exp"], dtype=np.int64))
     ge = n.attrs.get("fire", "gt") == "ge"
-    params = {"du": np.int64(int(p["dv"]) - 1), "dv": np.int64(4095), "vth": np.int64(int(p["vth"])),
+    # beta = 1 (dv = 0): u keeps 4095/4096 (du = 0), Lava's u has no exact integrator (ds_offset = 1)
+    params = {**{k: v for k, v in p.items() if k == "rec_weight"},
+              "du": np.int64(max(int(p["dv"]) - 1, 0)), "dv": np.int64(4095), "vth": np.int64(int(p["vth"])),
               "bias_mant": np.full(np.shape(p["bias_mant"]), int(ge), dtype=np.int64),
               "bias_exp": np.zeros(np.shape(p["bias_exp"]), dtype=np.int64),
-              "rec_weight": np.int64(-m)}
+              "reset_weight": np.int64(-m)}
     if (bias >> 6).any():
         params["bias_u"] = bias >> 6
     attrs = {k: v for k, v in n.attrs.items() if k not in ("fire",)}
-    attrs.update(reset="zero", process="LIF", recurrent="diagonal", rec_weight_exp=e, membrane_in_u=n.attrs["reset"])
+    attrs.update(reset="zero", process="LIF", reset_weight_exp=e, membrane_in_u=n.attrs["reset"])
     if not primary(n):
         attrs = lops.output_attrs(attrs, "u")
     return n.with_(attrs=attrs, params=params)

@@ -260,6 +260,8 @@ def _lower_population(lo: _Lowered, n: Node) -> None:
     lo.origin[n.name] = _origin(n.name, "s_out", phi, emit, shape)
     if n.attrs.get("recurrent"):
         _lower_recurrence(lo, n)
+    if "reset_weight" in n.params:   # a subtract reset with the membrane in u (current_reset.py)
+        _lower_reset_synapse(lo, n)
     if lops.output_of(n) != "spikes":
         return   # a read-out integrator: its state is its output (recorded by _lower_population_node)
     monitored = record["type"] == "LIFReadout"   # its current u, read by Lava's Monitor; the host adds the bias
@@ -424,8 +426,6 @@ def _lower_recurrence(lo: _Lowered, n: Node) -> None:
     phi + t P reach the population inside its next window and count at physical step t + 1: the integer
     reference's ``a_t = x_t + rec(s_{t-1})`` for any period P, with no relay."""
     name, shape = f"{n.name}.recurrent", n.type.shape
-    if n.attrs["recurrent"] == "diagonal":
-        return _lower_diagonal(lo, n, name)
     if n.attrs["recurrent"] == "dense":
         syn = Node(name, "lava_dense", (n.name,), TensorType(shape),
                    {"weight_exp": int(n.attrs.get("rec_weight_exp", 0))}, {"weight": n.params["rec_weight"]})
@@ -444,17 +444,17 @@ def _lower_recurrence(lo: _Lowered, n: Node) -> None:
     lo.conns.append({"src": name, "port": "a_out", "dst": n.name, "dst_port": "a_in"})
 
 
-def _lower_diagonal(lo: _Lowered, n: Node, name: str) -> None:
-    """A diagonal self-synapse (current_reset.py): Lava's Sparse with one weight on its diagonal, from the
+def _lower_reset_synapse(lo: _Lowered, n: Node) -> None:
+    """A subtract reset's self-synapse (current_reset.py): Lava's Sparse with one weight on its diagonal, from the
     population's flattened ``s_out`` back to its ``a_in``. With one weight for every neuron, the identity is the same
     in any order of the folded Lava layout, so build.py makes it the identity of the folded size."""
-    shape, o = n.type.shape, lo.origin[n.name]
-    w = np.asarray(n.params["rec_weight"], dtype=np.int64)
+    name, shape, o = f"{n.name}.reset", n.type.shape, lo.origin[n.name]
+    w = np.asarray(n.params["reset_weight"], dtype=np.int64)
     lo.arrays[f"{name}/weight"] = w
     lo.procs.append({"name": name, "type": "Sparse", "ir_node": n.name, "ir_shape": list(shape),
                      "lava_shape": lava_shape(shape), "input": n.name, "input_ir_shape": list(shape),
                      "latency": o["phi"] + 1, "num_message_bits": 0, "target": n.name, "delay": 0,
-                     "recurrent": True, "diagonal": True, "weight_exp": int(n.attrs.get("rec_weight_exp", 0)),
+                     "recurrent": True, "diagonal": True, "weight_exp": int(n.attrs.get("reset_weight_exp", 0)),
                      "sign_mode": "inhibitory" if w < 0 else "excitatory"})
     lo.conns.append({"src": n.name, "port": "s_out", "dst": name, "dst_port": "s_in", "flatten": True})
     lo.conns.append({"src": name, "port": "a_out", "dst": n.name, "dst_port": "a_in", "reshape": True})

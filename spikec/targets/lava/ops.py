@@ -37,9 +37,10 @@ code, so comparing the two checks both. A synapse's input may be binary spikes, 
                 layout, stride 1, attr rec_padding, wrapped to 24 bits like lava_conv): the synapse from the
                 population's s_out back to its own a_in. Lava's Dense and Conv send the sum of the spikes they
                 received one Lava step before, so the loop's latency is one Lava step, inside the next window:
-                step t's input is ``a = x_t + rec(s_{t-1})`` (s_{-1} = 0), before ``+ bias_u``. Attr recurrent
-                "diagonal": a scalar rec_weight (8-bit, one sign) << rec_weight_exp from each neuron onto itself
-                (Lava's Sparse identity; current_reset.py).
+                step t's input is ``a = x_t + rec(s_{t-1})`` (s_{-1} = 0), before ``+ bias_u``. A subtract
+                reset with the membrane in u (current_reset.py): optional scalar reset_weight (8-bit, one sign)
+                << attr reset_weight_exp from each neuron onto itself, Lava's Sparse identity with the same
+                one-step latency: ``a = x_t + rec(s_{t-1}) + (reset_weight << e) s_{t-1}``.
                 ("zero" is Lava's LIF; the rest spikec's SpikecLIF. The delayed kinds are snnTorch's reset_delay:
                 the reset of a spike acts after the next step's decay.) "v"/"u" read out the state after the
                 step, "membrane" v before the reset that follows the spike (after a delayed one); "flags" is a
@@ -192,10 +193,10 @@ def _infer_lif(node, ins):
     _need(node.attrs.get("reset") in LIF_RESETS, node, f"reset must be one of {LIF_RESETS}")
     _need(node.attrs.get("fire", "gt") in ("gt", "ge", "never"), node, "fire must be 'gt', 'ge' or 'never'")
     kind, w = node.attrs.get("recurrent"), node.params.get("rec_weight")
-    _need(kind in (None, "dense", "conv", "diagonal") and (kind is None) == (w is None), node,
-          "a recurrence needs attr recurrent ('dense' | 'conv' | 'diagonal') and param rec_weight together")
-    _need(kind != "diagonal" or np.ndim(w) == 0, node, "a diagonal recurrence has one scalar rec_weight")
-    if kind in ("dense", "conv"):
+    _need(kind in (None, "dense", "conv") and (kind is None) == (w is None), node,
+          "a recurrence needs attr recurrent ('dense' | 'conv') and param rec_weight together")
+    _need(np.ndim(node.params.get("reset_weight", 0)) == 0, node, "reset_weight is one scalar weight")
+    if kind is not None:
         shape = ins[0].shape
         want = (int(np.prod(shape)),) * 2 if kind == "dense" else (shape[0], shape[0])
         _need(tuple(w.shape[:2]) == want and w.ndim == (2 if kind == "dense" else 4), node,
@@ -261,9 +262,6 @@ def _recurrence(node, p):
     if not kind:
         return None
     w = _np(p["rec_weight"])
-    if kind == "diagonal":   # one weight per neuron on itself (current_reset.py): Lava's Sparse identity
-        w, e = dense_effective_weights(w), int(node.attrs.get("rec_weight_exp", 0))
-        return lambda s: (lambda a: a << e if e > 0 else a >> -e)((s != 0).astype(np.int64) * w)
     if kind == "dense":
         w, e = dense_effective_weights(w), int(node.attrs.get("rec_weight_exp", 0))
         return lambda s: (lambda a: a << e if e > 0 else a >> -e)((s != 0).astype(np.int64) @ w.T)
@@ -272,11 +270,20 @@ def _recurrence(node, p):
         torch.from_numpy((s != 0).astype(np.float64)), wt, None, 1, pad)).long().numpy(), STATE_BITS)
 
 
+def _reset_synapse(node, p):
+    """``(reset_weight << e) s``: the diagonal self-synapse of a subtract reset with the membrane in u (Lava's Sparse
+    identity, its weight clipped to 8 bits of one sign as Lava applies it), or None."""
+    if "reset_weight" not in p:
+        return None
+    w, e = dense_effective_weights(_np(p["reset_weight"])), int(node.attrs.get("reset_weight_exp", 0))
+    return lambda s: (lambda a: a << e if e > 0 else a >> -e)((s != 0).astype(np.int64) * w)
+
+
 def _lif(node, p, x):
     xs = _np(x)
     nd = xs.ndim - 1
     fu, fv, eff_vth, bias = _lif_params(node, p, nd)
-    rec = _recurrence(node, p)
+    rec, rst = _recurrence(node, p), _reset_synapse(node, p)
     kind = node.attrs["reset"]
     fire = node.attrs.get("fire", "gt")
     level = eff_vth - 1 if fire == "ge" else np.int64(2 ** 62) if fire == "never" else eff_vth   # s = v > level
@@ -289,6 +296,8 @@ def _lif(node, p, x):
     for t in range(xs.shape[0]):
         r = v > level
         a = xs[t] if rec is None else xs[t] + rec(s)   # the self-synapse: the previous step's spikes
+        if rst is not None:
+            a = a + rst(s)
         u, v, flags = _lif_subthreshold(u, v, a + bias_u, fu, fv, bias)
         if kind == "delayed_subtract":
             pre = np.where(r, v - eff_vth, v)
@@ -443,11 +452,13 @@ def register() -> None:
     neuron_count = lambda *names: (lambda n: 0 if not primary(n)
                                    else _sizes(n, *names))
     define("lava_lif", 1, _infer_lif, stateful=True,
-           count=neuron_count(*LIF_PARAMS, "v_reset", "bias_u", "rec_weight"),
+           count=neuron_count(*LIF_PARAMS, "v_reset", "bias_u", "rec_weight", "reset_weight"),
            params=_schema(LIF_PARAMS) + tuple(Param(k, PER_CHANNEL, LAVA_DOCS[k], required=False)
                                               for k in ("v_reset", "bias_u"))
-           + (Param("rec_weight", "(N, N) or (C, C, kH, kW) or ()", "int64 self-synapse weights (recurrence; () diagonal)",
-                    required=False),),
+           + (Param("rec_weight", "(N, N) or (C, C, kH, kW)", "int64 self-synapse weights (recurrence)",
+                    required=False),
+              Param("reset_weight", "()", "int64 weight of the subtract reset's diagonal self-synapse (membrane in u)",
+                    required=False)),
            doc="Lava's LIF (PyLifModelBitAcc) or spikec's SpikecLIF; attrs reset, output, process")
     # like intfire_unrolled, lava_intfire defines its output's time base (D sub-steps)
     define("lava_intfire", 1, _infer_neuron(LIF_PARAMS, _intfire_spikes), stateful=True,

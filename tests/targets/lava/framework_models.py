@@ -36,6 +36,11 @@ def leaky_immediate():
     return leaky(delay=False)
 
 
+def leaky_if():
+    """An integrate-and-fire (beta = 1) with snnTorch's default subtract reset."""
+    return leaky(beta=1.0, threshold=1.5)
+
+
 def leaky_zero():
     return leaky(reset="zero", delay=True, beta=0.7)
 

@@ -92,7 +92,7 @@ def test_the_rewrite_before_and_after():
         assert after.attrs["reset"] == "zero" and after.attrs["process"] == "LIF"
         vth = int(before.params["vth"])
         assert current_reset.representable_vth(vth) == vth == int(after.params["vth"])
-        assert -int(after.params["rec_weight"]) << after.attrs["rec_weight_exp"] == vth
+        assert -int(after.params["reset_weight"]) << after.attrs["reset_weight_exp"] == vth
         bias = np.left_shift(np.asarray(before.params["bias_mant"]), np.asarray(before.params["bias_exp"]))
         assert np.array_equal(np.asarray(after.params.get("bias_u", 0)) << 6, bias)
 
@@ -101,7 +101,7 @@ def test_the_rewrite_before_and_after():
 def test_it_changes_nothing_it_must_not(factory, why):
     """A zero reset is Lava's LIF already: the deployment is the one without the form (no requantization, no
     carry-free graph kept); snnTorch's reset_delay=False subtract is another reset kind: kept as SpikecLIF, its
-    reason on the node for the chip-blocker line; beta = 1 cannot live in u; lava_reset='subtract' changes nothing."""
+    reason on the node for the chip-blocker line; per-channel thresholds are no Lava LIF."""
     g, x, q = _deployed(factory)
     plain = deploy(g, x, {"lava_reset": "subtract"})[0]
     assert q.exact is None and q.variant["changed"] == []
@@ -116,8 +116,9 @@ def test_it_changes_nothing_it_must_not(factory, why):
             assert q.graph.node(name).attrs["membrane_in_u_refused"] == w
             assert q.graph.node(name).params.keys() == plain.graph.node(name).params.keys()
     pop = next(n for n in plain.graph.nodes if n.op == "lava_lif" and n.attrs.get("output", "spikes") == "spikes")
-    integrator = pop.with_(attrs=dict(pop.attrs, reset="delayed_subtract"), params=dict(pop.params, dv=np.int64(0)))
-    assert "beta = 1" in current_reset.refusal(plain.graph, integrator)
+    per_channel = pop.with_(attrs=dict(pop.attrs, reset="delayed_subtract"),
+                            params=dict(pop.params, vth=np.full(pop.type.shape[:1], 640, dtype=np.int64)))
+    assert "per-channel" in current_reset.refusal(plain.graph, per_channel)
 
 
 @needs_lava
@@ -159,7 +160,7 @@ def test_a_conv_population_and_verify_read_back(tmp_path):
     params = out / "lava" / "params.npz"
     with np.load(params) as z:
         arrays = {k: z[k] for k in z.files}
-    arrays["lif1.recurrent/weight"] = arrays["lif1.recurrent/weight"] + 1
+    arrays["lif1.reset/weight"] = arrays["lif1.reset/weight"] + 1
     np.savez(params, **arrays)
     assert spikec.verify(out)["target_lava"]["equivalent"] is False
 
@@ -179,3 +180,25 @@ def test_an_outdir_written_with_spikeclif_still_verifies(tmp_path):
     (out / "report.json").write_text(json.dumps(report))
     r = spikec.verify(out)
     assert r["target_lava"]["equivalent"] is True, r["target_lava"]
+
+
+@needs_lava
+@pytest.mark.parametrize("factory", ["rleaky", "leaky_if"])
+def test_a_recurrence_and_an_integrate_and_fire_take_the_membrane_in_u_too(factory):
+    """snnTorch's RLeaky: its own recurrence (a Dense) and the reset's Sparse both into a_in; an IF (beta = 1):
+    u keeps 4095/4096 per step (du = 0), noted. Both chip-ready as a whole, bit-exact in Lava, compared with their
+    carry-free form."""
+    g, x = _graph(factory)
+    res = get_target("lava")(g, x, run(g, x), {})
+    t = res.report
+    assert res.ok is True and t["bit_exact"] is True, t["first_mismatches"]
+    assert t["chip_readiness"]["cpu_only"] == 0, t["chip_readiness"]
+    m = t["membrane_in_u"]
+    assert len(m["populations"]) == 2 and all(a["spike_agreement"] > 0.9 for a in m["per_population"].values())
+    kinds = {p["name"]: p["type"] for p in t["processes"]}
+    for pop in m["populations"]:
+        assert kinds[pop] == "LIF" and kinds[f"{pop}.reset"] == "Sparse"
+        if factory == "rleaky":
+            assert kinds[f"{pop}.recurrent"] == "Dense"
+        else:
+            assert any("4095/4096" in note for note in t["quantization"]["layers"][pop]["notes"])

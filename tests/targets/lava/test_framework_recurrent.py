@@ -33,11 +33,12 @@ def spikes_in(shape, steps=8, batch=3, seed=0):
 
 
 CASES = {  # factory: (input step shape, {population: (float op, recurrence, Lava synapse of the loop)})
-    "rleaky_mixed": ((12,), {"1": ("rleaky_snntorch", "one_to_one", "Dense"),
-                             "3": ("rleaky_snntorch", "linear", "Dense")}),
-    "rsynaptic_linear": ((12,), {"1": ("synaptic_snntorch", "linear", "Dense"),
-                                 "3": ("synaptic_snntorch", "linear", "Dense")}),
-    "rsynaptic_conv": ((1, 6, 6), {"1": ("synaptic_snntorch", "conv2d", "Conv")}),
+    # RLeaky's subtract reset: Lava's LIF with the membrane in u (current_reset.py); RSynaptic's current is u
+    "rleaky_mixed": ((12,), {"1": ("rleaky_snntorch", "one_to_one", "Dense", "LIF"),
+                             "3": ("rleaky_snntorch", "linear", "Dense", "LIF")}),
+    "rsynaptic_linear": ((12,), {"1": ("synaptic_snntorch", "linear", "Dense", "SpikecLIF"),
+                                 "3": ("synaptic_snntorch", "linear", "Dense", "SpikecLIF")}),
+    "rsynaptic_conv": ((1, 6, 6), {"1": ("synaptic_snntorch", "conv2d", "Conv", "SpikecLIF")}),
 }
 
 
@@ -67,9 +68,9 @@ def test_recurrent_neurons_are_bit_exact_in_lava(factory, tmp_path):
     assert t["quantization_checks"]["ok"], t["quantization_checks"]["failures"]
     nodes = {n.name: n for n in c.graph.nodes}
     procs = {p["name"]: p["type"] for p in t["processes"]}
-    for pop, (op, rec, synapse) in pops.items():
+    for pop, (op, rec, synapse, process) in pops.items():
         assert nodes[pop].op == op and nodes[pop].attrs["recurrent"] == rec
-        assert procs[pop] == "SpikecLIF" and procs[f"{pop}.recurrent"] == synapse
+        assert procs[pop] == process and procs[f"{pop}.recurrent"] == synapse
         rate = t["float_vs_fixed"]["per_layer"][pop]["fixed_rate"]
         assert 0.0 < rate < 1.0, f"population {pop} must fire and rest (rate {rate})"
         layer = t["quantization"]["layers"][pop]

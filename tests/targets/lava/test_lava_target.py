@@ -113,7 +113,7 @@ def test_demo_compiles_for_lava_bit_exact(tmp_path):
     assert t["float_vs_fixed"]["outputs"]["head.1"]["class_agreement"] >= 0.9
     assert (out / "lava" / "network.json").exists() and (out / "lava" / "quantized" / "graph.json").exists()
     kinds = {p["name"]: p["type"] for p in t["processes"]}   # make demo: every process chip-ready
-    assert kinds["head.1"] == "LIFReadout" and kinds["lif1"] == "LIF" and kinds["lif1.recurrent"] == "Sparse"
+    assert kinds["head.1"] == "LIFReadout" and kinds["lif1"] == "LIF" and kinds["lif1.reset"] == "Sparse"
     assert (t["chip_readiness"]["chip_ready"], t["chip_readiness"]["processes"]) == (9, 9)
     m = t["membrane_in_u"]   # lif1's subtract reset with the membrane in u, against its carry-free form
     assert m["populations"] == ["lif1"] and 0.99 <= m["per_population"]["lif1"]["spike_agreement"] <= 1
