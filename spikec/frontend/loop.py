@@ -28,6 +28,7 @@ from torch import nn
 
 from spikec.ir.errors import SpikecError, UnsupportedOp
 from spikec.frontend.stepping import reset_state
+from spikec.frontend.loop_buffer import as_stacked, step_index
 
 WHERE = "model forward (--stepping loop)"
 MULTISTEP = "spikec_multistep"  # fx node meta: computed before the loop on the whole [T, B, ...] input
@@ -147,9 +148,8 @@ def steps_of(graph: torch.fx.Graph, placeholder) -> dict:
     for n in graph.nodes:
         ins = [step.get(a) for a in n.all_input_nodes if step.get(a) is not None]
         s = max(ins) if ins else None
-        if n.op == "call_function" and n.target is operator.getitem and n.args[0] in derived \
-                and isinstance(n.args[1], int):
-            s = n.args[1]
+        if _is_step_read(n, derived):
+            s = step_index(n.args[1])
         elif n.op == "call_module" and counts[n.target] > 1:
             k = calls[n.target] = calls.get(n.target, -1) + 1
             s = max(k, s if s is not None else k)
@@ -170,7 +170,7 @@ def input_derived(graph: torch.fx.Graph, placeholder) -> set:
 
 def _is_step_read(n, derived) -> bool:
     return n.op == "call_function" and n.target is operator.getitem and n.args[0] in derived \
-        and isinstance(n.args[1], int)
+        and step_index(n.args[1]) is not None
 
 
 def _first_input_root(a):
@@ -257,7 +257,7 @@ class _Fold:
 
     def _reads_step(self, n):
         """``k`` for ``v[k]`` of the input or of a ``[T, B, ...]`` tensor computed from it alone; else None."""
-        return n.args[1] if _is_step_read(n, self.derived) else None
+        return step_index(n.args[1]) if _is_step_read(n, self.derived) else None
 
     def _canon(self, a, t):
         """What ``a`` read at step ``t`` is, relative to that step."""
@@ -425,7 +425,7 @@ def _needed(fold: _Fold, roots) -> set:
 
 def capture(model: nn.Module, example: torch.Tensor, leaf) -> tuple[torch.fx.Graph, bool, int]:
     """``(one-step body, static input?, number of steps)`` of ``model``'s loop run on ``example``."""
-    graph = concrete_trace(model, example, leaf)
+    graph = as_stacked(model, concrete_trace(model, example, leaf))   # a record written into a preallocated tensor
     fold = _Fold(model, graph)
     fold.check()
     return _body(fold), not fold.indexed, fold.steps

@@ -76,9 +76,11 @@ def network_job(path: Path, spec: dict) -> dict:
         source = procs[net["inputs"][0]["name"]]
         start = time.perf_counter()
         try:
+            RUNNING.set()
             source.run(condition=RunSteps(num_steps=steps), run_cfg=Loihi2SimCfg(select_tag="fixed_pt"))
             finish(aux)   # Lava's Monitors read while the runtime is up
         finally:
+            RUNNING.clear()
             source.stop()
         sim_s += time.perf_counter() - start
         chunks.append({"batch": int(next(iter(xb.values())).shape[1]),
@@ -161,12 +163,58 @@ def _tag_temp_dir(tag: str) -> None:
     (Path(util.get_temp_dir()) / tag).touch()
 
 
+LOST_GRACE = 10.0   # seconds a Lava process may stay exited (a zombie) during a run before the run is given up
+
+
+def _exited_children() -> set:
+    """The pids of this process's children that have exited and wait to be reaped (``/proc``: state Z)."""
+    me, found = os.getpid(), set()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue   # gone meanwhile
+        if fields[0] == "Z" and int(fields[1]) == me:
+            found.add(int(d.name))
+    return found
+
+
+def _watch(path: Path, running: threading.Event) -> None:
+    """While ``running``: a Lava process that exited during the run and stays unreaped for ``LOST_GRACE`` seconds
+    means the runtime waits for its messages forever (lava-nc 0.10 does): end the job with that reason instead."""
+    seen: dict = {}
+    while True:
+        time.sleep(1.0)
+        if not running.is_set():
+            seen.clear()
+            continue
+        now, lost = time.monotonic(), _exited_children()
+        seen = {pid: seen.get(pid, now) for pid in lost}
+        stuck = sorted(pid for pid, t in seen.items() if now - t >= LOST_GRACE)
+        if stuck:
+            error = {"type": "IRError", "where": supervisor.LOST,
+                     "what": f"Lava's runtime lost {len(stuck)} of its processes during the run (pids "
+                             f"{', '.join(map(str, stuck[:8]))} exited, unreaped for {LOST_GRACE:.0f} s): the run "
+                             "would wait for their messages forever, so it was ended",
+                     "remedy": "run again; if it recurs, this is a compiler bug: report it with the model"}
+            tmp = path / (supervisor.RESULT + ".tmp")
+            tmp.write_text(json.dumps({"ok": False, "error": error}))
+            tmp.rename(path / supervisor.RESULT)
+            os._exit(1)
+
+
+RUNNING = threading.Event()   # set by a job while Lava runs (network_job); the watchdog looks only then
+
+
 def _job(path: Path) -> int:
     """In the forked job process: run ``path``'s job, write ``result.json``; the exit code."""
     job = json.loads((path / supervisor.JOB).read_text())
     _tag_shared_memory(job["tag"])
     _tag_temp_dir(job["tag"])
     os.environ[supervisor.ERRORS_ENV] = job["errors"]   # guarded ProcessModels write tracebacks there
+    threading.Thread(target=_watch, args=(path, RUNNING), daemon=True).start()
     try:
         result, code = {"ok": True, **JOBS[job["kind"]](path, job["spec"])}, 0
     except Exception as e:

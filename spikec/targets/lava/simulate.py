@@ -3,6 +3,7 @@
 Chunks of the batch run as separate networks when a batch-folded (block-diagonal) Dense would be too large.
 """
 import json
+import sys
 
 import numpy as np
 
@@ -21,6 +22,25 @@ def batch_chunk(net: dict, arrays: dict, batch: int) -> int:
                  if p["type"] in ("Dense", "DelayDense")), default=1)
     groups = max((int(p["groups"]) for p in net["processes"] if p["type"] == "Conv"), default=1)
     return int(max(1, min(batch, np.floor(np.sqrt(MAX_FOLDED_WEIGHTS / worst)), MAX_CONV_GROUPS // groups)))
+
+
+def _run_once_more_if_lost(workdir, spec: dict) -> dict:
+    """The network job; once more when Lava's runtime lost a process mid-run (``runner._watch``: a failure of
+    Lava's multiprocessing runtime, not of the network), saying so; a second loss is raised."""
+    import shutil
+    from spikec.targets.lava import supervisor
+    try:
+        return supervisor.run("network", workdir, spec)
+    except IRError as e:
+        if e.where != supervisor.LOST:
+            raise
+        print(f"spikec lava target: {e.what}; running it once more", file=sys.stderr)
+        for d in list(workdir.iterdir()):   # the first attempt's chunks, result and error files
+            if d.name not in ("network.json", "params.npz", "inputs.npz", "errors"):
+                shutil.rmtree(d) if d.is_dir() else d.unlink()
+        for f in (workdir / "errors").glob("*") if (workdir / "errors").is_dir() else ():
+            f.unlink()
+        return supervisor.run("network", workdir, spec)
 
 
 def run_lava(net: dict, arrays: dict, x: dict) -> dict:
@@ -44,7 +64,7 @@ def run_lava(net: dict, arrays: dict, x: dict) -> dict:
             np.savez(f, **arrays)
         with open(workdir / "inputs.npz", "wb") as f:
             np.savez(f, *[np.asarray(v) for v in x.values()])   # positional: any input name is safe
-        r = supervisor.run("network", workdir, {"steps": steps, "chunk": chunk, "inputs": list(x)})
+        r = _run_once_more_if_lost(workdir, {"steps": steps, "chunk": chunk, "inputs": list(x)})
         failed = sorted((workdir / "errors").iterdir())   # guarded ProcessModels' tracebacks (supervisor.ERRORS_ENV)
         if failed:
             raise IRError("a Lava process failed during the run:\n" + "\n".join(f.read_text() for f in failed),

@@ -51,6 +51,7 @@ GRACE = 2.5                  # seconds the compiler gives the supervisor to end 
 SETTLE = 1.0                 # seconds to wait for signalled processes to stop or die
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 RESULT, LOG, JOB = "result.json", "lava.log", "job.json"   # in a job's work directory
+LOST = "Lava runtime"   # the ``where`` of a run whose Lava process was lost (runner._watch): run once more
 LOG_LINES = 20               # log lines quoted when a run ends without a result
 ERRORS_ENV = "SPIKEC_LAVA_ERRORS"   # as procs/models.py: guarded ProcessModels write tracebacks there
 
