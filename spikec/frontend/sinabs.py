@@ -425,3 +425,11 @@ def _register():
             register_converter(_cls, sinabs_neuron)
         register_converter(_sl.Repeat, sinabs_repeat)
         register_converter(_sl.SumPool2d, sum_pool)
+    with contextlib.suppress(ImportError):
+        from sinabs.network import Network as _Network
+        register_converter(_Network, sinabs_network)
+
+
+def sinabs_network(ctx, m, name, x):
+    """``sinabs.from_model``'s ``Network``: its forward is its ``spiking_model``'s (the analog model is not run)."""
+    return ctx.convert_module(m.spiking_model, f"{name}.spiking_model", x)

@@ -285,3 +285,24 @@ def test_a_bare_network_keeps_what_it_declares_of_its_inputs():
     assert frontend.adapt(nn.Sequential(nn.Linear(2, 2), sl.IAF())).__dict__.get("input_shape") is None
     c = spikec.compile(net)
     assert c.equivalent and c.report["input"]["steps"] == 5 and c.report["input"]["shape"] == [2, 6, 6]
+
+
+def test_from_models_network_object_is_its_spiking_model():
+    """``sinabs.from_model(ann, ...)`` returns a ``sinabs.network.Network`` whose forward is its spiking model: it
+    compiles as that, equivalent to Sinabs's own run of the Network, and its checkpoint (``spiking_model.*`` and
+    ``analog_model.*`` keys) is the Network's."""
+    import sinabs
+    torch.manual_seed(0)
+    ann = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3), nn.ReLU())
+    with torch.no_grad():
+        ann[0].weight.abs_()
+    net = sinabs.from_model(ann, input_shape=(1, 8, 8), num_timesteps=5, add_spiking_output=True)
+    x = (np.random.default_rng(0).random((5, 2, 1, 8, 8)) < 0.5).astype(np.float64)
+    c = spikec.compile(net, x, targets=())
+    assert c.equivalent
+    frontend.reset_states(net)
+    with torch.no_grad():   # Sinabs's own run, in its layout ([B*T, ...] for a Squeeze network), float32
+        xs = torch.as_tensor(x, dtype=torch.float32).transpose(0, 1).flatten(0, 1)
+        want = net(xs).unflatten(0, (2, 5)).transpose(0, 1).numpy()
+    assert want.sum() > 0
+    np.testing.assert_array_equal(c.run(x), want)   # spike counts
