@@ -69,8 +69,8 @@ def eight_bits(x: int, up: bool = False) -> tuple[int, int]:
 
 
 def representable_vth(vth: int) -> int:
-    """The threshold the variant deploys: ``vth`` rounded down to an 8-bit mantissa ``m << e`` (the self-synapse's
-    weight; rounding down keeps every weight of the population in its 8-bit range)."""
+    """The threshold the membrane-in-u form deploys: ``vth`` rounded down to an 8-bit mantissa ``m << e`` (the
+    self-synapse's weight; rounding down keeps every weight of the population in its 8-bit range)."""
     m, e = eight_bits(vth)
     return max(1, m << e)
 
@@ -84,8 +84,8 @@ def refusal(graph: Graph, n: Node, quantized: bool = True) -> str | None:
     in u). ``quantized=False``: before the deployment is quantized for it (biases in whole weight LSBs)."""
     p, a = n.params, n.attrs
     if a.get("reset") not in KINDS:
-        return (f"its reset kind is {a.get('reset')!r}: the variant takes the subtract resets {', '.join(KINDS)} "
-                "(snnTorch's reset_delay=False subtract is neither)")
+        return (f"its reset kind is {a.get('reset')!r}: the membrane in u takes the subtract resets "
+                f"{', '.join(KINDS)} (snnTorch's reset_delay=False subtract is neither)")
     if a.get("fire", "gt") not in ("gt", "ge"):
         return "it never fires (a read-out integrator)"
     if "bias_u" in p or "v_reset" in p:
@@ -162,7 +162,7 @@ def apply(graph: Graph) -> tuple[Graph, list[str], dict]:
 
 
 def candidates(graph: Graph) -> dict[str, int]:
-    """``{population: vth the variant deploys}`` for the populations it would change, before rounding ``vth``."""
+    """``{population: the vth it deploys}`` for the populations the form would change (before requantizing)."""
     return {n.name: representable_vth(int(n.params["vth"])) for n in graph.nodes
             if n.op == "lava_lif" and primary(n) and refusal(graph, n, quantized=False) is None}
 
@@ -171,7 +171,7 @@ def _agreement(a, b, spikes: bool) -> dict:
     a, b = np.asarray(a), np.asarray(b)
     if spikes:
         return {"spike_agreement": float((a == b).mean()) if a.size else 1.0,
-                "spikes_exact": int(np.abs(a).sum()), "spikes_variant": int(np.abs(b).sum()),
+                "spikes_carry_free": int(np.abs(a).sum()), "spikes_deployed": int(np.abs(b).sum()),
                 "steps_differing": int((a != b).sum())}
     ca, cb = a.sum(0).reshape(a.shape[1], -1).argmax(-1), b.sum(0).reshape(b.shape[1], -1).argmax(-1)
     return {"values_equal": float((a == b).mean()) if a.size else 1.0, "class_agreement": float((ca == cb).mean()),
@@ -179,8 +179,8 @@ def _agreement(a, b, spikes: bool) -> dict:
 
 
 def measure(exact: Graph, variant: Graph, changed: list, refused: dict, x: dict, trace) -> dict:
-    """The variant (``trace``: its integer run with read-out twins on the integer inputs ``x``) against the exact
-    integer reference ``exact`` on the same inputs: spikes per changed population, every output, and the carry
+    """The deployed form (``trace``: its integer run with read-out twins on the integer inputs ``x``) against the
+    carry-free integer reference ``exact`` on the same inputs: spikes per changed population, every output, and the carry
     (``v - u - b`` before the spike test: nonzero where ``|v| >= 4096``)."""
     from spikec.core.interpreter import run
     ref = run(exact, x, integer=True).values
