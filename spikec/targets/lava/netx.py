@@ -49,10 +49,12 @@ def structural_blocking(q: Graph) -> list[dict]:
             blocking.append({"node": n.name, "op": n.op,
                              "why": f"{n.attrs['reset']}-reset LIF with per-channel leak or soft reset runs in "
                                     "spikec's custom SpikecLIF process; netx builds only Lava's LIF"})
-        elif n.op == "lava_lif" and n.attrs.get("recurrent"):
+        elif n.op == "lava_lif" and (n.attrs.get("recurrent") or "reset_weight" in n.params):
             blocking.append({"node": n.name, "op": n.op,
-                             "why": "a recurrent population (a self-synapse from its s_out to its a_in): netx's "
-                                    "network is a feed-forward chain of blocks"})
+                             "why": ("a recurrent population" if n.attrs.get("recurrent") else
+                                     "a subtract reset with the membrane in u (current_reset.py)")
+                                    + " (a self-synapse from its s_out to its a_in): netx's network is a "
+                                      "feed-forward chain of blocks"})
         elif n.op == "input" and n.type.kind != "binary":
             blocking.append({"node": n.name, "op": n.op, "why": "graded inputs are not exported"})
     return blocking

@@ -15,7 +15,8 @@ def _init(model, seed, gain=1.6, bias=0.1):
         for m in model.modules():
             if isinstance(m, nn.Linear):
                 m.weight.copy_((torch.rand(m.weight.shape, generator=g) * 2 - 0.8) * gain / m.in_features ** 0.5)
-                m.bias.copy_((torch.rand(m.bias.shape, generator=g) * 2 - 1) * bias)
+                if m.bias is not None:
+                    m.bias.copy_((torch.rand(m.bias.shape, generator=g) * 2 - 1) * bias)
     return model
 
 
@@ -39,6 +40,15 @@ def leaky_immediate():
 def leaky_if():
     """An integrate-and-fire (beta = 1) with snnTorch's default subtract reset."""
     return leaky(beta=1.0, threshold=1.5)
+
+
+def leaky_no_bias():
+    """snnTorch's default Leaky behind bias-free Linears."""
+    import snntorch as snn
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(N_IN, HIDDEN, bias=False), snn.Leaky(beta=0.8, init_hidden=True),
+                        nn.Linear(HIDDEN, N_OUT, bias=False), snn.Leaky(beta=0.8, init_hidden=True))
+    return _init(net, 1)
 
 
 def leaky_zero():

@@ -202,3 +202,16 @@ def test_a_recurrence_and_an_integrate_and_fire_take_the_membrane_in_u_too(facto
             assert kinds[f"{pop}.recurrent"] == "Dense"
         else:
             assert any("4095/4096" in note for note in t["quantization"]["layers"][pop]["notes"])
+
+
+def test_netx_does_not_take_the_reset_synapse():
+    """A bias-free Leaky has nothing else keeping it out of netx: its self-synapse (the subtract reset) must, since
+    netx's CUBA blocks are a feed-forward chain; a model.net without it would be another network."""
+    from spikec.targets.lava import netx
+    g, x, q = _deployed("leaky_no_bias")
+    assert q.variant["changed"]
+    for pop in q.variant["changed"]:
+        assert "reset_weight" in q.graph.node(pop).params and "bias_u" not in q.graph.node(pop).params
+    info = netx.export_info(q.graph)
+    assert not info["exportable"]
+    assert {b["node"] for b in info["blocking_nodes"] if "membrane in u" in b["why"]} == set(q.variant["changed"])
