@@ -42,7 +42,6 @@ from pathlib import Path
 import numpy as np
 
 from spikec.ir.errors import BadInput
-from spikec.ir.graph import Graph
 from spikec.core.interpreter import run
 from spikec.core.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
@@ -119,9 +118,6 @@ def _membrane_in_u(q, requantize, override: dict):
     thresholds and biases, measured against it."""
     from dataclasses import replace
     want = {k: v for k, v in current_reset.candidates(q.graph).items() if k not in override}
-    if not want and not any(n.op == "lava_lif" and n.attrs.get("reset") in current_reset.SUBTRACTS
-                            for n in q.graph.nodes):
-        return replace(q, variant={"changed": [], "refused": {}})
     if want:
         q = requantize(vth_override={**override, **want}, bias_unit=64)
     graph, changed, refused = current_reset.apply(q.graph)
@@ -139,8 +135,6 @@ def _membrane_in_u(q, requantize, override: dict):
                                                         "integer arithmetic carries trunc(v / 4096) between steps")
         elif layer.name in refused:
             layer.info["membrane_in_u_refused"] = refused[layer.name]
-    graph = Graph(tuple(n.with_(attrs=dict(n.attrs, membrane_in_u_refused=refused[n.name])) if n.name in refused
-                        else n for n in graph.nodes), graph.outputs, graph.meta)   # the chip-blocker line says why
     return replace(q, graph=graph, exact=q.graph if changed else None, variant={"changed": changed, "refused": refused})
 
 

@@ -32,30 +32,35 @@ def _folded(syn: Node, scale: Node) -> Node:
     return syn.with_(params=params, type=scale.type)
 
 
+def _vector_reshape(graph: Graph, readers: dict, n: Node) -> bool:
+    """A reshape of each sample to one vector, read by linears only."""
+    return n.op == "reshape" and len(n.attrs["shape"]) == 1 and len(graph.node(n.inputs[0]).type.shape) > 1 \
+        and bool(readers.get(n.name)) and all(graph.node(r).op == "linear" for r in readers[n.name])
+
+
 def rewrite(graph: Graph) -> tuple[Graph, list]:
     """``(graph, one record per rewrite)``; the graph itself when nothing applies."""
     readers, outputs = _readers(graph), set(graph.outputs)
+    # folded: synapse name -> (its position in nodes, the node whose readers read it: itself, or its last scale)
     nodes, rename, records, folded = [], {}, [], {}
     for n in graph.nodes:
         n = n.with_(inputs=tuple(rename.get(i, i) for i in n.inputs)) if any(i in rename for i in n.inputs) else n
-        if n.op == "reshape" and len(n.attrs["shape"]) == 1 and len(graph.node(n.inputs[0]).type.shape) > 1 \
-                and readers.get(n.name) and all(graph.node(r).op == "linear" for r in readers[n.name]):
+        if _vector_reshape(graph, readers, n):
             nodes.append(Node(n.name, "flatten", n.inputs, n.type, {"start": 0, "end": -1}, {}, scope=n.scope))
             records.append({"nodes": [n.name], "as": f"reshape {n.name!r} to one vector per sample is a flatten"})
             continue
-        src = n.inputs[0] if n.op == "scale" else None
-        if src in folded and readers.get(folded[src][1]) == [n.name] and folded[src][1] not in outputs:
-            syn, _ = folded[src]
-            new = _folded(syn, n)
-            nodes[nodes.index(syn)] = new
-            folded[src] = (new, n.name)   # a chain of scales folds too: the synapse now stands for this one
+        at, read = folded.get(n.inputs[0], (None, None)) if n.op == "scale" else (None, None)
+        if at is not None and readers.get(read) == [n.name] and read not in outputs:
+            syn = nodes[at]
+            nodes[at] = _folded(syn, n)
+            folded[syn.name] = (at, n.name)   # a chain of scales folds too: the synapse now stands for this one
             rename[n.name] = syn.name
             records.append({"nodes": [syn.name, n.name],
                             "as": f"scale {n.name!r} (a = {n.attrs['a']:g}, b = {n.attrs['b']:g}) folded into "
                                   f"{syn.op} {syn.name!r}"})
             continue
         if n.op in SYNAPSES:
-            folded[n.name] = (n, n.name)   # (the synapse, the node whose readers read it)
+            folded[n.name] = (len(nodes), n.name)
         nodes.append(n)
     if not records:
         return graph, []

@@ -118,8 +118,7 @@ def _lif_blockers(p: dict, net: dict, arrays: dict) -> list[tuple[str, str]]:
     reset = p.get("reset")
     if reset in ("subtract", "snntorch_subtract", "delayed_subtract"):
         kept = (f"; not Lava's LIF with the membrane in u because {p['membrane_in_u_refused']}"
-                if p.get("membrane_in_u_refused") else "; kept as SpikecLIF by lava_reset='subtract'"
-                if reset != "snntorch_subtract" else "")
+                if p.get("membrane_in_u_refused") else "; kept as SpikecLIF by the target option lava_reset")
         out.append(("a subtract (soft) reset, v -= vth at a spike" + (" one step late (snnTorch's reset_delay)"
                                                                        if reset == "delayed_subtract" else "") + kept,
                     ("leave lava_reset unset (" + NO_COMPOSITION + ") where the reason above allows, " if not

@@ -63,8 +63,7 @@ def delivered(terms: list) -> np.ndarray:
     (``ops.dense_effective_weights``, ``a << e`` or floor ``a >> -e``)."""
     out = 0
     for w, e in terms:
-        a = lops.dense_effective_weights(np.asarray(w, dtype=np.int64))
-        out = out + (a << e if e >= 0 else a >> -e)
+        out = out + lops.weight_shift(lops.dense_effective_weights(np.asarray(w, dtype=np.int64)), e)
     return np.asarray(out, dtype=np.int64)
 
 

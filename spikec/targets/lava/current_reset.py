@@ -140,25 +140,32 @@ def rewrite_node(n: Node) -> Node:
 
 
 def apply(graph: Graph) -> tuple[Graph, list[str], dict]:
-    """``(graph with the changed populations, their names, {population: why not} for the others)``."""
+    """``(graph with the changed populations, their names, {population: why not} for the other subtract resets,
+    the reason also on their nodes as ``membrane_in_u_refused``)``; the graph itself when no reset is a subtract."""
     changed, refused, twins = [], {}, set()
     for n in graph.nodes:
         if n.op != "lava_lif" or not primary(n):
             continue
         why = refusal(graph, n)
+        vth = int(n.params["vth"])
+        if why is None and n.attrs["reset"] == "delayed_subtract" and representable_vth(vth) != vth:
+            # deploy() quantized vth to an 8-bit mantissa; another vth cannot be the self-synapse's weight
+            why = f"vth = {vth} is no 8-bit mantissa m << e (set by vth_override)"
         if why is None:
             changed.append(n.name)
             twins.update(t.name for t in _twins(graph, n))
         elif n.attrs.get("reset") in SUBTRACTS:
             refused[n.name] = why
-    for name in list(changed):   # deploy() quantized vth to an 8-bit mantissa; another vth cannot be the weight
-        n = graph.node(name)
-        if n.attrs["reset"] == "delayed_subtract" and representable_vth(int(n.params["vth"])) != int(n.params["vth"]):
-            changed.remove(name)
-            refused[name] = f"vth = {int(n.params['vth'])} is no 8-bit mantissa m << e (set by vth_override)"
-            twins.difference_update(t.name for t in _twins(graph, n))
-    nodes = tuple(rewrite_node(n) if n.name in changed or n.name in twins else n for n in graph.nodes)
-    return Graph(nodes, graph.outputs, graph.meta), changed, refused
+    if not changed and not refused:
+        return graph, changed, refused
+
+    def deployed(n):
+        if n.name in changed or n.name in twins:
+            return rewrite_node(n)
+        if n.name in refused:   # the chip-blocker line says why
+            return n.with_(attrs=dict(n.attrs, membrane_in_u_refused=refused[n.name]))
+        return n
+    return Graph(tuple(map(deployed, graph.nodes)), graph.outputs, graph.meta), changed, refused
 
 
 def candidates(graph: Graph) -> dict[str, int]:

@@ -140,6 +140,11 @@ def dense_effective_weights(w: np.ndarray) -> np.ndarray:
     return (np.clip(w, -256, 255) >> 1) << 1
 
 
+def weight_shift(a: np.ndarray, e: int) -> np.ndarray:
+    """Lava's Dense / Sparse ``weight_exp`` on the accumulated sum: ``a << e``, or a floor ``a >> -e``."""
+    return a << e if e > 0 else a >> -e
+
+
 def _dense(node, p, x):
     w = dense_effective_weights(_np(p["weight"]))
     xs = _np(x)
@@ -148,9 +153,7 @@ def _dense(node, p, x):
     bound = float(np.abs(w).sum(1).max(initial=0)) * float(np.abs(xs).max(initial=0))
     if bound >= 2 ** 62:
         raise IRError(f"dense sums may reach {bound:.3g} and overflow int64", where=f"node {node.name!r}")
-    a = xs @ w.T
-    e = node.attrs.get("weight_exp", 0)
-    a = a << e if e > 0 else a >> -e
+    a = weight_shift(xs @ w.T, node.attrs.get("weight_exp", 0))
     return torch.from_numpy(np.ascontiguousarray(a))
 
 
@@ -264,7 +267,7 @@ def _recurrence(node, p):
     w = _np(p["rec_weight"])
     if kind == "dense":
         w, e = dense_effective_weights(w), int(node.attrs.get("rec_weight_exp", 0))
-        return lambda s: (lambda a: a << e if e > 0 else a >> -e)((s != 0).astype(np.int64) @ w.T)
+        return lambda s: weight_shift((s != 0).astype(np.int64) @ w.T, e)
     wt, pad = torch.from_numpy(w.astype(np.float64)), tuple(node.attrs["rec_padding"])
     return lambda s: signed_wrap(torch.round(torch.nn.functional.conv2d(
         torch.from_numpy((s != 0).astype(np.float64)), wt, None, 1, pad)).long().numpy(), STATE_BITS)
@@ -276,7 +279,7 @@ def _reset_synapse(node, p):
     if "reset_weight" not in p:
         return None
     w, e = dense_effective_weights(_np(p["reset_weight"])), int(node.attrs.get("reset_weight_exp", 0))
-    return lambda s: (lambda a: a << e if e > 0 else a >> -e)((s != 0).astype(np.int64) * w)
+    return lambda s: weight_shift((s != 0).astype(np.int64) * w, e)
 
 
 def _lif(node, p, x):
