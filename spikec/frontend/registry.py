@@ -71,11 +71,11 @@ PENDING: dict[str, list[Callable]] = {}
 
 def on_framework(package: str):
     """Decorator: ``fn()`` imports the framework ``package`` and registers its converters; it runs once, when a
-    converter is first looked up with ``package`` imported (now, if it is): a model that uses no module of the
-    framework never pays for its import."""
+    converter or function is first looked up with ``package`` imported: a model that uses no module of the
+    framework never pays for its import. Never at decoration time: the module defining ``fn`` is not fully
+    executed yet (its converters below ``fn`` undefined) when the user's code imported the framework first."""
     def deco(fn: Callable) -> Callable:
         PENDING.setdefault(package, []).append(fn)
-        load_frameworks()
         return fn
     return deco
 

@@ -20,8 +20,8 @@ from torch import nn
 from spikec.ir.errors import BadInput, ShapeError, SpikecError, UnsupportedOp
 from spikec.ir.graph import Graph, Node, TensorType
 from spikec.core.verify import verify
-from spikec.frontend.registry import (FALLBACK, FUNCTIONS, REGISTER_HINT, ConvertContext, Merged, ReadLast, ToAten,
-                                      Unmerged, find_converter, register_converter)
+from spikec.frontend.registry import (FALLBACK, FUNCTIONS, PENDING, REGISTER_HINT, ConvertContext, Merged, ReadLast,
+                                      ToAten, Unmerged, find_converter, load_frameworks, register_converter)
 from spikec.frontend.aten import capture, capture_module
 from spikec.frontend.loop import MULTISTEP, Looped
 from spikec.frontend.stepping import Stepped
@@ -330,6 +330,8 @@ def _scope(fx_node) -> str:
 
 def _convert_function(ctx, fx_node, env) -> str:
     target = fx_node.target
+    if PENDING:   # a framework's function converters (registry.on_framework)
+        load_frameworks()
     fn = FUNCTIONS.get(target)
     call = target if fx_node.op == "call_function" else \
         (lambda x, *args, **kwargs: getattr(x, target)(*args, **kwargs))
