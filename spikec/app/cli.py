@@ -259,8 +259,9 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
 @click.option("--lava-reset", type=click.Choice(["current", "subtract", "zero"]),
               help="with --target lava: how subtract-reset neurons deploy. Default ('current'): Lava's standard LIF "
                    "with the membrane in its current u and a -vth self-synapse (chip-ready; its integer arithmetic "
-                   "carries v/4096 between steps, compared with the carry-free form in the report); 'subtract': "
-                   "spikec's carry-free SpikecLIF (CPU only); 'zero': Lava's zero-reset LIF, another neuron "
+                   "carries v/4096 between steps, compared with the carry-free form in the report), and Sinabs's "
+                   "integer-firing neurons as count ladders of that LIF; 'subtract': spikec's carry-free SpikecLIF "
+                   "and SpikecIntFire (CPU only); 'zero': Lava's zero-reset LIF, another neuron "
                    "(approximate: the spike disagreement is measured and reported; never equivalent).")
 @click.option("--strict", is_flag=True, help="exit 1 on any warning (a silent or saturated layer, a constant "
               "output, a decay outside (0, 1]): a proof that shows nothing fails.")

@@ -38,6 +38,7 @@ import json
 import time
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -45,8 +46,8 @@ from spikec.ir.errors import BadInput
 from spikec.core.interpreter import run
 from spikec.core.serialize import load_graph, save_graph
 from spikec.targets import TargetResult, register_target
-from spikec.targets.lava import (chip, chip_variant, cores, current_bias, current_reset, over_time, products,
-                                standard_readout)
+from spikec.targets.lava import (chip, chip_variant, cores, count_ladder, current_bias, current_reset, over_time,
+                                products, standard_readout)
 from spikec.targets.lava import ops as _ops  # noqa: F401  (defines the lava_* ops)
 from spikec.targets.lava.compare import compare
 from spikec.targets.lava.limits import int_inputs
@@ -117,10 +118,13 @@ def _membrane_in_u(q, requantize, override: dict):
     self-synapse weight); its graph that form, ``q.exact`` the carry-free integer graph of the same weights,
     thresholds and biases, measured against it."""
     from dataclasses import replace
-    want = {k: v for k, v in current_reset.candidates(q.graph).items() if k not in override}
+    want = {k: v for k, v in {**current_reset.candidates(q.graph), **count_ladder.candidates(q.graph)}.items()
+            if k not in override}
     if want:
         q = requantize(vth_override={**override, **want}, bias_unit=64)
     graph, changed, refused = current_reset.apply(q.graph)
+    graph, ladders, kept = count_ladder.apply(graph)
+    count_ladder.annotate(q.layers, graph, ladders, kept)
     for layer in q.layers:
         if layer.name in changed:
             if int(q.graph.node(layer.name).params["dv"]) == 0:
@@ -135,7 +139,8 @@ def _membrane_in_u(q, requantize, override: dict):
                                                         "integer arithmetic carries trunc(v / 4096) between steps")
         elif layer.name in refused:
             layer.info["membrane_in_u_refused"] = refused[layer.name]
-    return replace(q, graph=graph, exact=q.graph if changed else None, variant={"changed": changed, "refused": refused})
+    return replace(q, graph=graph, exact=q.graph if changed or ladders else None,
+                   variant={"changed": changed, "refused": refused, "ladders": ladders, "ladders_refused": kept})
 
 
 def choose_deployment(graph, inputs, options) -> tuple:
@@ -221,7 +226,8 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
         "pooling": "avgpool2d has no Lava process: each one is folded exactly (in real arithmetic) into the "
                    "adjacent conv2d/linear before quantization (see quantization.notes); maxpool2d over binary "
                    "spikes is an OR layer (all-ones depthwise Conv into a LIF firing when a > 0), exact",
-        "float_vs_fixed": agreement(graph, reference, q, trace),
+        "float_vs_fixed": agreement(graph, reference, q, SimpleNamespace(values=count_ladder.counts(q.graph,
+                                                                                                  trace.values))),
         "resources": resources(net, arrays),
         "netx": netx_info,
         "seconds": round(time.perf_counter() - start, 3),
@@ -254,10 +260,14 @@ def _reset_forms(report: dict, q, variant, x: dict, trace) -> None:
     if variant is not None:
         report["approximate_variant"] = variant
         report["summary"] += "\n             " + chip_variant.line(variant)
-    if q.exact is not None:
+    if q.exact is not None and q.variant["changed"]:
         report["membrane_in_u"] = current_reset.measure(q.exact, q.graph, q.variant["changed"], q.variant["refused"],
                                                         x, trace)
         report["summary"] += "\n             " + current_reset.line(report["membrane_in_u"])
+    if q.exact is not None and q.variant.get("ladders"):
+        report["count_ladders"] = count_ladder.measure(run(q.exact, x, integer=True).values, q.graph,
+                                                       q.variant["ladders"], q.variant["ladders_refused"], trace)
+        report["summary"] += "\n             " + count_ladder.line(report["count_ladders"])
 
 
 def _prepared(graph, inputs, reference, options) -> tuple:
@@ -548,9 +558,10 @@ class Deployed:
         written = self.network.get(over_time.HOST_KEY, [])
         readouts = {r["of"]: r["output"] for r in written}
         host = over_time.apply(written, trace.values)   # the read-outs over time, computed as on the host
+        values = count_ladder.counts(self.graph, trace.values)   # a count ladder's copies summed, as on the host
         names, outs = [], []
         for o in self.graph.outputs:
-            y = host[readouts[o]] if o in readouts else trace.values[o]
+            y = host[readouts[o]] if o in readouts else values[o]
             if dequantize and self.graph.node(o).op == "lava_readout":
                 y = y / np.asarray(self.scales[o], dtype=np.float64)
             names.append(readouts.get(o, o))

@@ -155,9 +155,14 @@ def _build_synapse(p: dict, arrays: dict, batch: int):
 def _build_diagonal(p: dict, arrays: dict, batch: int):
     from lava.proc.sparse.process import Sparse
     from lava.utils.weightutils import SignMode
-    from scipy.sparse import identity
+    from scipy.sparse import identity, kron
     size = int(np.prod(folded_shape(p["lava_shape"], batch)))
-    w = int(arrays[f"{p['name']}/weight"]) * identity(size, dtype=np.int32, format="csr")
+    block = identity(size, dtype=np.int32, format="csr")
+    if p.get("ladder"):   # count_ladder.py: every copy of a neuron onto every copy of it
+        d, inner = p["ladder"], p["ladder_inner"]
+        block = kron(kron(identity(size // (d * inner), dtype=np.int32), np.ones((d, d), dtype=np.int32)),
+                     identity(inner, dtype=np.int32), format="csr")
+    w = int(arrays[f"{p['name']}/weight"]) * block
     return Sparse(weights=w, weight_exp=p["weight_exp"], num_message_bits=0, name=p["name"],
                   sign_mode=SignMode.INHIBITORY if p["sign_mode"] == "inhibitory" else SignMode.EXCITATORY)
 

@@ -48,8 +48,9 @@ NO_COMPOSITION = ("by default a subtract reset is Lava's LIF with the membrane i
                   "diagonal Sparse self-synapse one step late; current_reset.py)")
 # what would make each custom process chip-ready (SpikecLIF's depend on why it is one: ``_lif_blockers``)
 REMEDY = {
-    "SpikecIntFire": "replace the integer-firing neuron by a binary LIF, or a Loihi 2 microcode neuron with graded "
-                     "spikes (lava-loihi, not in the open package)",
+    "SpikecIntFire": "a count ladder (count_ladder.py: D copies of the neuron in Lava's LIF, where the reason above "
+                     "allows), a binary LIF, or a Loihi 2 microcode neuron with graded spikes (lava-loihi, not in the "
+                     "open package)",
     "SpikecSiLIF": "Loihi 2's resonate-and-fire microcode neuron (lava-loihi's RF process), not in the open package",
     "SpikecCSiLIF": "Loihi 2's resonate-and-fire microcode neuron (lava-loihi's RF process), not in the open package",
     "Readout": "the standard read-out (standard_readout.py: Lava's LIF with du = 4095, its u = 64 a read by Lava's "
@@ -101,6 +102,9 @@ def verdict(p: dict) -> dict:
         if p.get("membrane_in_u"):
             why += (f" (a {p['membrane_in_u']} reset with the membrane in u: du = {p['du']}, dv = {p['dv']}, a -vth "
                     "diagonal Sparse self-synapse; current_reset.py)")
+        if p.get("ladder"):
+            why += (f" (a count ladder: {p['ladder']} binary copies of an integer-firing neuron, rung q firing at "
+                    "u > q vth << 6, a -vth Sparse from every copy onto every copy; count_ladder.py)")
         if p.get("integrator"):
             why += (f" (a leaky-integrator read-out: du = {p['du']}, dv = {p['dv']}, vth = {p['vth']} never reached: "
                     f"v in [{p['v_bound'][0]}, {p['v_bound'][1]}] on any input; v read with Lava's Monitor each step)")
@@ -176,6 +180,8 @@ def blockers(net: dict, arrays: dict | None = None) -> list[dict]:
             why = CUSTOM.get(p["type"], f"custom process {p['type']}")
             if p.get("standard_readout_refused"):   # why the read-out is not Lava's LIF
                 why += f"; not Lava's LIF because {p['standard_readout_refused']}"
+            if p.get("count_ladder_refused"):   # count_ladder.py: why it is no ladder of Lava LIFs
+                why += f"; not a ladder of Lava LIFs because {p['count_ladder_refused']}"
             remedy = next((HOST_REMEDY[op] for op in p.get("host_ops", ()) if op in HOST_REMEDY), None)
             reasons = [(why, remedy or REMEDY.get(p["type"], "a standard Lava process in its place"))]
         out.append({"name": p["name"], "type": p["type"], "why": "; ".join(w for w, _ in reasons),

@@ -294,6 +294,8 @@ def _lif_process(n: Node, base: dict, arrays: dict) -> dict:
         d.update(du=int(n.params["du"]), dv=int(n.params["dv"]), vth=int(n.params["vth"]))
         if n.attrs.get("membrane_in_u"):   # current_reset.py: its membrane is u, read as it is (no act shift)
             d.update(membrane_in_u=n.attrs["membrane_in_u"], act_shift=0)
+        if n.attrs.get("ladder"):   # count_ladder.py: D binary copies of an integer-firing neuron
+            d["ladder"] = int(n.attrs["ladder"])
     else:
         for k in PARAMS["SpikecLIF"]:
             if k in n.params:
@@ -313,6 +315,8 @@ def _and_process(base: dict) -> dict:
 def _intfire_process(n: Node, base: dict, arrays: dict) -> dict:
     d = dict(base, type="SpikecIntFire", max_spikes=int(n.attrs["max_spikes"]), rounding=n.attrs["rounding"],
              unrolled=bool(n.attrs.get("unrolled")))
+    if n.attrs.get("count_ladder_refused"):   # count_ladder.py: why it is no ladder of Lava LIFs (the chip blocker)
+        d["count_ladder_refused"] = n.attrs["count_ladder_refused"]
     for k in PARAMS["SpikecIntFire"] + ("bias_mant", "bias_exp"):
         arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], n.type.shape)
     return d
@@ -447,7 +451,9 @@ def _lower_recurrence(lo: _Lowered, n: Node) -> None:
 def _lower_reset_synapse(lo: _Lowered, n: Node) -> None:
     """A subtract reset's self-synapse (current_reset.py): Lava's Sparse with one weight on its diagonal, from the
     population's flattened ``s_out`` back to its ``a_in``. With one weight for every neuron, the identity is the same
-    in any order of the folded Lava layout, so build.py makes it the identity of the folded size."""
+    in any order of the folded Lava layout, so build.py makes it the identity of the folded size. A count ladder's
+    (count_ladder.py) joins the D copies of each neuron: ``I ⊗ ones(D, D) ⊗ I_inner`` in Lava's folded order (``inner``
+    the channels of a (W, H, B D C) population, the neurons of a (B D N) vector)."""
     name, shape, o = f"{n.name}.reset", n.type.shape, lo.origin[n.name]
     w = np.asarray(n.params["reset_weight"], dtype=np.int64)
     lo.arrays[f"{name}/weight"] = w
@@ -455,6 +461,8 @@ def _lower_reset_synapse(lo: _Lowered, n: Node) -> None:
                      "lava_shape": lava_shape(shape), "input": n.name, "input_ir_shape": list(shape),
                      "latency": o["phi"] + 1, "num_message_bits": 0, "target": n.name, "delay": 0,
                      "recurrent": True, "diagonal": True, "weight_exp": int(n.attrs.get("reset_weight_exp", 0)),
+                     **({"ladder": int(n.attrs["ladder"]), "ladder_inner": int(shape[0]) // int(n.attrs["ladder"])}
+                        if n.attrs.get("ladder") else {}),
                      "sign_mode": "inhibitory" if w < 0 else "excitatory"})
     lo.conns.append({"src": n.name, "port": "s_out", "dst": name, "dst_port": "s_in", "flatten": True})
     lo.conns.append({"src": name, "port": "a_out", "dst": n.name, "dst_port": "a_in", "reshape": True})

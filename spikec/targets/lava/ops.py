@@ -40,7 +40,9 @@ code, so comparing the two checks both. A synapse's input may be binary spikes, 
                 step t's input is ``a = x_t + rec(s_{t-1})`` (s_{-1} = 0), before ``+ bias_u``. A subtract
                 reset with the membrane in u (current_reset.py): optional scalar reset_weight (8-bit, one sign)
                 << attr reset_weight_exp from each neuron onto itself, Lava's Sparse identity with the same
-                one-step latency: ``a = x_t + rec(s_{t-1}) + (reset_weight << e) s_{t-1}``.
+                one-step latency: ``a = x_t + rec(s_{t-1}) + (reset_weight << e) s_{t-1}``; with attr ladder D
+                (count_ladder.py: D copies, copy-major on the first axis) from every copy of a neuron onto every
+                copy of it: ``(reset_weight << e) sum_q s_{q, t-1}``.
                 ("zero" is Lava's LIF; the rest spikec's SpikecLIF. The delayed kinds are snnTorch's reset_delay:
                 the reset of a spike acts after the next step's decay.) "v"/"u" read out the state after the
                 step, "membrane" v before the reset that follows the spike (after a delayed one); "flags" is a
@@ -199,6 +201,7 @@ def _infer_lif(node, ins):
     _need(kind in (None, "dense", "conv") and (kind is None) == (w is None), node,
           "a recurrence needs attr recurrent ('dense' | 'conv') and param rec_weight together")
     _need(np.ndim(node.params.get("reset_weight", 0)) == 0, node, "reset_weight is one scalar weight")
+    _need(ins[0].shape[0] % int(node.attrs.get("ladder", 1)) == 0, node, "a ladder's copies split its first axis")
     if kind is not None:
         shape = ins[0].shape
         want = (int(np.prod(shape)),) * 2 if kind == "dense" else (shape[0], shape[0])
@@ -279,7 +282,14 @@ def _reset_synapse(node, p):
     if "reset_weight" not in p:
         return None
     w, e = dense_effective_weights(_np(p["reset_weight"])), int(node.attrs.get("reset_weight_exp", 0))
-    return lambda s: weight_shift((s != 0).astype(np.int64) * w, e)
+    d = int(node.attrs.get("ladder", 1))   # count_ladder.py: every copy of a neuron onto every copy of it
+    if d == 1:
+        return lambda s: weight_shift((s != 0).astype(np.int64) * w, e)
+
+    def ladder(s):
+        n = (s != 0).astype(np.int64).reshape(s.shape[0], d, -1).sum(1, keepdims=True)
+        return weight_shift(np.broadcast_to(n * w, (s.shape[0], d, n.shape[2])).reshape(s.shape), e)
+    return ladder
 
 
 def _lif(node, p, x):
@@ -460,7 +470,8 @@ def register() -> None:
                                               for k in ("v_reset", "bias_u"))
            + (Param("rec_weight", "(N, N) or (C, C, kH, kW)", "int64 self-synapse weights (recurrence)",
                     required=False),
-              Param("reset_weight", "()", "int64 weight of the subtract reset's diagonal self-synapse (membrane in u)",
+              Param("reset_weight", "()", "int64 weight of the subtract reset's self-synapse (membrane in u; "
+                    "diagonal, or a count ladder's copies onto copies)",
                     required=False)),
            doc="Lava's LIF (PyLifModelBitAcc) or spikec's SpikecLIF; attrs reset, output, process")
     # like intfire_unrolled, lava_intfire defines its output's time base (D sub-steps)

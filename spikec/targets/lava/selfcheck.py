@@ -92,6 +92,18 @@ def network_weights(proc: dict, arrays: dict) -> np.ndarray:
     return eff
 
 
+def _untiled(got: np.ndarray, shape: tuple) -> tuple[np.ndarray, bool]:
+    """``(one copy, copies differ)`` of weights tiled over a count ladder's copies (count_ladder.py: rows into a
+    ladder, columns out of one), every copy compared with the first; ``got`` itself when not tiled."""
+    for ax in (0, 1):
+        if got.ndim > ax and len(shape) > ax and got.shape[ax] != shape[ax] and got.shape[ax] % shape[ax] == 0:
+            blocks = np.split(got, got.shape[ax] // shape[ax], axis=ax)
+            if any(not np.array_equal(b, blocks[0]) for b in blocks[1:]):
+                return got, True
+            got = blocks[0]
+    return got, False
+
+
 def check_weights(layers, weights: dict, net: dict, arrays: dict) -> dict:
     procs = {p["name"]: p for p in net["processes"]}
     per_layer, failures = {}, []
@@ -109,6 +121,10 @@ def check_weights(layers, weights: dict, net: dict, arrays: dict) -> dict:
                 got = network_weights(proc, arrays)
             except (KeyError, ValueError) as e:   # a written network missing or mangling its weights
                 failures.append(f"layer {layer.name!r}: synapse {s.name!r} weights unreadable: {type(e).__name__}: {e}")
+                continue
+            got, differ = _untiled(got, exact.shape)
+            if differ:
+                failures.append(f"layer {layer.name!r}: synapse {s.name!r}'s copies (a count ladder's) differ")
                 continue
             if got.shape != exact.shape:
                 failures.append(f"layer {layer.name!r}: synapse {s.name!r} has weights {got.shape} in the network, "

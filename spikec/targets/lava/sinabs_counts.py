@@ -55,6 +55,22 @@ def exact_intfire(n: Node, max_spikes: int | None = None) -> bool:
     return theta > 0 and _float32_exact(theta, m)
 
 
+def why_not(n: Node, bound: int | None) -> str:
+    """Why MultiSpike neuron ``n`` (with its static ``bound`` or None) is no exact ``intfire``: the first reason."""
+    a, p = n.attrs, n.params
+    if "min_v_mem" in p:
+        return (f"its membrane is clamped below at min_v_mem = {float(np.asarray(p['min_v_mem'])):g} (Sinabs's "
+                "from_model sets -1 by default): spikec's integer-firing neuron and Lava's LIF have no lower clamp")
+    if "alpha_syn" in p:
+        return "it has a synaptic current (tau_syn): the count bound and the integer neuron take the membrane alone"
+    if a.get("reset") != "subtract":
+        return f"its reset is {a.get('reset')!r}, not MembraneSubtract"
+    if bound is None:
+        return ("its input has no static bound from the weights and the sources' value ranges (a real-valued input, "
+                "or an op the bound does not follow)")
+    return "its threshold's multiples are not float32-exact (Sinabs's float32 product would round them)"
+
+
 def _intfire(n: Node, m: int) -> Node:
     """``intfire`` counting up to ``m``; for ``m = 1`` the binary ``lif`` (subtract reset, fires on
     ``v - theta >= 0``: ``floor(v / theta) >= 1`` exactly then), which the frontend makes of a SingleSpike too."""
@@ -171,11 +187,14 @@ def refuse_unbounded(graph: Graph, inputs, reference) -> None:
         values = run(graph, inputs).values
     n = multi[0]
     peak = int(np.max(np.asarray(values[n.name]), initial=0))
+    why = why_not(n, count_bound(n, ranges.get(n.inputs[0])))
+    clamp = "min_v_mem" in n.params
     raise UnsupportedOp(
-        f"the Lava target cannot map node {n.name!r} ({n.op}): Sinabs's MultiSpike has no static bound on its spike count "
-        f"here (its input has none from the weights and the sources' value ranges, or the threshold is not float32-exact "
-        f"for every count) and a graded payload a fixed width; on the verification inputs its count reaches {peak} "
+        f"the Lava target cannot map node {n.name!r} ({n.op}): Sinabs's MultiSpike neuron is no exact integer-firing "
+        f"neuron here because {why}; on the verification inputs its count reaches {peak} "
         f"({max(1, peak.bit_length())} bits)",
         where=f"node {n.name!r}" + (f", module {n.scope!r}" if n.scope else ""),
-        remedy=f"use spike_fn=MaxSpike(n) with n >= {max(1, peak)} (the same function while counts stay within n; "
-               "exact on Lava with its subtract reset and a float32-exact threshold), or SingleSpike")
+        remedy=("min_v_mem=None (sinabs.from_model(..., min_v_mem=None), or the layer's min_v_mem=None), retrained if "
+                "the clamp mattered; " if clamp else "")
+        + f"spike_fn=MaxSpike(n) with n >= {max(1, peak)} (the same function while counts stay within n; exact on "
+          "Lava with its subtract reset and a float32-exact threshold), or SingleSpike")

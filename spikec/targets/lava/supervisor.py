@@ -423,7 +423,9 @@ def _outcome(code: int, path: Path) -> dict:
     e = r["error"]
     cls = getattr(errors, e["type"], None)
     if isinstance(cls, type) and issubclass(cls, errors.SpikecError):
-        raise cls(e["what"], where=e.get("where", ""), remedy=e.get("remedy", ""))
+        log = tail(path / LOG) if e.get("where") == LOST else ""   # why the lost process ended, if it said
+        raise cls(e["what"] + (f"\nlast lines of the Lava log:\n{log}" if log else ""), where=e.get("where", ""),
+                  remedy=e.get("remedy", ""))
     if e["type"] in ("ImportError", "ModuleNotFoundError"):
         raise ImportError(e["what"])
     log = tail(path / LOG)

@@ -39,7 +39,8 @@ def _x():
 
 @needs_lava
 def test_maxspike_neurons_are_bit_exact_on_lava_with_graded_counts():
-    c = spikec.compile(_net(MaxSpike(3)), _x(), targets=("lava",))
+    # lava_reset='subtract': spikec's carry-free processes (the default is a count ladder: test_count_ladder.py)
+    c = spikec.compile(_net(MaxSpike(3)), _x(), targets=("lava",), lava_reset="subtract")
     t = c.targets["lava"]
     assert c.equivalent   # the traced graph against Sinabs's own forward
     assert t["bit_exact"] is True, t["first_mismatches"]
@@ -182,3 +183,18 @@ def test_no_count_bound_where_the_membrane_is_not_below_theta_after_a_step():
     assert sinabs_counts.count_bound(node(subtract=np.asarray(0.25)), (0.0, 1.2)) is None
     assert sinabs_counts.count_bound(node(alpha_syn=np.asarray(0.5)), (0.0, 1.2)) is None
     assert sinabs_counts.count_bound(node(), None) is None
+
+
+def test_a_clamped_membrane_is_refused_naming_min_v_mem():
+    """``sinabs.from_model``'s default ``min_v_mem=-1``: the count has a bound, but the clamp is what no integer
+    neuron here has; the refusal names it and its remedy instead of blaming the bound."""
+    from spikec.ir.errors import UnsupportedOp
+    from spikec.core.interpreter import run
+    from spikec.frontend import trace
+    torch.manual_seed(0)
+    m = frontend.SinabsNet(nn.Sequential(nn.Linear(12, 6), sl.IAF(min_v_mem=-1.0)))
+    graph = trace(m, (12,))
+    x = _x()
+    with pytest.raises(UnsupportedOp, match="min_v_mem = -1") as e:
+        sinabs_counts.refuse_unbounded(graph, x, run(graph, x))
+    assert "min_v_mem=None" in e.value.remedy and "MaxSpike(n)" in e.value.remedy
