@@ -34,12 +34,12 @@ import numpy as np
 from spikec.ir.graph import Graph, Node, TensorType
 from spikec.targets.lava import current_reset
 from spikec.targets.lava.current_bias import terms
-from spikec.targets.lava.ops import bias_value, primary
+from spikec.targets.lava.ops import LADDER, bias_value, ladder_counts, primary
 
 SYNAPSES = ("lava_dense", "lava_conv")
 BIAS_MANT = 4096          # Lava's LIF bias mantissa: 13-bit signed (-4096..4095); the offsets are negative
 BIAS_EXP = 7
-ATTR = "ladder"
+ATTR = LADDER
 # D copies cost D x the neurons and D_in x D_out a Dense's weights: a static count bound grows with depth (a
 # hidden layer's can reach hundreds), so beyond these the neuron stays SpikecIntFire and says why
 MAX_COPIES = 16
@@ -232,15 +232,8 @@ def apply(graph: Graph) -> tuple[Graph, list[str], dict]:
 
 
 def counts(graph: Graph, values: dict) -> dict:
-    """``values`` with each ladder population's D copies summed back into the neuron's count."""
-    out = dict(values)
-    for n in graph.nodes:
-        if n.attrs.get(ATTR) and n.name in values:
-            s = np.asarray(values[n.name])
-            d = int(n.attrs[ATTR])
-            out[n.name] = s.reshape(s.shape[:2] + (d, -1)).astype(np.int64).sum(2).reshape(
-                s.shape[:2] + (s.shape[2] // d,) + s.shape[3:])
-    return out
+    """``values`` with each ladder population's D copies summed back into the neuron's count (``ops.ladder_counts``)."""
+    return ladder_counts(graph, values)
 
 
 def annotate(layers, graph: Graph, ladders: list, refused: dict) -> None:

@@ -201,8 +201,7 @@ def measure(exact: Graph, variant: Graph, changed: list, refused: dict, x: dict,
         c = np.asarray(trace.values[f"{name}.membrane"]) - np.asarray(trace.values[f"{name}.u"]) - b
         carry[name] = {"neuron_steps": int(c.size), "nonzero": int((c != 0).sum()),
                        "max_abs": int(np.abs(c).max(initial=0))}
-    from spikec.targets.lava.count_ladder import counts
-    got = counts(variant, trace.values)   # a count ladder's copies summed into its count
+    got = lops.ladder_counts(variant, trace.values)   # a count ladder's copies summed into its count
     outputs = {o: _agreement(ref[o], got[o], variant.node(o).type.is_spike) for o in exact.outputs}
     return {"populations": changed, "kept_custom": refused, "per_population": per, "carry": carry,
             "outputs": outputs,

@@ -282,7 +282,7 @@ def _reset_synapse(node, p):
     if "reset_weight" not in p:
         return None
     w, e = dense_effective_weights(_np(p["reset_weight"])), int(node.attrs.get("reset_weight_exp", 0))
-    d = int(node.attrs.get("ladder", 1))   # count_ladder.py: every copy of a neuron onto every copy of it
+    d = int(node.attrs.get(LADDER, 1))   # count_ladder.py: every copy of a neuron onto every copy of it
     if d == 1:
         return lambda s: weight_shift((s != 0).astype(np.int64) * w, e)
 
@@ -515,6 +515,21 @@ HOST_OPS = ("lava_host", "lava_host2", "lava_host3")
 
 def host_op(arity: int) -> str:
     return "lava_host" if arity == 1 else f"lava_host{arity}"
+
+
+LADDER = "ladder"   # attr of a count ladder's lava_lif (count_ladder.py): its D copies, copy-major on the first axis
+
+
+def ladder_counts(graph, values: dict) -> dict:
+    """``values`` with each count ladder's D copies summed back into the neuron's count (``[T, B, D C, ...]`` ->
+    ``[T, B, C, ...]``), as the host reads a ladder's output."""
+    out = dict(values)
+    for n in graph.nodes:
+        if n.attrs.get(LADDER) and n.name in values:
+            s, d = np.asarray(values[n.name]), int(n.attrs[LADDER])
+            out[n.name] = s.reshape(s.shape[:2] + (d, -1)).astype(np.int64).sum(2).reshape(
+                s.shape[:2] + (s.shape[2] // d,) + s.shape[3:])
+    return out
 
 
 def output_of(n) -> str:
