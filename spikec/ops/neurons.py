@@ -26,7 +26,9 @@ LIF_SCHEMA = (Param("beta", PER_CHANNEL, "membrane decay"), Param("alpha", PER_C
               Param("bias", PER_CHANNEL, "constant input per step"), THRESHOLD,
               Param("v_reset", PER_CHANNEL, "membrane after a spike (reset 'zero')"))
 INTFIRE_SCHEMA = LIF_SCHEMA[:2] + (THRESHOLD, Param("bias", PER_CHANNEL, "constant input (a folded BN's shift)",
-                                                    required=False))
+                                                    required=False),
+                                   Param("v_min", PER_CHANNEL, "lower bound of the residual after the reset, "
+                                         "relu(h - v_min) + v_min (Sinabs's min_v_mem)", required=False))
 SILIF_SCHEMA = (Param("decay", PER_CHANNEL, "membrane decay a"), Param("b", PER_CHANNEL, "input gain"), THRESHOLD)
 CSILIF_SCHEMA = (Param("a_re", PER_CHANNEL, "real part of the complex decay"),
                  Param("a_im", PER_CHANNEL, "imaginary part of the complex decay"),
@@ -72,12 +74,15 @@ def _integer_update(node, p, x):
     beta, alpha, theta = (channel(p[k], x.dim() - 1) for k in INTFIRE_PARAMS)
     offset = 0.5 if node.attrs["rounding"] == "round" else 0.0
     bias = channel(p["bias"], x.dim() - 1) if "bias" in p else None
+    v_min = channel(p["v_min"], x.dim() - 1) if "v_min" in p else None
     h = torch.zeros_like(x[0])
     for t in range(x.shape[0]):
         u = beta * h + alpha * x[t] if bias is None else beta * h + alpha * x[t] + bias
         z = u / theta
         q = torch.clamp(torch.floor(z + offset), 0, node.attrs["max_spikes"])
         h = u - theta * q
+        if v_min is not None:   # Sinabs's own formula (not max(h, v_min)): the same float64 rounding
+            h = torch.relu(h - v_min) + v_min
         frac = z + offset - torch.floor(z + offset)
         yield t, q, u, torch.minimum(frac, 1 - frac) * theta
 
@@ -154,7 +159,7 @@ def substep_sum(ctx, node, p, x):
 
 def infer_unrolled(node, ins):
     (t,) = ins
-    per_channel(node, t, INTFIRE_PARAMS + ("bias",))
+    per_channel(node, t, INTFIRE_PARAMS + ("bias", "v_min"))
     need(t.substeps == 1, node, "an unrolled integer neuron integrates physical steps")
     return TensorType(t.shape, "binary", None, node.attrs["max_spikes"])
 
@@ -173,7 +178,7 @@ def infer_substep_sum(node, ins):
 LIF = define("lif", 1, neuron_type(LIF_PARAMS, _binary), kernel=lif, stateful=True, neuron=True, params=LIF_SCHEMA,
              decay=decay_params("beta", zero_ok=True), state=("h",), threshold_margin=True,
              doc="leaky integrate-and-fire, binary spikes; attr reset 'subtract' | 'zero'").name
-INTFIRE = define("intfire", 1, neuron_type(INTFIRE_PARAMS + ("bias",),
+INTFIRE = define("intfire", 1, neuron_type(INTFIRE_PARAMS + ("bias", "v_min"),
                                            lambda n, t: TensorType(t.shape, "integer", n.attrs["max_spikes"])),
                  kernel=intfire, stateful=True, neuron=True, params=INTFIRE_SCHEMA,
                  decay=decay_params("beta", zero_ok=True), state=("h",),

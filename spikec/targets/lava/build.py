@@ -198,7 +198,8 @@ def _build_population(p: dict, arrays: dict, batch: int, aux: list):
         return SpikecLIF(shape=shape, bias_mant=get("bias_mant"), bias_exp=get("bias_exp"), reset=p["reset"],
                          fire=p.get("fire", "gt"), name=name, **sched, **extra)
     if typ == "SpikecIntFire":
-        return SpikecIntFire(shape=shape, **{k: get(k) for k in PARAMS[typ] + ("bias_mant", "bias_exp")},
+        clamp = {"v_min": get("v_min")} if f"{name}/v_min" in arrays else {}   # Sinabs's min_v_mem
+        return SpikecIntFire(shape=shape, **{k: get(k) for k in PARAMS[typ] + ("bias_mant", "bias_exp")}, **clamp,
                              max_spikes=p["max_spikes"], rounding=p["rounding"], unrolled=p["unrolled"],
                              name=name, **sched)
     if typ == "SpikecSiLIF":

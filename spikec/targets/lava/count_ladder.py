@@ -25,7 +25,7 @@ with ``vth`` at most about ``8192 / (D - 1)`` (``ladder_vth``), which the weight
 
 A graph output is the copies' spikes, summed into the count on the host (``counts``: ``spikec.load``'s outputs, the
 measurements). Refused (the neuron stays SpikecIntFire, the reason on its node as ``count_ladder_refused``): a
-membrane read, rounding to nearest, an unrolled schedule, per-channel
+membrane read, a lower clamp (Sinabs's ``min_v_mem``: Lava's LIF has none), rounding to nearest, an unrolled schedule, per-channel
 decays or thresholds, a synaptic current, a bias two 8-bit Denses do not hold, an input other than synapses used by
 the neuron alone, or a reader other than Dense / Conv (``groups = 1``) synapses, directly or through ``flatten``.
 """
@@ -124,6 +124,10 @@ def refusal(graph: Graph, n: Node, quantized: bool = True) -> str | None:
         return "a sub-step schedule (an unrolled integer neuron): Lava's LIF updates every Lava step"
     if any(m.op == n.op and m.inputs == n.inputs and not primary(m) for m in graph.nodes):
         return "its membrane is read (each copy's v holds a different offset)"
+    if "v_min" in p:
+        return ("its membrane is clamped below (Sinabs's min_v_mem): Lava's LIF has no lower clamp of u "
+                "(min_v_mem=None, e.g. sinabs.from_model(..., min_v_mem=None), makes it a ladder; retrain if the "
+                "clamp mattered)")
     if any(np.asarray(p[k]).ndim for k in ("du", "dv", "vth")) or int(p["du"]) != 4095:
         return "per-channel decays or thresholds, or a synaptic current (Lava's LIF takes one du, dv, vth; u is taken)"
     if len(n.type.shape) not in (1, 3):

@@ -317,7 +317,7 @@ def _intfire_process(n: Node, base: dict, arrays: dict) -> dict:
              unrolled=bool(n.attrs.get("unrolled")))
     if n.attrs.get("count_ladder_refused"):   # count_ladder.py: why it is no ladder of Lava LIFs (the chip blocker)
         d["count_ladder_refused"] = n.attrs["count_ladder_refused"]
-    for k in PARAMS["SpikecIntFire"] + ("bias_mant", "bias_exp"):
+    for k in PARAMS["SpikecIntFire"] + ("bias_mant", "bias_exp") + (("v_min",) if "v_min" in n.params else ()):
         arrays[f"{n.name}/{k}"] = per_neuron(n.params[k], n.type.shape)
     return d
 

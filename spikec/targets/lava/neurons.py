@@ -181,6 +181,10 @@ def _intfire_node(pop, p, x, scale, vth, mant, exp, unrolled=False) -> Node:
     dv = _lif_decay(p["beta"], pop.name)
     params = {"du": np.int64(4095), "dv": scalar_or_channels(dv), "vth": scalar_or_channels(vth),
               "bias_mant": mant, "bias_exp": exp}
+    if "v_min" in p:   # the membrane's floor in its integer units (64 s U, as v_reset), rounded to nearest
+        params["v_min"] = scalar_or_channels(to_int(np.round(64 * scale * p["v_min"]), node=pop.name,
+                                                    what="membrane floors (64 s v_min)"))
+        pop.info["v_min"] = params["v_min"].tolist()
     t = TensorType(pop.out_shape, "binary", None, d) if unrolled else TensorType(pop.out_shape, "integer", d)
     node = Node(pop.name, "lava_intfire", (x,), t, {"max_spikes": d, "rounding": n.attrs["rounding"],
                                                     "unrolled": unrolled, "output": "spikes"}, params, scope=pop.name)
@@ -253,8 +257,11 @@ def _lif_params(get) -> dict:
     return {k: get(k) for k in ("beta", "alpha", "bias", "threshold", "v_reset")}
 
 
-def _intfire_params(get) -> dict:
-    return {"beta": get("beta"), "alpha": get("alpha"), "bias": get("bias"), "threshold": get("threshold")}
+def _intfire_params(get, node) -> dict:
+    p = {"beta": get("beta"), "alpha": get("alpha"), "bias": get("bias"), "threshold": get("threshold")}
+    if "v_min" in node.params:   # Sinabs's min_v_mem: a clamp of the residual (membrane units, as the threshold)
+        p["v_min"] = get("v_min")
+    return p
 
 
 def _silif_params(get) -> dict:
@@ -276,9 +283,9 @@ def _framework() -> dict:
 # the fixed-point lowerings, by form (``ops_table.LavaOp.form``: the table says which op lowers through which)
 FORMS: dict[str, NeuronLowering] = {
     "spikec_lif": NeuronLowering(KIND_LIF, _lif_params, _lif_node, _check_lif),
-    "spikec_intfire": NeuronLowering(KIND_INTFIRE, _intfire_params, _intfire_node, _check_beta),
+    "spikec_intfire": NeuronLowering(KIND_INTFIRE, _intfire_params, _intfire_node, _check_beta, with_node=True),
     "spikec_intfire_substeps": NeuronLowering(KIND_INTFIRE, _intfire_params, partial(_intfire_node, unrolled=True),
-                                              _check_beta),
+                                              _check_beta, with_node=True),
     "spikec_silif": NeuronLowering(KIND_SILIF, _silif_params, _silif_node),
     "spikec_csilif": NeuronLowering(KIND_CSILIF, _csilif_params, _csilif_node),
     **_framework(),   # snnTorch, SpikingJelly and Norse neurons on the LIF process (framework_neurons.py)

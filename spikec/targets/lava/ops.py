@@ -51,7 +51,7 @@ code, so comparing the two checks both. A synapse's input may be binary spikes, 
   lava_intfire  the integer-firing neuron (semantics.md 1.2) on LIF's sub-threshold arithmetic (same
                 params; vth > 0); attrs max_spikes D, rounding "round" | "floor", unrolled (bool):
                   theta = vth << 6;  S = clip(floor((v + theta/2) / theta), 0, D)  (floor: no theta/2)
-                  v -= S * theta
+                  v -= S * theta;  v = max(v, v_min)  (optional v_min: Sinabs's min_v_mem)
                 ``unrolled=False``: the spikes are the graded payload S (integer <= D) on physical steps;
                 ``unrolled=True``: binary spikes on D sub-steps per step, the thermometer code
                 ``s_d = [d < S]`` (the unrolled form of passes.md; its sum over the D sub-steps is S).
@@ -336,6 +336,7 @@ def _intfire(node, p, x):
     d_max = node.attrs["max_spikes"]
     half = theta // 2 if node.attrs["rounding"] == "round" else 0
     unrolled = bool(node.attrs.get("unrolled"))
+    v_min = _channel(_np(p["v_min"]), nd) if "v_min" in p else None   # Sinabs's min_v_mem, after the reset
     t_steps = xs.shape[0]
     out = _StateOut(xs.shape, ("v", "u"), t_steps * d_max if unrolled else None)
     u = np.zeros(xs.shape[1:], dtype=np.int64)
@@ -347,7 +348,7 @@ def _intfire(node, p, x):
         r = np.mod(z, theta)
         margin = np.minimum(r, theta - r)
         out.put(t, membrane=v)
-        v = v - q * theta
+        v = v - q * theta if v_min is None else np.maximum(v - q * theta, v_min)
         out.put(t, v=v, u=u, flags=flags)
         if unrolled:
             for d in range(d_max):
@@ -475,8 +476,10 @@ def register() -> None:
                     required=False)),
            doc="Lava's LIF (PyLifModelBitAcc) or spikec's SpikecLIF; attrs reset, output, process")
     # like intfire_unrolled, lava_intfire defines its output's time base (D sub-steps)
-    define("lava_intfire", 1, _infer_neuron(LIF_PARAMS, _intfire_spikes), stateful=True,
-           count=neuron_count(*LIF_PARAMS), time_base=True, params=_schema(LIF_PARAMS),
+    define("lava_intfire", 1, _infer_neuron(LIF_PARAMS + ("v_min",), _intfire_spikes), stateful=True,
+           count=neuron_count(*LIF_PARAMS, "v_min"), time_base=True,
+           params=_schema(LIF_PARAMS) + (Param("v_min", PER_CHANNEL, "lower clamp of v after the reset (Sinabs's "
+                                               "min_v_mem)", required=False),),
            doc="the integer-firing neuron on LIF's arithmetic; attrs max_spikes, rounding, unrolled")
     define("lava_silif", 1, _infer_neuron(SILIF_PARAMS, lambda n, t: TensorType(t.shape, "binary")),
            stateful=True, count=neuron_count(*SILIF_PARAMS), params=_schema(SILIF_PARAMS),

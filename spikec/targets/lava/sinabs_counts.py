@@ -1,11 +1,12 @@
 """Sinabs's multi-spike neurons (``lif_sinabs`` with ``MaxSpike(n)`` / ``MultiSpike``) on Loihi 2.
 
-Sinabs's ``MaxSpike(n)`` with its subtract reset, no synaptic current and no ``min_v_mem`` is, per step
+Sinabs's ``MaxSpike(n)`` with its subtract reset and no synaptic current is, per step
 (``spikec/frontend/sinabs.py``)::
 
     v = alpha_mem v + u                        (u = (1 - alpha_mem) x with norm_input, else x)
     s = min([v > 0] trunc(v / theta), n)       float32 counts
     v = v - s theta                            a float32 product (Sinabs's float32 spikes times the 0-dim theta)
+    v = relu(v - min_v_mem) + min_v_mem        with min_v_mem (sinabs.from_model's default -1): intfire's v_min
 
 which is spikec's integer-firing neuron ``intfire`` (``beta = alpha_mem``, ``alpha = 1 - alpha_mem`` or 1,
 ``threshold = theta``, ``rounding="floor"``, ``max_spikes = n``): ``clamp(floor(v / theta), 0, n)`` is the same
@@ -46,9 +47,11 @@ def exact_intfire(n: Node, max_spikes: int | None = None) -> bool:
     every input) that ``intfire`` computes exactly (module doc)."""
     a, p = n.attrs, n.params
     spike_ok = a.get("spike") == "max" or (a.get("spike") == "multi" and max_spikes is not None)
-    if n.op not in COUNTING or not spike_ok or a.get("reset") != "subtract" or "alpha_syn" in p or "min_v_mem" in p:
+    if n.op not in COUNTING or not spike_ok or a.get("reset") != "subtract" or "alpha_syn" in p:
         return False
     theta = float(np.asarray(p["threshold"]))
+    if "min_v_mem" in p and not float(np.asarray(p["min_v_mem"])) < theta:   # the count bound needs v < theta
+        return False
     if "subtract" in p and float(np.asarray(p["subtract"])) != theta:
         return False
     m = int(a["max_spikes"]) if a.get("spike") == "max" else max_spikes
@@ -58,9 +61,8 @@ def exact_intfire(n: Node, max_spikes: int | None = None) -> bool:
 def why_not(n: Node, bound: int | None) -> str:
     """Why MultiSpike neuron ``n`` (with its static ``bound`` or None) is no exact ``intfire``: the first reason."""
     a, p = n.attrs, n.params
-    if "min_v_mem" in p:
-        return (f"its membrane is clamped below at min_v_mem = {float(np.asarray(p['min_v_mem'])):g} (Sinabs's "
-                "from_model sets -1 by default): spikec's integer-firing neuron and Lava's LIF have no lower clamp")
+    if "min_v_mem" in p and not float(np.asarray(p["min_v_mem"])) < float(np.asarray(p.get("threshold", np.inf))):
+        return f"its min_v_mem = {float(np.asarray(p['min_v_mem'])):g} is not below its threshold"
     if "alpha_syn" in p:
         return "it has a synaptic current (tau_syn): the count bound and the integer neuron take the membrane alone"
     if a.get("reset") != "subtract":
@@ -78,7 +80,9 @@ def _intfire(n: Node, m: int) -> Node:
     alpha = (1 - alpha_mem) if n.attrs["norm_input"] else np.asarray(1.0)
     params = {"beta": alpha_mem, "alpha": np.asarray(alpha, dtype=np.float64),
               "threshold": np.asarray(n.params["threshold"], dtype=np.float64)}
-    if m == 1:
+    if "min_v_mem" in n.params:   # the clamp after the reset: intfire's v_min (lif has none, even for m = 1)
+        params["v_min"] = np.asarray(n.params["min_v_mem"], dtype=np.float64)
+    if m == 1 and "v_min" not in params:
         return Node(n.name, LIF, n.inputs, TensorType(n.type.shape, "binary"), {"reset": "subtract"},
                     {**params, "bias": np.asarray(0.0), "v_reset": np.asarray(0.0)}, scope=n.scope)
     return Node(n.name, INTFIRE, n.inputs, TensorType(n.type.shape, "integer", m),
@@ -188,13 +192,10 @@ def refuse_unbounded(graph: Graph, inputs, reference) -> None:
     n = multi[0]
     peak = int(np.max(np.asarray(values[n.name]), initial=0))
     why = why_not(n, count_bound(n, ranges.get(n.inputs[0])))
-    clamp = "min_v_mem" in n.params
     raise UnsupportedOp(
         f"the Lava target cannot map node {n.name!r} ({n.op}): Sinabs's MultiSpike neuron is no exact integer-firing "
         f"neuron here because {why}; on the verification inputs its count reaches {peak} "
         f"({max(1, peak.bit_length())} bits)",
         where=f"node {n.name!r}" + (f", module {n.scope!r}" if n.scope else ""),
-        remedy=("min_v_mem=None (sinabs.from_model(..., min_v_mem=None), or the layer's min_v_mem=None), retrained if "
-                "the clamp mattered; " if clamp else "")
-        + f"spike_fn=MaxSpike(n) with n >= {max(1, peak)} (the same function while counts stay within n; exact on "
+        remedy=f"spike_fn=MaxSpike(n) with n >= {max(1, peak)} (the same function while counts stay within n; exact on "
           "Lava with its subtract reset and a float32-exact threshold), or SingleSpike")

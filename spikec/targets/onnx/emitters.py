@@ -409,6 +409,7 @@ def _intfire_steps(b: Builder, node: Node, steps: list[str]):
     """The integer neuron's update per physical step: yields ``(t, U, q)`` (as ``intfire`` computes them)."""
     beta, alpha, theta = (_param(b, node, k) for k in ("beta", "alpha", "threshold"))
     bias = _param(b, node, "bias") if "bias" in node.params else None
+    v_min = _param(b, node, "v_min") if "v_min" in node.params else None
     lo, hi = b.const(0.0, "zero"), b.const(float(node.attrs["max_spikes"]), f"{node.name}.max_spikes")
     h = b.state(node, "h", b.const(0.0, "zero"))
     for t, xt in enumerate(steps):
@@ -422,6 +423,8 @@ def _intfire_steps(b: Builder, node: Node, steps: list[str]):
             q = b.op("Clip", [b.op("Floor", [z]), lo, hi])                         # clamp(floor(.), 0, D)
             if t + 1 < len(steps) or b.streaming:
                 h = b.sub(u, b.mul(theta, q))                                      # u - theta * q
+                if v_min is not None:
+                    h = b.add(b.op("Relu", [b.sub(h, v_min)]), v_min)             # relu(h - v_min) + v_min
         yield t, u, q
     b.update_state(node, "h", h)
 

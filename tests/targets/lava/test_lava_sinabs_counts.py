@@ -185,16 +185,26 @@ def test_no_count_bound_where_the_membrane_is_not_below_theta_after_a_step():
     assert sinabs_counts.count_bound(node(), None) is None
 
 
-def test_a_clamped_membrane_is_refused_naming_min_v_mem():
-    """``sinabs.from_model``'s default ``min_v_mem=-1``: the count has a bound, but the clamp is what no integer
-    neuron here has; the refusal names it and its remedy instead of blaming the bound."""
-    from spikec.ir.errors import UnsupportedOp
-    from spikec.core.interpreter import run
-    from spikec.frontend import trace
+
+@needs_lava
+def test_a_clamped_membrane_deploys_bit_exact_as_spikec_intfire_and_says_why_not_a_ladder():
+    """``sinabs.from_model``'s default ``min_v_mem=-1``: intfire with ``v_min``, the rewrite proven, bit-exact in
+    Lava as SpikecIntFire (Lava's LIF has no lower clamp: the chip blocker names min_v_mem and its remedy)."""
     torch.manual_seed(0)
-    m = frontend.SinabsNet(nn.Sequential(nn.Linear(12, 6), sl.IAF(min_v_mem=-1.0)))
-    graph = trace(m, (12,))
+    m = nn.Sequential(nn.Linear(12, 10), sl.IAF(min_v_mem=-1.0), nn.Linear(10, 6), sl.IAF(min_v_mem=-1.0))
+    with torch.no_grad():
+        m[0].weight.mul_(2.0)
     x = _x()
-    with pytest.raises(UnsupportedOp, match="min_v_mem = -1") as e:
-        sinabs_counts.refuse_unbounded(graph, x, run(graph, x))
-    assert "min_v_mem=None" in e.value.remedy and "MaxSpike(n)" in e.value.remedy
+    c = spikec.compile(frontend.SinabsNet(m), x, targets=("lava",))
+    t = c.targets["lava"]
+    assert c.equivalent and t["bit_exact"] is True, t.get("first_mismatches")
+    assert t["products"]["rewrite_check"]["equivalent"] is True
+    procs = {p["name"]: p for p in t["processes"]}
+    assert procs["model.net.1"]["type"] == "SpikecIntFire"
+    blocker = next(b for b in t["chip_readiness"]["blocking"] if b["name"] == "model.net.1")
+    assert "min_v_mem" in blocker["why"]
+    assert t["quantization"]["layers"]["model.net.1"]["v_min"] < 0
+    from spikec.core.interpreter import run
+    free = spikec.compile(frontend.SinabsNet(nn.Sequential(m[0], sl.IAF(), m[2], sl.IAF())), x, targets=())
+    clamped, unclamped = (run(k.graph, x).values["model.net.1"] for k in (c, free))
+    assert not np.array_equal(clamped, unclamped)   # the clamp acts on these inputs

@@ -111,6 +111,22 @@ def test_intfire(T, rounding, per_channel):
     assert set(np.unique(q)) >= {0.0, 1.0} and q.max() <= 3
 
 
+@pytest.mark.parametrize("per_channel", [False, True], ids=["scalar", "per_channel"])
+def test_intfire_with_a_membrane_floor(per_channel):
+    """``v_min`` (Sinabs's min_v_mem): the residual clamped below after the reset, as ``relu(h - v_min) + v_min``."""
+    v_min = np.array([-0.5, -1.0]) if per_channel else np.array(-0.75)
+    params = dict(beta=np.array(1.0), alpha=np.array(1.0), threshold=np.array(0.5), v_min=v_min)
+    g = build(TensorType((2, 6)), [("q", "intfire", ("x",), {"max_spikes": 3, "rounding": "floor"}, params),
+                                   ("q.membrane", "intfire", ("x",),
+                                    {"max_spikes": 3, "rounding": "floor", "output": "membrane"}, params)],
+              outputs=["q", "q.membrane"])
+    x = dyadic(rng(6), (6, 3, 2, 6), scale=4) - 0.5   # negative drive: the floor is reached
+    check(g, x, bit_exact=True)
+    unclamped = build(TensorType((2, 6)), [("q", "intfire", ("x",), {"max_spikes": 3, "rounding": "floor"},
+                                            {k: v for k, v in params.items() if k != "v_min"})], outputs=["q"])
+    assert not np.array_equal(run(g, x).values["q"], run(unclamped, x).values["q"])   # the clamp mattered
+
+
 @pytest.mark.parametrize("dyadic_inputs", [True, False], ids=["ties", "real"])
 @pytest.mark.parametrize("rounding", ["round", "floor"])
 @pytest.mark.parametrize("D", [1, 2, 4])

@@ -185,6 +185,7 @@ class PySpikecLIFModelFixed(_LifBase):
 @tag("fixed_pt")
 class PySpikecIntFireModelFixed(_LifBase):
     """The integer-firing neuron: graded payload S, or its thermometer code over D Lava steps."""
+    v_min: np.ndarray = LavaPyType(np.ndarray, np.int32, precision=24)
     pending = None
     sent = 0
 
@@ -193,7 +194,7 @@ class PySpikecIntFireModelFixed(_LifBase):
         v = np.asarray(self.v, dtype=np.int64)
         z = v + (theta // 2 if self.proc_params["rounding"] == "round" else 0)
         q = np.clip(np.floor_divide(z, theta), 0, self.proc_params["max_spikes"])
-        self.v[:] = v - q * theta
+        self.v[:] = np.maximum(v - q * theta, self.v_min)
         if not self.proc_params["unrolled"]:
             return q.astype(np.int32)
         self.pending, self.sent = q, 1

@@ -55,14 +55,15 @@ class SpikecLIF(_Population):
 
 class SpikecIntFire(_Population):
     """The integer-firing neuron on LIF's sub-threshold arithmetic: ``S = clip(round(v / (vth << 6)), 0, D)``,
-    ``v -= S (vth << 6)``. ``unrolled=False`` sends S as a graded payload at the update step;
-    ``unrolled=True`` sends ``[d < S]`` at the update step and the ``D - 1`` Lava steps after it."""
+    ``v -= S (vth << 6)``, then ``v = max(v, v_min)`` (Sinabs's min_v_mem; the default is the 24-bit state's floor,
+    no clamp). ``unrolled=False`` sends S as a graded payload at the update step; ``unrolled=True`` sends ``[d < S]``
+    at the update step and the ``D - 1`` Lava steps after it."""
 
     def __init__(self, *, shape, du, dv, vth, bias_mant, bias_exp, max_spikes, rounding="round", unrolled=False,
-                 start=0, period=1, name=None):
+                 v_min=-(2 ** 23 - 1), start=0, period=1, name=None):
         super().__init__(shape=shape, start=start, period=period, name=name, max_spikes=int(max_spikes),
                          rounding=rounding, unrolled=bool(unrolled))
-        self._vars(shape, ("u", "v"), du=du, dv=dv, vth=vth, bias_mant=bias_mant, bias_exp=bias_exp)
+        self._vars(shape, ("u", "v"), du=du, dv=dv, vth=vth, bias_mant=bias_mant, bias_exp=bias_exp, v_min=v_min)
 
 
 class SpikecSiLIF(_Population):
