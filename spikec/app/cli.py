@@ -261,8 +261,9 @@ def inspect_cmd(model, weights, input_shape, steps, trust_pickle, nir_dt, nir_sc
                    "with the membrane in its current u and a -vth self-synapse (chip-ready; its integer arithmetic "
                    "carries v/4096 between steps, compared with the carry-free form in the report), and Sinabs's "
                    "integer-firing neurons as count ladders of that LIF; 'subtract': spikec's carry-free SpikecLIF "
-                   "and SpikecIntFire (CPU only); 'zero': Lava's zero-reset LIF, another neuron "
-                   "(approximate: the spike disagreement is measured and reported; never equivalent).")
+                   "and SpikecIntFire (CPU only); 'zero': Lava's zero-reset LIF, and Sinabs's min_v_mem dropped, "
+                   "another neuron (approximate: the spike disagreement is measured and reported; never "
+                   "equivalent).")
 @click.option("--strict", is_flag=True, help="exit 1 on any warning (a silent or saturated layer, a constant "
               "output, a decay outside (0, 1]): a proof that shows nothing fails.")
 @debug_option

@@ -83,7 +83,7 @@ def deploy(graph, inputs, options=None):
     requantize = partial(quantize, graph, options.get("calibration", inputs),
                          headroom_bits=options.get("headroom_bits", 1))
     q = requantize(vth_override=options.get("vth_override"), bias_unit=options.get("bias_unit", 1))
-    if options.get(chip_variant.OPTION) in (None, current_reset.VALUE):   # lava_reset='subtract': SpikecLIF
+    if options.get(chip_variant.OPTION) != "subtract":   # lava_reset='subtract': SpikecLIF, SpikecIntFire
         q = _membrane_in_u(q, requantize, options.get("vth_override") or {})
     net, arrays = lower(q.graph)
     kinds = {p["name"]: p["type"] for p in net["processes"]}

@@ -20,6 +20,7 @@ import numpy as np
 
 from spikec.ir.graph import Graph
 from spikec.ops import OPS
+from spikec.ops.neurons import INTFIRE
 from spikec.targets.lava.ops_table import entry
 
 OPTION = "lava_reset"
@@ -45,12 +46,17 @@ def zero_reset(graph: Graph) -> tuple[Graph, list[str]]:
     ``zero_reset_variant`` (``ops_table.py``), with the entry's ``zero_reset_attrs`` (snnTorch's Synaptic and RLeaky:
     ``reset_delay=False``, their zero reset one step late being no Lava LIF either); one with a ``v_reset``
     parameter (its card's schema) resets to 0. Sinabs's neurons first become the ``lif`` a bounded count is
-    (``sinabs_counts.lower``), so that their subtract reset is one of these."""
+    (``sinabs_counts.lower``), so that their subtract reset is one of these; an ``intfire``'s membrane floor
+    (``v_min``, Sinabs's ``min_v_mem``: Lava's LIF has none) is dropped, so that it is a count ladder
+    (``count_ladder.py``)."""
     from spikec.targets.lava import sinabs_counts
     graph, _ = sinabs_counts.lower(graph)   # Sinabs's bounded counts as the lif / intfire they are, exactly
     nodes, changed = [], []
     for n in graph.nodes:
-        if entry(n.op).zero_reset_variant and n.attrs.get("reset") == "subtract":
+        if n.op == INTFIRE and "v_min" in n.params:
+            n = n.with_(params={k: v for k, v in n.params.items() if k != "v_min"})
+            changed.append(n.name)
+        elif entry(n.op).zero_reset_variant and n.attrs.get("reset") == "subtract":
             params = dict(n.params)
             if "v_reset" in OPS[n.op].param_names:
                 params["v_reset"] = np.zeros_like(np.asarray(params.get("v_reset", 0.0), dtype=np.float64))
@@ -78,10 +84,13 @@ def measure(graph: Graph, variant: Graph, changed: list[str], inputs, reference)
     per_neuron = {c: _agreement(given[c], trace.values[c], True) for c in changed}
     outputs = {o: _agreement(reference.values[o], trace.values[o], graph.node(o).type.is_spike)
                for o in graph.outputs}
-    return {"option": f"{OPTION}='zero'", "approximate": True, "neurons_changed": changed,
+    floors = [c for c in changed if variant.node(c).op == INTFIRE and "v_min" not in variant.node(c).params
+              and variant.node(c).attrs.get("reset") != "zero"]
+    return {"option": f"{OPTION}='zero'", "approximate": True, "neurons_changed": changed, "floors_dropped": floors,
             "per_neuron": per_neuron, "outputs": outputs, "inputs": "the verification inputs",
             "why": "the frameworks' subtract reset has no exact composition of standard Lava processes (module doc of "
-                   "chip_variant.py); this variant resets to zero instead, so that the neurons are Lava's LIF",
+                   "chip_variant.py); this variant resets to zero instead, so that the neurons are Lava's LIF; a "
+                   "membrane floor (Sinabs's min_v_mem) has none either: dropped, so that the count is a ladder",
             "trace": trace}
 
 
@@ -91,6 +100,7 @@ def line(v: dict) -> str:
     for o, a in v["outputs"].items():
         parts.append(f"output {o} " + (f"spikes {100 * a['spike_agreement']:.1f}%" if "spike_agreement" in a
                                        else f"classes {100 * a['class_agreement']:.1f}%"))
-    return (f"APPROXIMATE chip-ready variant ({v['option']}): {len(v['neurons_changed'])} subtract reset(s) made zero "
-            f"resets; agreement with the given network on the verification inputs: {', '.join(parts)}; "
+    floors = len(v.get("floors_dropped", ()))
+    return (f"APPROXIMATE chip-ready variant ({v['option']}): {len(v['neurons_changed']) - floors} subtract reset(s) "
+            f"made zero resets" + (f", {floors} membrane floor(s) (min_v_mem) dropped" if floors else "") + f"; agreement with the given network on the verification inputs: {', '.join(parts)}; "
             "bit-exact only with the variant's own integer reference")

@@ -208,3 +208,22 @@ def test_a_clamped_membrane_deploys_bit_exact_as_spikec_intfire_and_says_why_not
     free = spikec.compile(frontend.SinabsNet(nn.Sequential(m[0], sl.IAF(), m[2], sl.IAF())), x, targets=())
     clamped, unclamped = (run(k.graph, x).values["model.net.1"] for k in (c, free))
     assert not np.array_equal(clamped, unclamped)   # the clamp acts on these inputs
+
+
+@needs_lava
+def test_the_chip_ready_variant_drops_the_membrane_floor_and_measures_it():
+    """``lava_reset='zero'``: the nearest chip-ready variant drops ``min_v_mem`` so that the counts are ladders of
+    Lava's LIF; its disagreement with the given network measured, the compile never called equivalent."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(12, 10), sl.IAF(min_v_mem=-1.0), nn.Linear(10, 6), sl.IAF(min_v_mem=-1.0))
+    with torch.no_grad():
+        m[0].weight.mul_(2.0)
+    c = spikec.compile(frontend.SinabsNet(m), _x(), targets=("lava",), lava_reset="zero")
+    t = c.targets["lava"]
+    v = t["approximate_variant"]
+    assert sorted(v["floors_dropped"]) == ["model.net.1", "model.net.3"] and v["approximate"] is True
+    assert 0 < v["per_neuron"]["model.net.1"]["spike_agreement"] <= 1
+    assert t["bit_exact"] is True and not c.equivalent
+    kinds = {p["name"]: p["type"] for p in t["processes"]}
+    assert kinds["model.net.1"] == "LIF" and "model.net.1" in t["count_ladders"]["populations"]
+    assert "membrane floor(s) (min_v_mem) dropped" in t["summary"]
