@@ -8,6 +8,7 @@ from torch import nn
 
 import spikec  # noqa: F401  (the package first, then its Sinabs frontend)
 from spikec.frontend import sinabs as frontend  # before Sinabs: it lets Sinabs import without matplotlib
+from spikec.ir.graph import Graph
 from spikec.targets.lava import count_ladder, current_reset, lava_available
 
 sinabs = pytest.importorskip("sinabs")
@@ -135,3 +136,59 @@ def test_a_membrane_read_keeps_the_integer_neuron():
     out, changed, refused = count_ladder.apply(g3)
     assert changed == [] and out.node("n").op == "lava_intfire" and "count_ladder_refused" in out.node("n").attrs
 
+
+
+def _integer_net(rng, d, n_in=6, n=4, vth=20):
+    from spikec.ir.graph import Graph, Node, TensorType
+    w = rng.integers(-60, 90, (n, n_in)).astype(np.int64)
+    p = {"du": np.int64(4095), "dv": np.int64(0), "vth": np.int64(vth), "bias_mant": np.zeros(n, dtype=np.int64),
+         "bias_exp": np.zeros(n, dtype=np.int64)}
+    nodes = (Node("i", "input", (), TensorType((n_in,), "binary")),
+             Node("syn", "lava_dense", ("i",), TensorType((n,)), {"weight_exp": 0, "num_message_bits": 0},
+                  {"weight": w}),
+             Node("n", "lava_intfire", ("syn",), TensorType((n,), "integer", d),
+                  {"max_spikes": d, "rounding": "floor", "unrolled": False, "output": "spikes"}, p))
+    return Graph(nodes, ("n",))
+
+
+def _documented_ladder(node, a):
+    """The module doc's equations, written out: one shared u, a v per copy, the rung offsets, the reset of w S."""
+    d, vth = int(node.attrs["ladder"]), int(node.params["vth"])
+    b = (np.asarray(node.params["bias_mant"]) << np.asarray(node.params["bias_exp"])).reshape(d, -1)
+    w = -int(node.params["reset_weight"]) << int(node.attrs["reset_weight_exp"])
+    keep = 4095 - int(node.params["du"])
+    u = np.zeros(a.shape[1:], dtype=np.int64)
+    v = np.zeros((d,) + a.shape[1:], dtype=np.int64)
+    s_prev, out = np.zeros_like(u), []
+    for t in range(a.shape[0]):
+        u = np.sign(u) * ((np.abs(u) * keep) >> 12) + ((a[t] - w * s_prev) << 6)
+        v = np.sign(v) * (np.abs(v) >> 12) + u[None] + b[:, None, :]
+        fired = v > (vth << 6)
+        v[fired] = 0
+        s_prev = fired.sum(0)
+        out.append(s_prev)
+    return np.array(out)
+
+
+def test_the_ladders_integer_op_is_its_documented_arithmetic():
+    """Property: on random weights and spikes, the rewritten graph's counts (the interpreter's lava_lif with the ladder
+    reset) are the module doc's equations, and they mostly agree with the integer-firing neuron they replace."""
+    from spikec.core.interpreter import run
+    from spikec.targets.lava.ops import dense_effective_weights
+    rng = np.random.default_rng(3)
+    agree = []
+    for trial in range(20):
+        d = int(rng.integers(2, 7))
+        g = _integer_net(rng, d, vth=int(rng.integers(8, 40)))
+        vth = count_ladder.ladder_vth(int(g.node("n").params["vth"]), d)
+        g = Graph(tuple(m.with_(params={**m.params, "vth": np.int64(vth)}) if m.name == "n" else m for m in g.nodes),
+                  g.outputs)
+        ladder, changed, _ = count_ladder.apply(g)
+        assert changed == ["n"]
+        x = (rng.random((12, 2, 6)) < 0.5).astype(np.int64)
+        got = count_ladder.counts(ladder, run(ladder, {"i": x}, integer=True).values)["n"]
+        w = dense_effective_weights(np.asarray(g.node("syn").params["weight"]))   # as Lava's Dense applies them
+        a = np.einsum("tbi,ni->tbn", x, w)
+        np.testing.assert_array_equal(got, _documented_ladder(ladder.node("n"), a))
+        agree.append(float((got == run(g, {"i": x}, integer=True).values["n"]).mean()))
+    assert np.mean(agree) > 0.9, agree   # the ladder's carry and ties are rare, not the rule
