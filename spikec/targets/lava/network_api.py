@@ -18,7 +18,8 @@ probe ``u`` with Lava's Monitor and apply ``standard_readout.host_values``, as `
 ``Network.run(x)`` does all of that for you: RingBuffer sources, Lava's sink RingBuffers on the model's
 outputs, ``Loihi2SimCfg(select_tag="fixed_pt")`` unless given another run configuration, the runtime stopped
 in any case; it returns the outputs as ``[T, B, *ir]`` integers, equal bit for bit to the integer reference
-(``spikec.targets.lava.load(OUTDIR)(x)``). A Network is one Lava graph: it runs once (build another to run
+(``spikec.targets.lava.load(OUTDIR)(x)``); a count ladder's output (``count_ladder.py``: ``D`` binary copies of an
+integer-firing population, ``outputs[name]`` their ``D C`` spikes) comes back as the counts, its copies summed. A Network is one Lava graph: it runs once (build another to run
 again). It runs Lava in *your* process (Lava forks its workers from it; ``stop`` ends them): spikec's own
 verification runs it in a supervised session instead (``supervisor.py``).
 """
@@ -66,9 +67,13 @@ class Network:
     def decode(self, name: str, data: np.ndarray, steps: int) -> np.ndarray:
         """A sink's ``(*port_shape, lava_steps)`` data of output ``name`` as ``[steps, B, *ir]``."""
         from spikec.targets.lava.compare import schedule_index
+        from spikec.targets.lava.ops import sum_copies
         r = next(r for r in self.spec["recorded"] if r["name"] == name)
         full = unfold_data(np.asarray(data).astype(np.int64), self.batch, tuple(r["ir_shape"]))
-        return full[schedule_index(r["start"], self.period, r["substeps"], steps * r["substeps"])]
+        full = full[schedule_index(r["start"], self.period, r["substeps"], steps * r["substeps"])]
+        p = next((p for p in self.spec["processes"] if p["name"] == r.get("proc")), {})
+        # a count ladder's output (count_ladder.py): its copies summed into the count, as the host reads it
+        return sum_copies(full, p["ladder"]) if p.get("ladder") and name in self.output_names else full
 
     def run(self, x, run_cfg=None, record=None) -> dict:
         """Run on ``x`` (``[T, B, *ir]`` integers, or a dict by input name); ``{output name: [T, B, *ir]}``."""

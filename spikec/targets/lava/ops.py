@@ -529,10 +529,15 @@ def ladder_counts(graph, values: dict) -> dict:
     out = dict(values)
     for n in graph.nodes:
         if n.attrs.get(LADDER) and n.name in values:
-            s, d = np.asarray(values[n.name]), int(n.attrs[LADDER])
-            out[n.name] = s.reshape(s.shape[:2] + (d, -1)).astype(np.int64).sum(2).reshape(
-                s.shape[:2] + (s.shape[2] // d,) + s.shape[3:])
+            out[n.name] = sum_copies(values[n.name], int(n.attrs[LADDER]))
     return out
+
+
+def sum_copies(s, d: int) -> np.ndarray:
+    """``[T, B, D C, ...]`` copy-major spikes of a count ladder -> the counts ``[T, B, C, ...]``."""
+    s = np.asarray(s)
+    return s.reshape(s.shape[:2] + (d, -1)).astype(np.int64).sum(2).reshape(
+        s.shape[:2] + (s.shape[2] // d,) + s.shape[3:])
 
 
 def output_of(n) -> str:

@@ -1,6 +1,9 @@
 """Count ladders (``spikec/targets/lava/count_ladder.py``): a bounded integer-firing neuron (Sinabs's MaxSpike(n), a
 MultiSpike with a static bound) as D binary copies in Lava's standard LIF, run bit-exact in Lava against the
 integer reference, its counts measured against the integer-firing neuron's, written and read back."""
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -85,6 +88,16 @@ def test_a_sinabs_multispike_net_runs_on_standard_lava_processes_bit_exact(tmp_p
     y = spikec.load(c.save(tmp_path / "out"))(x)
     assert y.shape == (8, 3, 5) and y.max() <= 2
     assert spikec.verify(tmp_path / "out")["target_lava"]["equivalent"] is True
+    np.save(tmp_path / "x.npy", x)
+    # the network as Lava processes, run by the user (in a process of its own): the same counts
+    code = ("import numpy as np, spikec, spikec.targets.lava as L, sys\n"
+            "out, x = sys.argv[1], np.load(sys.argv[2])\n"
+            "got = L.network(out, batch=3).run(x.astype(np.int64))\n"
+            "want = spikec.load(out)(x)\n"
+            "print(all(np.array_equal(v, want) for v in got.values()), *[v.shape for v in got.values()])\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out"), str(tmp_path / "x.npy")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.split()[0] == "True", (r.stdout, r.stderr[-3000:])
 
 
 @needs_lava
