@@ -68,7 +68,8 @@ REMEDY = {
 HOST_REMEDY = {
     "maxpool2d": "pool after the neuron instead of before it (a max pool over binary spikes is an OR layer on chip: "
                  "a depthwise all-ones Conv into a LIF with vth = 0), e.g. snnTorch's tutorial conv net as "
-                 "lif(conv(x)) then max_pool2d, retrained; or run the op on Loihi 2's embedded CPUs (not modelled here)",
+                 "lif(conv(x)) then max_pool2d, retrained, or the measured variant lava_reset='zero' that does so "
+                 "(chip_variant.pools_after_neurons); or run the op on Loihi 2's embedded CPUs (not modelled here)",
 }
 RULE = ("chip_ready: a standard Lava process class (LIF, Dense, DelayDense, Conv; AND and OR layers, read-outs and the "
         "current-bias source are LIFs) whose Loihi 2 model is in "

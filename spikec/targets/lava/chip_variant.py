@@ -18,7 +18,7 @@ deployment is then bit-exact with *its own* integer reference, not with the give
 """
 import numpy as np
 
-from spikec.ir.graph import Graph
+from spikec.ir.graph import Graph, TensorType
 from spikec.ops import OPS
 from spikec.ops.neurons import INTFIRE
 from spikec.targets.lava.ops_table import entry
@@ -41,6 +41,36 @@ def memoryless_resets(graph: Graph) -> tuple[Graph, list]:
                                                      "(nothing of the reset membrane is kept), Lava's LIF"})
         nodes.append(n)
     return (Graph(tuple(nodes), graph.outputs, graph.meta), records) if records else (graph, [])
+MAXPOOL = "maxpool2d"
+
+
+def pools_after_neurons(graph: Graph) -> tuple[Graph, list[str]]:
+    """``(graph, the neurons moved)``: each neuron fed by a max pool of real values (snnTorch's tutorial conv net,
+    ``lif(max_pool2d(conv(x)))``: a max of synaptic sums, no composition of Lava's processes has it) becomes the
+    neuron at the pool's input resolution followed by the max pool of its spikes (an OR layer on chip). The pooled
+    spikes keep the neuron's name (so the variant is measured against it), the neuron is ``<name>.unpooled``. Not
+    moved: a pool read by anything else, a neuron whose state is read (its shape would change)."""
+    by_name, moved, nodes = {n.name: n for n in graph.nodes}, {}, []
+    for n in graph.nodes:
+        pool = by_name.get(n.inputs[0]) if n.inputs and OPS[n.op].neuron else None
+        if pool is None or pool.op != MAXPOOL or pool.type.is_spike or pool.name in graph.outputs \
+                or [c.name for c in graph.consumers(pool.name)] != [n.name]:
+            continue
+        moved[pool.name] = n
+    for n in graph.nodes:
+        if n.name in moved:   # the pool's place: the neuron on the pool's input
+            neuron = moved[n.name]
+            src = by_name[n.inputs[0]]
+            nodes.append(neuron.with_(name=f"{neuron.name}.unpooled", inputs=(src.name,),
+                                      type=TensorType(src.type.shape, neuron.type.kind, neuron.type.ceiling)))
+        elif n.name in {m.name for m in moved.values()}:   # the neuron's place: the pool of its spikes
+            pool = next(p for p, m in moved.items() if m.name == n.name)
+            nodes.append(by_name[pool].with_(name=n.name, inputs=(f"{n.name}.unpooled",), type=n.type, scope=n.scope))
+        else:
+            nodes.append(n)
+    return (Graph(tuple(nodes), graph.outputs, graph.meta), [m.name for m in moved.values()]) if moved else (graph, [])
+
+
 def zero_reset(graph: Graph) -> tuple[Graph, list[str]]:
     """``(graph with subtract resets as zero resets, the neurons changed)``: the neurons whose table entry says
     ``zero_reset_variant`` (``ops_table.py``), with the entry's ``zero_reset_attrs`` (snnTorch's Synaptic and RLeaky:
@@ -51,7 +81,8 @@ def zero_reset(graph: Graph) -> tuple[Graph, list[str]]:
     (``count_ladder.py``)."""
     from spikec.targets.lava import sinabs_counts
     graph, _ = sinabs_counts.lower(graph)   # Sinabs's bounded counts as the lif / intfire they are, exactly
-    nodes, changed = [], []
+    graph, pooled = pools_after_neurons(graph)
+    nodes, changed = [], list(pooled)
     for n in graph.nodes:
         if n.op == INTFIRE and "v_min" in n.params:
             n = n.with_(params={k: v for k, v in n.params.items() if k != "v_min"})
@@ -61,7 +92,8 @@ def zero_reset(graph: Graph) -> tuple[Graph, list[str]]:
             if "v_reset" in OPS[n.op].param_names:
                 params["v_reset"] = np.zeros_like(np.asarray(params.get("v_reset", 0.0), dtype=np.float64))
             n = n.with_(attrs=dict(n.attrs, reset="zero", **entry(n.op).zero_reset_attrs), params=params)
-            changed.append(n.name)
+            if n.name.removesuffix(".unpooled") not in pooled:   # a moved neuron is measured by its pooled spikes
+                changed.append(n.name)
         nodes.append(n)
     return Graph(tuple(nodes), graph.outputs, graph.meta), changed
 
@@ -86,11 +118,17 @@ def measure(graph: Graph, variant: Graph, changed: list[str], inputs, reference)
                for o in graph.outputs}
     floors = [c for c in changed if variant.node(c).op == INTFIRE and "v_min" not in variant.node(c).params
               and variant.node(c).attrs.get("reset") != "zero"]
+    pools = [c for c in changed if variant.node(c).op == MAXPOOL]
+    given_nodes = {n.name: n for n in graph.nodes}
+    resets = [n.name for n in variant.nodes if n.attrs.get("reset") == "zero" and given_nodes.get(
+        n.name.removesuffix(".unpooled"), n).attrs.get("reset") == "subtract"]
     return {"option": f"{OPTION}='zero'", "approximate": True, "neurons_changed": changed, "floors_dropped": floors,
+            "pools_moved": pools, "resets_zeroed": resets,
             "per_neuron": per_neuron, "outputs": outputs, "inputs": "the verification inputs",
             "why": "the frameworks' subtract reset has no exact composition of standard Lava processes (module doc of "
                    "chip_variant.py); this variant resets to zero instead, so that the neurons are Lava's LIF; a "
-                   "membrane floor (Sinabs's min_v_mem) has none either: dropped, so that the count is a ladder",
+                   "membrane floor (Sinabs's min_v_mem) has none either: dropped, so that the count is a ladder; nor "
+                   "a max pool of synaptic sums before a neuron: the neuron first, then the pool of its spikes",
             "trace": trace}
 
 
@@ -100,7 +138,9 @@ def line(v: dict) -> str:
     for o, a in v["outputs"].items():
         parts.append(f"output {o} " + (f"spikes {100 * a['spike_agreement']:.1f}%" if "spike_agreement" in a
                                        else f"classes {100 * a['class_agreement']:.1f}%"))
-    floors = len(v.get("floors_dropped", ()))
-    return (f"APPROXIMATE chip-ready variant ({v['option']}): {len(v['neurons_changed']) - floors} subtract reset(s) "
-            f"made zero resets" + (f", {floors} membrane floor(s) (min_v_mem) dropped" if floors else "") + f"; agreement with the given network on the verification inputs: {', '.join(parts)}; "
+    floors, pools = len(v.get("floors_dropped", ())), len(v.get("pools_moved", ()))
+    resets = len(v.get("resets_zeroed", v["neurons_changed"]))
+    return (f"APPROXIMATE chip-ready variant ({v['option']}): {resets} subtract "
+            f"reset(s) made zero resets" + (f", {floors} membrane floor(s) (min_v_mem) dropped" if floors else "")
+            + (f", {pools} max pool(s) of synaptic sums moved after their neuron" if pools else "") + f"; agreement with the given network on the verification inputs: {', '.join(parts)}; "
             "bit-exact only with the variant's own integer reference")

@@ -105,3 +105,69 @@ def test_verify_rechecks_a_variant_outdir_against_the_variant_and_labels_it(tmp_
     arrays[key] = arrays[key] + 64
     np.savez(params, **arrays)
     assert spikec.verify(out)["target_lava"]["equivalent"] is False
+
+
+
+def _pooled_net():
+    """snnTorch's tutorial conv net shape: lif(max_pool2d(conv(x))), twice, then a Linear and a Leaky."""
+    snn = pytest.importorskip("snntorch")
+    import torch
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1, self.lif1 = nn.Conv2d(1, 3, 3), snn.Leaky(beta=0.5)
+            self.conv2, self.lif2 = nn.Conv2d(3, 4, 3), snn.Leaky(beta=0.5)
+            self.fc, self.lif3 = nn.Linear(4, 5), snn.Leaky(beta=0.5)
+
+        def forward(self, x):
+            m1, m2, m3 = self.lif1.init_leaky(), self.lif2.init_leaky(), self.lif3.init_leaky()
+            out = []
+            for _ in range(6):
+                s1, m1 = self.lif1(torch.nn.functional.max_pool2d(self.conv1(x), 2), m1)
+                s2, m2 = self.lif2(torch.nn.functional.max_pool2d(self.conv2(s1), 2), m2)
+                s3, m3 = self.lif3(self.fc(s2.flatten(1)), m3)
+                out.append(s3)
+            return torch.stack(out)
+
+    torch.manual_seed(0)
+    net = Net()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.mul_(2.0)
+    return net, np.random.default_rng(0).random((1, 3, 1, 10, 10)).astype(np.float32)
+
+
+def test_a_max_pool_of_synaptic_sums_moves_after_its_neuron_and_nothing_else_does():
+    import spikec
+    net, x = _pooled_net()
+    g = spikec.compile(net, x, targets=()).graph
+    pools = [n for n in g.nodes if n.op == "maxpool2d"]
+    assert len(pools) == 2 and not any(p.type.is_spike for p in pools)
+    moved, names = chip_variant.pools_after_neurons(g)
+    assert sorted(names) == ["lif1", "lif2"]
+    assert moved.node("lif1").op == "maxpool2d" and moved.node("lif1").type == g.node("lif1").type
+    neuron = moved.node("lif1.unpooled")
+    assert neuron.op == g.node("lif1").op and neuron.inputs == ("conv1",)
+    assert neuron.type.shape == g.node("conv1").type.shape and dict(neuron.params) == dict(g.node("lif1").params)
+    again, none = chip_variant.pools_after_neurons(moved)   # nothing left to move: the same graph
+    assert none == [] and again is moved
+    xs = np.broadcast_to(x, (6,) + x.shape[1:]).astype(np.float64)
+    given, variant = run(g, xs).values, run(moved, xs).values
+    assert given["lif1"].shape == variant["lif1"].shape and not np.array_equal(given["lif1"], variant["lif1"])
+    from spikec.ir.graph import Graph   # a pool read by a second node stays
+    twice = Graph(g.nodes + (g.node("lif1").with_(name="lif1.again"),), g.outputs + ("lif1.again",))
+    assert "lif1" not in chip_variant.pools_after_neurons(twice)[1]
+
+
+@needs_lava
+def test_the_pooled_variant_is_chip_ready_as_a_whole_and_measured():
+    import spikec
+    net, x = _pooled_net()
+    t = spikec.compile(net, x, targets=("lava",), lava_reset="zero").targets["lava"]
+    v = t["approximate_variant"]
+    assert sorted(v["pools_moved"]) == ["lif1", "lif2"] and t["bit_exact"] is True
+    assert 0 < v["per_neuron"]["lif1"]["spike_agreement"] <= 1
+    assert t["chip_readiness"]["chip_ready"] == t["chip_readiness"]["processes"], t["chip_readiness"]
+    assert "2 max pool(s) of synaptic sums moved after their neuron" in t["summary"]
