@@ -19,6 +19,8 @@ test it here.
 ``blockers``: per process that is not chip-ready, why (for a SpikecLIF each thing Lava's LIF lacks, read from its
 record and arrays) and what would make it chip-ready; ``blocker_lines`` gives the summary one line per process.
 """
+import numpy as np
+
 STANDARD = {
     "LIF": "lava.proc.lif.process.LIF",
     "OR": "lava.proc.lif.process.LIF",
@@ -71,8 +73,8 @@ HOST_REMEDY = {
                  "lif(conv(x)) then max_pool2d, retrained, or the measured variant lava_reset='zero' that does so "
                  "(chip_variant.pools_after_neurons); or run the op on Loihi 2's embedded CPUs (not modelled here)",
 }
-RULE = ("chip_ready: a standard Lava process class (LIF, Dense, DelayDense, Conv; AND and OR layers, read-outs and the "
-        "current-bias source are LIFs) whose Loihi 2 model is in "
+RULE = ("chip_ready: a standard Lava process class (LIF, Dense, DelayDense, Conv, Sparse; AND and OR layers, read-outs, "
+        "count ladders and the current-bias source are LIFs) whose Loihi 2 model is in "
         "Intel's closed lava-loihi; lava-nc 0.10 itself ships CPU models only. Custom spikec processes are "
         "CPU-only. Not a claim about the chip's arithmetic (untested here)")
 
@@ -211,18 +213,38 @@ def annotate(processes: list[dict], net: dict) -> list[dict]:
     return [{**e, **verdict(by_name.get(e["name"], e))} for e in processes]
 
 
+# the processes that hold the network's own neurons (not its synapses, OR / AND layers, read-outs, bias sources)
+NEURON_TYPES = ("LIF", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF")
+
+
+def neurons(net: dict) -> dict:
+    """The network's neurons (a count ladder's D copies counted once) and how many are in standard processes."""
+    total = standard = 0
+    for p in net["processes"]:
+        if p["type"] in NEURON_TYPES and p.get("ir_shape"):
+            k = int(np.prod(p["ir_shape"])) // int(p.get("ladder", 1))
+            total += k
+            standard += k if verdict(p)["chip_ready"] else 0
+    return {"network": total, "standard": standard, "share": round(standard / total, 6) if total else 1.0,
+            "counted": "the populations of the network's neurons (" + ", ".join(NEURON_TYPES) + "), per sample, a "
+                       "count ladder's copies once"}
+
+
 def readiness(net: dict, arrays: dict | None = None) -> dict:
-    """Counts over the network's processes, the CPU-only ones by name, what blocks each and the rule."""
+    """Counts over the network's processes and neurons, the CPU-only ones by name, what blocks each and the rule."""
     verdicts = [(p["name"], p["type"], verdict(p)["chip_ready"]) for p in net["processes"]]
     cpu = [{"name": n, "type": t} for n, t, ok in verdicts if not ok]
     return {"processes": len(verdicts), "chip_ready": len(verdicts) - len(cpu), "cpu_only": len(cpu),
-            "cpu_only_processes": cpu, "blocking": blockers(net, arrays), "rule": RULE}
+            "neurons": neurons(net), "cpu_only_processes": cpu, "blocking": blockers(net, arrays), "rule": RULE}
 
 
 def line(r: dict) -> str:
     """One line for the CLI summary."""
     text = (f"chip-ready: {r['chip_ready']} of {r['processes']} processes are standard Lava processes with "
             "Loihi 2 models")
+    if r.get("neurons", {}).get("network"):
+        n = r["neurons"]
+        text += f" ({n['standard']:,} of {n['network']:,} neurons, {100 * n['share']:.1f}%)"
     if r["cpu_only"]:
         names = [f"{c['name']} ({c['type']})" for c in r["cpu_only_processes"]]
         text += (f"; CPU-only (spikec custom, no Loihi 2 model): {', '.join(names[:6])}"

@@ -87,3 +87,16 @@ def test_an_exact_source_deployment_reports_chip_ready_too():
     assert all("chip_ready" in p and p["why"] for p in t["processes"])
     assert t["chip_readiness"]["processes"] == len(t["processes"])
     assert "chip-ready: " in t["summary"]
+
+
+def test_neurons_count_the_networks_own_neurons_a_ladder_once():
+    from spikec.targets.lava import chip
+    net = {"processes": [
+        {"name": "a", "type": "LIF", "ir_shape": [8, 4, 4], "ladder": 2},   # 4 channels x 2 copies: 64 neurons
+        {"name": "a.reset", "type": "Sparse", "ir_shape": [8, 4, 4], "ladder": 2},
+        {"name": "b", "type": "SpikecIntFire", "ir_shape": [10]},
+        {"name": "pool", "type": "OR", "ir_shape": [4, 2, 2]},               # a pool, not a neuron of the network
+        {"name": "s", "type": "Dense", "ir_shape": [10]}]}
+    n = chip.neurons(net)
+    assert (n["network"], n["standard"]) == (74, 64) and n["share"] == round(64 / 74, 6)
+    assert "64 of 74 neurons, 86.5%" in chip.line(chip.readiness(net))
