@@ -124,6 +124,11 @@ def _membrane_in_u(q, requantize, override: dict):
         q = requantize(vth_override={**override, **want}, bias_unit=64)
     graph, changed, refused = current_reset.apply(q.graph)
     graph, ladders, kept = count_ladder.apply(graph)
+    lost = set(want) - set(changed) - set(ladders)
+    if lost:   # refused once quantized (a bias rescaled with vth): its threshold back as calibrated, once more
+        q = requantize(vth_override={**override, **{k: v for k, v in want.items() if k not in lost}}, bias_unit=64)
+        graph, changed, refused = current_reset.apply(q.graph)
+        graph, ladders, kept = count_ladder.apply(graph)
     count_ladder.annotate(q.layers, graph, ladders, kept)
     for layer in q.layers:
         if layer.name in changed:

@@ -49,12 +49,15 @@ def pools_after_neurons(graph: Graph) -> tuple[Graph, list[str]]:
     ``lif(max_pool2d(conv(x)))``: a max of synaptic sums, no composition of Lava's processes has it) becomes the
     neuron at the pool's input resolution followed by the max pool of its spikes (an OR layer on chip). The pooled
     spikes keep the neuron's name (so the variant is measured against it), the neuron is ``<name>.unpooled``. Not
-    moved: a pool read by anything else, a neuron whose state is read (its shape would change)."""
+    moved: a pool read by anything else (a neuron whose state is read has a twin reading the pool), a neuron with
+    other than binary spikes (a max of counts is no OR layer) or with a parameter not per channel (a recurrence's
+    weights depend on the resolution)."""
     by_name, moved, nodes = {n.name: n for n in graph.nodes}, {}, []
     for n in graph.nodes:
         pool = by_name.get(n.inputs[0]) if n.inputs and OPS[n.op].neuron else None
         if pool is None or pool.op != MAXPOOL or pool.type.is_spike or pool.name in graph.outputs \
-                or [c.name for c in graph.consumers(pool.name)] != [n.name]:
+                or [c.name for c in graph.consumers(pool.name)] != [n.name] or n.type.kind != "binary" \
+                or any(np.ndim(v) > 1 or np.size(v) not in (1, n.type.shape[0]) for v in n.params.values()):
             continue
         moved[pool.name] = n
     for n in graph.nodes:
@@ -86,7 +89,8 @@ def zero_reset(graph: Graph) -> tuple[Graph, list[str]]:
     for n in graph.nodes:
         if n.op == INTFIRE and "v_min" in n.params:
             n = n.with_(params={k: v for k, v in n.params.items() if k != "v_min"})
-            changed.append(n.name)
+            if n.name.removesuffix(".unpooled") not in pooled:   # (counts are never moved; kept for safety)
+                changed.append(n.name)
         elif entry(n.op).zero_reset_variant and n.attrs.get("reset") == "subtract":
             params = dict(n.params)
             if "v_reset" in OPS[n.op].param_names:

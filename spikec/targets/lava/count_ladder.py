@@ -8,7 +8,9 @@ with the membrane in ``u`` as ``current_reset.py`` keeps a subtract reset's:
 
     u_t = dec(u_{t-1}) + (a_t + bias_u - w S_{t-1}) << 6        every copy the same (the same input, the same S)
     v_t = trunc(v_{t-1} / 4096) + u_t + b_q                      (dv = 4095; v = 0 after a spike)
-    copy q fires iff v_t > T, i.e. u_t + c_t > q T (copies 2..D) or u_t + c_t >= T (copy 1: b_1 = 1)
+    copy q fires iff v_t > T, i.e. u_t + c_qt > q T (copies 2..D) or u_t + c_qt >= T (copy 1: b_1 = 1)
+
+with ``c_qt = trunc(v_{t-1} / 4096)`` the copy's own carry (its ``v`` holds its offset too)
 
 with the rung offsets ``b_q = -(q - 1) T`` on ``v`` (Lava's per-neuron bias, not integrated: ``dv = 4095``), and the
 reset a Sparse self-synapse of weight ``-w`` from *every* copy of a neuron onto every copy of it
@@ -16,8 +18,8 @@ reset a Sparse self-synapse of weight ``-w`` from *every* copy of a neuron onto 
 is repeated for each copy (its weights tiled over the copies' rows) and the synapse out of it reads the D copies as
 its input (its weights tiled over their columns): ``sum_q W s_q = W S``, binary spikes instead of a graded payload.
 
-Against the reference's integer neuron (measured, ``report["count_ladders"]``): the carry ``c_t`` of
-``current_reset.py``; the strict ``>`` of the rungs above the first (a membrane exactly on ``q T`` sends one spike
+Against the reference's integer neuron (measured, ``report["count_ladders"]``): the carries ``c_qt`` (as in
+``current_reset.py``, per copy); the strict ``>`` of the rungs above the first (a membrane exactly on ``q T`` sends one spike
 less); with ``beta = 1`` (Sinabs's IAF) ``u`` keeps 4095/4096 a step (Lava's current has no exact integrator), and
 with ``beta < 1`` the reset subtracts ``round(w (4096 - dv) / 4096)`` after the decay instead of ``w`` before it.
 Lava's bias is a 13-bit mantissa ``<< e`` (``e <= 7``), so ``(D - 1) T`` must be one: the deployment is quantized
@@ -151,7 +153,8 @@ def _size_refusal(graph: Graph, n: Node, tree: list, readers: list) -> str | Non
     d = int(n.attrs["max_spikes"])
     if d > MAX_COPIES:
         return (f"at most {d} spikes a step (its static bound) would take {d} copies, beyond the ladder's "
-                f"{MAX_COPIES} (D x the neurons, D_in x D_out a Dense's weights)")
+                f"{MAX_COPIES} (D x the neurons, D_in x D_out a Dense's weights; spike_fn=MaxSpike(n) with n <= "
+                f"{MAX_COPIES} bounds it)")
     for s in tree + readers:
         if s.op != "lava_dense":
             continue
@@ -159,7 +162,7 @@ def _size_refusal(graph: Graph, n: Node, tree: list, readers: list) -> str | Non
             max((_copies(graph, c.name) for c in graph.consumers(s.name)), default=1)
         if np.size(s.params["weight"]) * d * other > MAX_DENSE_WEIGHTS:
             return (f"Dense {s.name!r} would hold {np.size(s.params['weight']) * d * other:,} weights over the "
-                    f"copies, beyond {MAX_DENSE_WEIGHTS:,}")
+                    f"copies, beyond {MAX_DENSE_WEIGHTS:,} (a smaller n in spike_fn=MaxSpike(n) shrinks it)")
     return None
 
 

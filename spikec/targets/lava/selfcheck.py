@@ -92,11 +92,13 @@ def network_weights(proc: dict, arrays: dict) -> np.ndarray:
     return eff
 
 
-def _untiled(got: np.ndarray, shape: tuple) -> tuple[np.ndarray, bool]:
+def _untiled(got: np.ndarray, shape: tuple, copies: set) -> tuple[np.ndarray, bool]:
     """``(one copy, copies differ)`` of weights tiled over a count ladder's copies (count_ladder.py: rows into a
-    ladder, columns out of one), every copy compared with the first; ``got`` itself when not tiled."""
+    ladder, columns out of one; ``copies`` the network's ladder sizes), every copy compared with the first; ``got``
+    itself when not tiled so."""
     for ax in (0, 1):
-        if got.ndim > ax and len(shape) > ax and got.shape[ax] != shape[ax] and got.shape[ax] % shape[ax] == 0:
+        if got.ndim > ax and len(shape) > ax and got.shape[ax] != shape[ax] and got.shape[ax] % shape[ax] == 0 \
+                and got.shape[ax] // shape[ax] in copies:
             blocks = np.split(got, got.shape[ax] // shape[ax], axis=ax)
             if any(not np.array_equal(b, blocks[0]) for b in blocks[1:]):
                 return got, True
@@ -106,6 +108,7 @@ def _untiled(got: np.ndarray, shape: tuple) -> tuple[np.ndarray, bool]:
 
 def check_weights(layers, weights: dict, net: dict, arrays: dict) -> dict:
     procs = {p["name"]: p for p in net["processes"]}
+    copies = {int(p["ladder"]) for p in net["processes"] if p.get("ladder")}   # count_ladder.py's tilings only
     per_layer, failures = {}, []
     for layer in layers:
         worst, count, streams = 0.0, 0, {}
@@ -122,7 +125,7 @@ def check_weights(layers, weights: dict, net: dict, arrays: dict) -> dict:
             except (KeyError, ValueError) as e:   # a written network missing or mangling its weights
                 failures.append(f"layer {layer.name!r}: synapse {s.name!r} weights unreadable: {type(e).__name__}: {e}")
                 continue
-            got, differ = _untiled(got, exact.shape)
+            got, differ = _untiled(got, exact.shape, copies)
             if differ:
                 failures.append(f"layer {layer.name!r}: synapse {s.name!r}'s copies (a count ladder's) differ")
                 continue

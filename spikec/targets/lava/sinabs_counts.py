@@ -46,7 +46,8 @@ def exact_intfire(n: Node, max_spikes: int | None = None) -> bool:
     """``n`` is a ``lif_sinabs`` MaxSpike(n) neuron (or a MultiSpike one whose count is at most ``max_spikes`` on
     every input) that ``intfire`` computes exactly (module doc)."""
     a, p = n.attrs, n.params
-    spike_ok = a.get("spike") == "max" or (a.get("spike") == "multi" and max_spikes is not None)
+    # a SingleSpike reaches here only with what the frontend's lif lacks (min_v_mem): MaxSpike(1)
+    spike_ok = a.get("spike") in ("max", "single") or (a.get("spike") == "multi" and max_spikes is not None)
     if n.op not in COUNTING or not spike_ok or a.get("reset") != "subtract" or "alpha_syn" in p:
         return False
     theta = float(np.asarray(p["threshold"]))
@@ -54,7 +55,7 @@ def exact_intfire(n: Node, max_spikes: int | None = None) -> bool:
         return False
     if "subtract" in p and float(np.asarray(p["subtract"])) != theta:
         return False
-    m = int(a["max_spikes"]) if a.get("spike") == "max" else max_spikes
+    m = int(a["max_spikes"]) if a.get("spike") == "max" else 1 if a.get("spike") == "single" else max_spikes
     return theta > 0 and _float32_exact(theta, m)
 
 
@@ -67,6 +68,12 @@ def why_not(n: Node, bound: int | None) -> str:
         return "it has a synaptic current (tau_syn): the count bound and the integer neuron take the membrane alone"
     if a.get("reset") != "subtract":
         return f"its reset is {a.get('reset')!r}, not MembraneSubtract"
+    theta = float(np.asarray(p.get("threshold", 0.0)))
+    if not theta > 0:
+        return f"its threshold {theta:g} is not positive"
+    if "subtract" in p and float(np.asarray(p["subtract"])) != theta:
+        return (f"its reset subtracts {float(np.asarray(p['subtract'])):g}, not its threshold {theta:g} (the integer "
+                "neuron subtracts what it counts)")
     if bound is None:
         return ("its input has no static bound from the weights and the sources' value ranges (a real-valued input, "
                 "or an op the bound does not follow)")
@@ -161,14 +168,17 @@ def lower(graph: Graph) -> tuple[Graph, list]:
     for n in graph.nodes:
         bound = count_bound(n, ranges.get(n.inputs[0])) if n.inputs and n.attrs.get("spike") == "multi" else None
         if exact_intfire(n, bound):
-            m = int(n.attrs["max_spikes"]) if bound is None else bound
+            m = bound if bound is not None else 1 if n.attrs.get("spike") == "single" else int(n.attrs["max_spikes"])
             nodes.append(_intfire(n, m))
-            what = (f"Sinabs MaxSpike({m}) neuron {n.name!r}" if bound is None else
+            floor = "min_v_mem" in n.params
+            what = (f"Sinabs SingleSpike neuron {n.name!r} (MaxSpike(1))" if n.attrs.get("spike") == "single" else
+                    f"Sinabs MaxSpike({m}) neuron {n.name!r}" if bound is None else
                     f"Sinabs MultiSpike neuron {n.name!r}, at most {m} spike(s) a step on every input (its input "
                     f"lies in [{ranges[n.inputs[0]][0]:.6g}, {ranges[n.inputs[0]][1]:.6g}] by the weights and the "
                     f"sources' ranges, and v < alpha_mem theta + max u after its reset), so MaxSpike({m}),")
-            how = ("as lif (binary, its subtract reset; floor(v / theta) >= 1 is v >= theta)" if m == 1 else
-                   "as intfire (rounding floor, the same count and subtract reset): SpikecIntFire with a graded payload")
+            how = ("as lif (binary, its subtract reset; floor(v / theta) >= 1 is v >= theta)" if m == 1 and not floor
+                   else "as intfire (rounding floor, the same count and subtract reset"
+                   + (", its min_v_mem floor as v_min" if floor else "") + ")")
             records.append({"nodes": [n.name], "as": f"{what} {how}"})
         else:
             nodes.append(n)

@@ -171,3 +171,21 @@ def test_the_pooled_variant_is_chip_ready_as_a_whole_and_measured():
     assert 0 < v["per_neuron"]["lif1"]["spike_agreement"] <= 1
     assert t["chip_readiness"]["chip_ready"] == t["chip_readiness"]["processes"], t["chip_readiness"]
     assert "2 max pool(s) of synaptic sums moved after their neuron" in t["summary"]
+
+
+def test_a_count_fed_by_a_max_pool_stays_and_its_floor_is_measured_by_name():
+    """A Sinabs count after a max pool (``from_model`` of conv -> maxpool -> ReLU, min_v_mem=-1): a max of counts is
+    no OR layer, so the pool stays; the variant drops the floor and measures the neuron by its own name."""
+    pytest.importorskip("sinabs")
+    import torch
+    from torch import nn
+    import spikec
+    import sinabs.layers as sl
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(1, 2, 3), nn.MaxPool2d(2), sl.IAFSqueeze(batch_size=2, min_v_mem=-1.0))
+    x = (np.random.default_rng(0).random((5, 2, 1, 8, 8)) < 0.5).astype(np.float64)
+    g = spikec.compile(m, x.astype(np.float32), targets=()).graph
+    assert chip_variant.pools_after_neurons(g)[1] == []
+    variant, changed = chip_variant.zero_reset(g)
+    v = chip_variant.measure(g, variant, changed, x, run(g, x))
+    assert v["floors_dropped"] == [n.name for n in g.nodes if n.op == "lif_sinabs"] and v["pools_moved"] == []

@@ -203,7 +203,8 @@ def test_a_clamped_membrane_deploys_bit_exact_as_spikec_intfire_and_says_why_not
     assert procs["model.net.1"]["type"] == "SpikecIntFire"
     blocker = next(b for b in t["chip_readiness"]["blocking"] if b["name"] == "model.net.1")
     assert "min_v_mem" in blocker["why"]
-    assert t["quantization"]["layers"]["model.net.1"]["v_min"] < 0
+    layer = t["quantization"]["layers"]["model.net.1"]
+    np.testing.assert_array_equal(layer["v_min"], np.round(-64 * np.asarray(layer["scale"])))   # 64 s v_min
     from spikec.core.interpreter import run
     free = spikec.compile(frontend.SinabsNet(nn.Sequential(m[0], sl.IAF(), m[2], sl.IAF())), x, targets=())
     clamped, unclamped = (run(k.graph, x).values["model.net.1"] for k in (c, free))
@@ -227,3 +228,22 @@ def test_the_chip_ready_variant_drops_the_membrane_floor_and_measures_it():
     kinds = {p["name"]: p["type"] for p in t["processes"]}
     assert kinds["model.net.1"] == "LIF" and "model.net.1" in t["count_ladders"]["populations"]
     assert "membrane floor(s) (min_v_mem) dropped" in t["summary"]
+
+
+def test_a_single_spike_with_a_floor_is_intfire_of_one():
+    """SingleSpike with min_v_mem (what the frontend's lif lacks) is MaxSpike(1): intfire(1) with v_min, the same
+    function on Sinabs's own module's inputs (the rewrite is proven in the float graph)."""
+    from spikec.core.interpreter import run
+    from spikec.frontend import trace
+    from sinabs.activation import SingleSpike
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(12, 10), sl.IAF(spike_fn=SingleSpike, min_v_mem=-1.0))
+    with torch.no_grad():
+        m[0].weight.mul_(2.0)
+    graph = trace(frontend.SinabsNet(m), (12,))
+    lowered, records = sinabs_counts.lower(graph)
+    n = lowered.node("model.net.1")
+    assert n.op == "intfire" and n.attrs["max_spikes"] == 1 and float(n.params["v_min"]) == -1.0
+    assert "SingleSpike" in records[0]["as"] and "min_v_mem floor as v_min" in records[0]["as"]
+    x = _x()
+    np.testing.assert_array_equal(run(graph, x).values["model.net.1"], run(lowered, x).values["model.net.1"])
