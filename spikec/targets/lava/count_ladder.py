@@ -10,9 +10,8 @@ with the membrane in ``u`` as ``current_reset.py`` keeps a subtract reset's:
     v_t = trunc(v_{t-1} / 4096) + u_t + b_q                      (dv = 4095; v = 0 after a spike)
     copy q fires iff v_t > T, i.e. u_t + c_qt > q T (copies 2..D) or u_t + c_qt >= T (copy 1: b_1 = 1)
 
-with ``c_qt = trunc(v_{t-1} / 4096)`` the copy's own carry (its ``v`` holds its offset too)
-
-with the rung offsets ``b_q = -(q - 1) T`` on ``v`` (Lava's per-neuron bias, not integrated: ``dv = 4095``), and the
+with ``c_qt = trunc(v_{t-1} / 4096)`` the copy's own carry (its ``v`` holds its offset too), the rung offsets
+``b_q = -(q - 1) T`` on ``v`` (Lava's per-neuron bias, not integrated: ``dv = 4095``), and the
 reset a Sparse self-synapse of weight ``-w`` from *every* copy of a neuron onto every copy of it
 (``I ⊗ ones(D, D) ⊗ I`` in Lava's folded order), so that all copies subtract ``w S``. The synapse into the neuron
 is repeated for each copy (its weights tiled over the copies' rows) and the synapse out of it reads the D copies as
