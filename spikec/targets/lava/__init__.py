@@ -84,7 +84,7 @@ def deploy(graph, inputs, options=None):
                          headroom_bits=options.get("headroom_bits", 1))
     q = requantize(vth_override=options.get("vth_override"), bias_unit=options.get("bias_unit", 1))
     if options.get(chip_variant.OPTION) != "subtract":   # lava_reset='subtract': SpikecLIF, SpikecIntFire
-        q = _membrane_in_u(q, requantize, options.get("vth_override") or {})
+        q = _membrane_in_u(q, requantize, options.get("vth_override") or {}, options.get("lava_ladders", True))
     net, arrays = lower(q.graph)
     kinds = {p["name"]: p["type"] for p in net["processes"]}
     integrators = {p["name"]: p for p in net["processes"] if p.get("integrator")}
@@ -112,23 +112,25 @@ def deploy(graph, inputs, options=None):
     return q, net, arrays
 
 
-def _membrane_in_u(q, requantize, override: dict):
+def _membrane_in_u(q, requantize, override: dict, with_ladders: bool = True):
     """Subtract resets on Lava's LIF with the membrane in u (current_reset.py): ``q`` quantized again, when any
     population takes it, with biases in whole weight LSBs and each such population's ``vth`` an 8-bit mantissa (its
     self-synapse weight); its graph that form, ``q.exact`` the carry-free integer graph of the same weights,
     thresholds and biases, measured against it."""
     from dataclasses import replace
-    want = {k: v for k, v in {**current_reset.candidates(q.graph), **count_ladder.candidates(q.graph)}.items()
+    ladder = count_ladder.apply if with_ladders else (lambda g: (g, [], {}))   # False: spikec before them (verify)
+    want = {k: v for k, v in {**current_reset.candidates(q.graph),
+                              **(count_ladder.candidates(q.graph) if with_ladders else {})}.items()
             if k not in override}
     if want:
         q = requantize(vth_override={**override, **want}, bias_unit=64)
     graph, changed, refused = current_reset.apply(q.graph)
-    graph, ladders, kept = count_ladder.apply(graph)
+    graph, ladders, kept = ladder(graph)
     lost = set(want) - set(changed) - set(ladders)
     if lost:   # refused once quantized (a bias rescaled with vth): its threshold back as calibrated, once more
         q = requantize(vth_override={**override, **{k: v for k, v in want.items() if k not in lost}}, bias_unit=64)
         graph, changed, refused = current_reset.apply(q.graph)
-        graph, ladders, kept = count_ladder.apply(graph)
+        graph, ladders, kept = ladder(graph)
     count_ladder.annotate(q.layers, graph, ladders, kept)
     for layer in q.layers:
         if layer.name in changed:
@@ -528,11 +530,12 @@ def _requantized(outdir, graph, written, inputs, options: dict) -> dict:
     if recorded is None or not np.array_equal(recorded, inputs):
         return {"equal": None, "skipped": "inputs are not the recorded ones: calibration would differ"}
     differing = _differing(choose_deployment(graph, inputs, options)[0].graph, written)   # the written options
-    if differing and options.get(chip_variant.OPTION) is None:   # written before subtract resets were Lava's LIF
-        older = _differing(choose_deployment(graph, inputs, {chip_variant.OPTION: "subtract"})[0].graph, written)
-        if not older:
-            return {"equal": True, "differing_nodes": [], "as": "lava_reset='subtract' (SpikecLIF, spikec before "
-                                                                 "subtract resets were Lava's LIF)"}
+    if differing and options.get(chip_variant.OPTION) is None:   # written by an older spikec: its default then
+        for older, how in (({chip_variant.OPTION: "subtract"}, "lava_reset='subtract' (SpikecLIF, spikec before "
+                                                               "subtract resets were Lava's LIF)"),
+                           ({"lava_ladders": False}, "no count ladders (SpikecIntFire, spikec before them)")):
+            if not _differing(choose_deployment(graph, inputs, older)[0].graph, written):
+                return {"equal": True, "differing_nodes": [], "as": how}
     return {"equal": not differing, "differing_nodes": differing[:10]}
 
 

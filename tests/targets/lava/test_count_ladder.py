@@ -205,3 +205,19 @@ def test_the_ladders_integer_op_is_its_documented_arithmetic():
         np.testing.assert_array_equal(got, _documented_ladder(ladder.node("n"), a))
         agree.append(float((got == run(g, {"i": x}, integer=True).values["n"]).mean()))
     assert np.mean(agree) > 0.9, agree   # the ladder's carry and ties are rare, not the rule
+
+
+@needs_lava
+def test_an_outdir_written_before_ladders_still_verifies(tmp_path, monkeypatch):
+    """An OUTDIR an older spikec wrote (its integer neurons SpikecIntFire, its binary ones Lava's LIF with the membrane
+    in u: what no option gives now) is re-derived as that older default and verifies."""
+    from sinabs.activation import SingleSpike
+    m, x = _conv_net(SingleSpike), _x()   # a binary first layer (the membrane in u) before the integer ones
+    monkeypatch.setattr(count_ladder, "candidates", lambda g: {})   # the deployment before ladders existed
+    monkeypatch.setattr(count_ladder, "apply", lambda g: (g, [], {}))
+    c = spikec.compile(m, x, targets=("lava",))
+    assert "count_ladders" not in c.targets["lava"] and c.targets["lava"]["bit_exact"] is True
+    out = c.save(tmp_path / "old")
+    monkeypatch.undo()
+    r = spikec.verify(out)["target_lava"]
+    assert r["equivalent"] is True and "no count ladders" in r["quantized_rederived"]["as"], r["quantized_rederived"]
