@@ -52,7 +52,7 @@ from spikec.targets.lava import ops as _ops  # noqa: F401  (defines the lava_* o
 from spikec.targets.lava.compare import compare
 from spikec.targets.lava.limits import int_inputs
 from spikec.targets.lava.lower import POPULATION_TYPES, load_network, lower, save_network
-from spikec.targets.lava.ops import with_readouts
+from spikec.targets.lava.ops import ladder_counts, with_readouts
 from spikec.targets.lava.quantize import quantize
 from spikec.targets.lava.resources import agreement, partitions, resources
 from spikec.targets.lava.selfcheck import run_checks
@@ -135,9 +135,7 @@ def _membrane_in_u(q, requantize, override: dict, with_ladders: bool = True):
     for layer in q.layers:
         if layer.name in changed:
             if int(q.graph.node(layer.name).params["dv"]) == 0:
-                layer.info.setdefault("notes", []).append(
-                    "beta = 1 with the membrane in u: u keeps 4095/4096 per step (du = 0; Lava's current has no exact "
-                    "integrator), a 1/4096 leak")
+                layer.info.setdefault("notes", []).append(current_reset.BETA_ONE)
             if layer.info.get("state_reads"):   # read from Lava's u, the membrane there
                 layer.info["state_reads"] = {k: "integer u (the membrane, in Lava's current; ~ 64 s U), read by Lava's "
                                                 "Monitor" for k in layer.info["state_reads"]}
@@ -233,7 +231,7 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
         "pooling": "avgpool2d has no Lava process: each one is folded exactly (in real arithmetic) into the "
                    "adjacent conv2d/linear before quantization (see quantization.notes); maxpool2d over binary "
                    "spikes is an OR layer (all-ones depthwise Conv into a LIF firing when a > 0), exact",
-        "float_vs_fixed": agreement(graph, reference, q, SimpleNamespace(values=count_ladder.counts(q.graph,
+        "float_vs_fixed": agreement(graph, reference, q, SimpleNamespace(values=ladder_counts(q.graph,
                                                                                                   trace.values))),
         "resources": resources(net, arrays),
         "netx": netx_info,
@@ -263,17 +261,21 @@ def compile_lava(graph, inputs, reference, options) -> TargetResult:
 
 def _reset_forms(report: dict, q, variant, x: dict, trace) -> None:
     """The zero-reset variant's measured disagreement, and the subtract resets with the membrane in u against their
-    carry-free form (``report["membrane_in_u"]``), each with its summary line."""
+    carry-free form (``report["membrane_in_u"]``) and the count ladders against the integer-firing neuron
+    (``report["count_ladders"]``), both against one run of ``q.exact``, each with its summary line."""
     if variant is not None:
         report["approximate_variant"] = variant
         report["summary"] += "\n             " + chip_variant.line(variant)
-    if q.exact is not None and q.variant["changed"]:
+    if q.exact is None:
+        return
+    ref = run(q.exact, x, integer=True).values
+    if q.variant["changed"]:
         report["membrane_in_u"] = current_reset.measure(q.exact, q.graph, q.variant["changed"], q.variant["refused"],
-                                                        x, trace)
+                                                        ref, trace)
         report["summary"] += "\n             " + current_reset.line(report["membrane_in_u"])
-    if q.exact is not None and q.variant.get("ladders"):
-        report["count_ladders"] = count_ladder.measure(run(q.exact, x, integer=True).values, q.graph,
-                                                       q.variant["ladders"], q.variant["ladders_refused"], trace)
+    if q.variant.get("ladders"):
+        report["count_ladders"] = count_ladder.measure(ref, q.graph, q.variant["ladders"],
+                                                       q.variant["ladders_refused"], trace)
         report["summary"] += "\n             " + count_ladder.line(report["count_ladders"])
 
 
@@ -566,7 +568,7 @@ class Deployed:
         written = self.network.get(over_time.HOST_KEY, [])
         readouts = {r["of"]: r["output"] for r in written}
         host = over_time.apply(written, trace.values)   # the read-outs over time, computed as on the host
-        values = count_ladder.counts(self.graph, trace.values)   # a count ladder's copies summed, as on the host
+        values = ladder_counts(self.graph, trace.values)   # a count ladder's copies summed, as on the host
         names, outs = [], []
         for o in self.graph.outputs:
             y = host[readouts[o]] if o in readouts else values[o]

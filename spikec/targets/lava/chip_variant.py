@@ -89,8 +89,7 @@ def zero_reset(graph: Graph) -> tuple[Graph, list[str]]:
     for n in graph.nodes:
         if n.op == INTFIRE and "v_min" in n.params:
             n = n.with_(params={k: v for k, v in n.params.items() if k != "v_min"})
-            if n.name.removesuffix(".unpooled") not in pooled:   # (counts are never moved; kept for safety)
-                changed.append(n.name)
+            changed.append(n.name)   # a count is never moved (pools_after_neurons takes binary neurons only)
         elif entry(n.op).zero_reset_variant and n.attrs.get("reset") == "subtract":
             params = dict(n.params)
             if "v_reset" in OPS[n.op].param_names:

@@ -24,7 +24,7 @@ with ``beta < 1`` the reset subtracts ``round(w (4096 - dv) / 4096)`` after the 
 Lava's bias is a 13-bit mantissa ``<< e`` (``e <= 7``), so ``(D - 1) T`` must be one: the deployment is quantized
 with ``vth`` at most about ``8192 / (D - 1)`` (``ladder_vth``), which the weights' precision follows.
 
-A graph output is the copies' spikes, summed into the count on the host (``counts``: ``spikec.load``'s outputs, the
+A graph output is the copies' spikes, summed into the count on the host (``ops.ladder_counts``: ``spikec.load``'s outputs, the
 measurements). Refused (the neuron stays SpikecIntFire, the reason on its node as ``count_ladder_refused``): a
 membrane read, a lower clamp (Sinabs's ``min_v_mem``: Lava's LIF has none), rounding to nearest, an unrolled schedule, per-channel
 decays or thresholds, a synaptic current, a bias two 8-bit Denses do not hold, an input other than synapses used by
@@ -34,13 +34,11 @@ import numpy as np
 
 from spikec.ir.graph import Graph, Node, TensorType
 from spikec.targets.lava import current_reset
-from spikec.targets.lava.current_bias import terms
 from spikec.targets.lava.ops import LADDER, bias_value, ladder_counts, primary
 
 SYNAPSES = ("lava_dense", "lava_conv")
 BIAS_MANT = 4096          # Lava's LIF bias mantissa: 13-bit signed (-4096..4095); the offsets are negative
 BIAS_EXP = 7
-ATTR = LADDER
 # D copies cost D x the neurons and D_in x D_out a Dense's weights: a static count bound grows with depth (a
 # hidden layer's can reach hundreds), so beyond these the neuron stays SpikecIntFire and says why
 MAX_COPIES = 16
@@ -105,25 +103,14 @@ def _readers(graph: Graph, name: str) -> list[Node] | None:
     return found
 
 
-def _bias_refusal(p: dict, quantized: bool) -> str | None:
-    bias = bias_value(np.asarray(p["bias_mant"], dtype=np.int64), np.asarray(p["bias_exp"], dtype=np.int64))
-    if not quantized:
-        bias = (bias + 32) >> 6 << 6   # what bias_unit=64 makes of it
-    if np.any(bias % 64):
-        return "its bias is not in whole weight LSBs (the deployment was not quantized with bias_unit=64)"
-    if np.any(bias) and terms(np.unique(bias >> 6)) is None:
-        return "its bias is no sum of two 8-bit Dense weights w << weight_exp (current_bias.py)"
-    return None
-
-
 def refusal(graph: Graph, n: Node, quantized: bool = True) -> str | None:
     """Why ``lava_intfire`` population ``n`` stays SpikecIntFire (None: it becomes a ladder)."""
     a, p = n.attrs, n.params
     if a.get("rounding") != "floor" or a.get("unrolled"):
         return "its count rounds to nearest or replays over sub-steps (the ladder takes floor(v / theta), per step)"
-    if any(m.op == "lava_intfire" and m.attrs.get("unrolled") for m in graph.nodes):
-        return "a sub-step schedule (an unrolled integer neuron): Lava's LIF updates every Lava step"
-    if any(m.op == n.op and m.inputs == n.inputs and not primary(m) for m in graph.nodes):
+    if current_reset.on_sub_steps(graph):
+        return current_reset.SUB_STEPS
+    if current_reset.twins(graph, n):
         return "its membrane is read (each copy's v holds a different offset)"
     if "v_min" in p:
         return ("its membrane is clamped below (Sinabs's min_v_mem): Lava's LIF has no lower clamp of u "
@@ -138,7 +125,7 @@ def refusal(graph: Graph, n: Node, quantized: bool = True) -> str | None:
         return "its input is not synapses (Dense, Conv with groups = 1) used by it alone"
     if readers is None:
         return "something other than Dense / Conv (groups = 1) synapses reads its spikes (directly or through flatten)"
-    return _size_refusal(graph, n, tree, readers) or _bias_refusal(p, quantized)
+    return _size_refusal(graph, n, tree, readers) or current_reset.bias_refusal(p, quantized)
 
 
 def _copies(graph: Graph, name: str) -> int:
@@ -181,7 +168,7 @@ def _ladder_node(n: Node) -> Node:
     mant, exp = offsets(vth, d)
     per = n.type.shape[0]   # channels of a (C, H, W) population, neurons of a vector: one bias each
     rep = lambda a: np.repeat(a, per)   # noqa: E731  copy-major
-    m, e = current_reset.eight_bits(round(vth * (4096 - int(p["dv"])) / 4096), up=True)
+    m, e = current_reset.reset_weight_of(n)   # an immediate subtract: vth decayed by dv
     params = {"du": np.int64(max(int(p["dv"]) - 1, 0)), "dv": np.int64(4095), "vth": np.int64(vth),
               "bias_mant": rep(mant), "bias_exp": rep(exp), "reset_weight": np.int64(-m)}
     bias = np.broadcast_to(bias_value(np.asarray(p["bias_mant"], dtype=np.int64),
@@ -189,7 +176,7 @@ def _ladder_node(n: Node) -> Node:
     if bias.any():
         params["bias_u"] = np.tile(bias >> 6, d)
     attrs = {k: v for k, v in n.attrs.items() if k not in ("max_spikes", "rounding", "unrolled", "fire")}
-    attrs.update(reset="zero", process="LIF", reset_weight_exp=e, membrane_in_u="subtract", ladder=d)
+    attrs.update(reset="zero", process="LIF", reset_weight_exp=e, membrane_in_u="subtract", **{LADDER: d})
     return Node(n.name, "lava_lif", n.inputs, TensorType(_tiled_shape(n.type.shape, d), "binary"), attrs, params,
                 scope=n.scope)
 
@@ -237,24 +224,17 @@ def apply(graph: Graph) -> tuple[Graph, list[str], dict]:
     return Graph(tuple(edits.get(n.name, n) for n in graph.nodes), graph.outputs, graph.meta), changed, refused
 
 
-def counts(graph: Graph, values: dict) -> dict:
-    """``values`` with each ladder population's D copies summed back into the neuron's count (``ops.ladder_counts``)."""
-    return ladder_counts(graph, values)
-
-
 def annotate(layers, graph: Graph, ladders: list, refused: dict) -> None:
     """The layer records of the ladders (their process and notes) and of the refused integer neurons."""
     for layer in layers:
         if layer.name in ladders:
             n = graph.node(layer.name)
             layer.info.update(process="LIF", lowered_as=(
-                f"a count ladder (count_ladder.py): {n.attrs[ATTR]} binary copies in Lava's LIF, the membrane in u "
+                f"a count ladder (count_ladder.py): {n.attrs[LADDER]} binary copies in Lava's LIF, the membrane in u "
                 f"(du = {int(n.params['du'])}, dv = 4095), rung offsets on v, a -vth Sparse from every copy onto "
                 "every copy; the synapses tiled over the copies"))
             if int(n.params["du"]) == 0:
-                layer.info.setdefault("notes", []).append(
-                    "beta = 1 with the membrane in u: u keeps 4095/4096 per step (du = 0; Lava's current has no exact "
-                    "integrator), a 1/4096 leak")
+                layer.info.setdefault("notes", []).append(current_reset.BETA_ONE)
         elif layer.name in refused:
             layer.info["count_ladder_refused"] = refused[layer.name]
 
@@ -262,11 +242,11 @@ def annotate(layers, graph: Graph, ladders: list, refused: dict) -> None:
 def measure(ref: dict, graph: Graph, ladders: list, refused: dict, trace) -> dict:
     """The ladders' counts (their copies summed) against the reference's integer neuron of the same weights and
     threshold (``ref``: the exact integer graph's run on the same inputs), and every output."""
-    got = counts(graph, trace.values)
+    got = ladder_counts(graph, trace.values)
     per = {}
     for name in ladders:
         a, b = np.asarray(ref[name]).astype(np.int64), got[name]
-        per[name] = {"copies": int(graph.node(name).attrs[ATTR]), "count_agreement": float((a == b).mean()),
+        per[name] = {"copies": int(graph.node(name).attrs[LADDER]), "count_agreement": float((a == b).mean()),
                      "spikes_reference": int(a.sum()), "spikes_deployed": int(b.sum()),
                      "max_abs_difference": int(np.abs(a - b).max(initial=0))}
     outputs = {}

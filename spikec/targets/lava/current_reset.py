@@ -75,8 +75,32 @@ def representable_vth(vth: int) -> int:
     return max(1, m << e)
 
 
-def _twins(graph: Graph, n: Node) -> list[Node]:
+SUB_STEPS = "a sub-step schedule (an unrolled integer neuron): Lava's LIF updates every Lava step"
+BETA_ONE = ("beta = 1 with the membrane in u: u keeps 4095/4096 per step (du = 0; Lava's current has no exact "
+            "integrator), a 1/4096 leak")
+
+
+def twins(graph: Graph, n: Node) -> list[Node]:
+    """The nodes reading a state of population ``n`` (its membrane twins)."""
     return [m for m in graph.nodes if m.op == n.op and m.inputs == n.inputs and not primary(m)]
+
+
+def on_sub_steps(graph: Graph) -> bool:
+    """The graph runs a sub-step schedule (an unrolled integer neuron): Lava's LIF cannot take a membrane in u."""
+    return any(m.op == "lava_intfire" and m.attrs.get("unrolled") for m in graph.nodes)
+
+
+def bias_refusal(p: dict, quantized: bool) -> str | None:
+    """Why a population's bias (``bias_mant``/``bias_exp`` of ``p``) cannot move into u through current_bias.py's
+    Dense (None: it can). ``quantized=False``: before the deployment is quantized with ``bias_unit=64``."""
+    bias = bias_value(np.asarray(p["bias_mant"], dtype=np.int64), np.asarray(p["bias_exp"], dtype=np.int64))
+    if not quantized:
+        bias = (bias + 32) >> 6 << 6   # what bias_unit=64 makes of it (up to the calibration's rounding)
+    if np.any(bias % 64):
+        return "its bias is not in whole weight LSBs (the deployment was not quantized with bias_unit=64)"
+    if terms(np.unique(bias >> 6)) is None:
+        return "its bias is no sum of two 8-bit Dense weights w << weight_exp (current_bias.py)"
+    return None
 
 
 def refusal(graph: Graph, n: Node, quantized: bool = True) -> str | None:
@@ -94,26 +118,23 @@ def refusal(graph: Graph, n: Node, quantized: bool = True) -> str | None:
         return "per-channel decays or thresholds (Lava's LIF takes one du, dv and vth per process)"
     if int(p["du"]) != 4095:
         return "its input is a decaying current (Lava's u is taken)"
-    if any(m.op == "lava_intfire" and m.attrs.get("unrolled") for m in graph.nodes):
-        return "a sub-step schedule (an unrolled integer neuron): Lava's LIF updates every Lava step"
-    bias = bias_value(np.asarray(p["bias_mant"], dtype=np.int64), np.asarray(p["bias_exp"], dtype=np.int64))
-    if not quantized:
-        bias = (bias + 32) >> 6 << 6   # what bias_unit=64 makes of it (up to the calibration's rounding)
-    if np.any(bias % 64):
-        return "its bias is not in whole weight LSBs (the deployment was not quantized with bias_unit=64)"
-    if terms(np.unique(bias >> 6)) is None:
-        return "its bias is no sum of two 8-bit Dense weights w << weight_exp (current_bias.py)"
-    for t in _twins(graph, n):
+    if on_sub_steps(graph):
+        return SUB_STEPS
+    why = bias_refusal(p, quantized)
+    if why is not None:
+        return why
+    for t in twins(graph, n):
         if lops.output_of(t) not in ("membrane", "v") or (lops.output_of(t) == "v" and a["reset"] == "subtract"):
             return (f"{t.name!r} reads its {lops.output_of(t)!r} (Lava's u holds the membrane before the reset, "
                     "not after an immediate one)")
     return None
 
 
-def _reset_weight(n: Node) -> tuple[int, int]:
-    """``(m, e)``: the self-synapse weight ``-(m << e)`` the spike subtracts after the next decay."""
+def reset_weight_of(n: Node) -> tuple[int, int]:
+    """``(m, e)``: the self-synapse weight ``-(m << e)`` the spike subtracts after the next decay (a delayed
+    subtract's ``vth``; any other kind's decayed by the membrane's ``dv``)."""
     vth, dv = int(n.params["vth"]), int(n.params["dv"])
-    if n.attrs["reset"] == "delayed_subtract":
+    if n.attrs.get("reset") == "delayed_subtract":   # (an integer-firing neuron has no reset attr: immediate)
         return eight_bits(vth)   # vth itself (deployed representable: representable_vth)
     return eight_bits(round(vth * (4096 - dv) / 4096), up=True)
 
@@ -121,7 +142,7 @@ def _reset_weight(n: Node) -> tuple[int, int]:
 def rewrite_node(n: Node) -> Node:
     """The population ``n`` (or a membrane twin of it) as Lava's LIF with its membrane in ``u``."""
     p = n.params
-    m, e = _reset_weight(n)
+    m, e = reset_weight_of(n)
     bias = bias_value(np.asarray(p["bias_mant"], dtype=np.int64), np.asarray(p["bias_exp"], dtype=np.int64))
     ge = n.attrs.get("fire", "gt") == "ge"
     # beta = 1 (dv = 0): u keeps 4095/4096 (du = 0), Lava's u has no exact integrator (ds_offset = 1)
@@ -142,7 +163,7 @@ def rewrite_node(n: Node) -> Node:
 def apply(graph: Graph) -> tuple[Graph, list[str], dict]:
     """``(graph with the changed populations, their names, {population: why not} for the other subtract resets,
     the reason also on their nodes as ``membrane_in_u_refused``)``; the graph itself when no reset is a subtract."""
-    changed, refused, twins = [], {}, set()
+    changed, refused, read = [], {}, set()
     for n in graph.nodes:
         if n.op != "lava_lif" or not primary(n):
             continue
@@ -153,14 +174,14 @@ def apply(graph: Graph) -> tuple[Graph, list[str], dict]:
             why = f"vth = {vth} is no 8-bit mantissa m << e (set by vth_override)"
         if why is None:
             changed.append(n.name)
-            twins.update(t.name for t in _twins(graph, n))
+            read.update(t.name for t in twins(graph, n))
         elif n.attrs.get("reset") in SUBTRACTS:
             refused[n.name] = why
     if not changed and not refused:
         return graph, changed, refused
 
     def deployed(n):
-        if n.name in changed or n.name in twins:
+        if n.name in changed or n.name in read:
             return rewrite_node(n)
         if n.name in refused:   # the chip-blocker line says why
             return n.with_(attrs=dict(n.attrs, membrane_in_u_refused=refused[n.name]))
@@ -185,12 +206,10 @@ def _agreement(a, b, spikes: bool) -> dict:
             "max_abs_difference": int(np.abs(a.astype(np.int64) - b.astype(np.int64)).max(initial=0))}
 
 
-def measure(exact: Graph, variant: Graph, changed: list, refused: dict, x: dict, trace) -> dict:
-    """The deployed form (``trace``: its integer run with read-out twins on the integer inputs ``x``) against the
-    carry-free integer reference ``exact`` on the same inputs: spikes per changed population, every output, and the carry
-    (``v - u - b`` before the spike test: nonzero where ``|v| >= 4096``)."""
-    from spikec.core.interpreter import run
-    ref = run(exact, x, integer=True).values
+def measure(exact: Graph, variant: Graph, changed: list, refused: dict, ref: dict, trace) -> dict:
+    """The deployed form (``trace``: its integer run with read-out twins) against the carry-free integer reference
+    ``exact`` (``ref``: its run on the same integer inputs): spikes per changed population, every output, and the
+    carry (``v - u - b`` before the spike test: nonzero where ``|v| >= 4096``)."""
     per, carry = {}, {}
     for name in changed:
         per[name] = _agreement(ref[name], trace.values[name], True)

@@ -13,6 +13,7 @@ import spikec  # noqa: F401  (the package first, then its Sinabs frontend)
 from spikec.frontend import sinabs as frontend  # before Sinabs: it lets Sinabs import without matplotlib
 from spikec.ir.graph import Graph
 from spikec.targets.lava import count_ladder, current_reset, lava_available
+from spikec.targets.lava.ops import ladder_counts
 
 sinabs = pytest.importorskip("sinabs")
 import sinabs.layers as sl  # noqa: E402
@@ -63,7 +64,7 @@ def test_counts_sum_each_neurons_copies():
     node = Node("x", "lava_lif", ("i",), TensorType((6, 2, 2), "binary"), {"ladder": 3, "reset": "zero"})
     g = Graph((Node("i", "input", (), TensorType((6, 2, 2), "binary")), node), ("x",))
     s = np.random.default_rng(0).integers(0, 2, (4, 2, 6, 2, 2))
-    got = count_ladder.counts(g, {"x": s})["x"]
+    got = ladder_counts(g, {"x": s})["x"]
     assert got.shape == (4, 2, 2, 2, 2)
     np.testing.assert_array_equal(got, s[:, :, 0:2] + s[:, :, 2:4] + s[:, :, 4:6])
 
@@ -199,7 +200,7 @@ def test_the_ladders_integer_op_is_its_documented_arithmetic():
         ladder, changed, _ = count_ladder.apply(g)
         assert changed == ["n"]
         x = (rng.random((12, 2, 6)) < 0.5).astype(np.int64)
-        got = count_ladder.counts(ladder, run(ladder, {"i": x}, integer=True).values)["n"]
+        got = ladder_counts(ladder, run(ladder, {"i": x}, integer=True).values)["n"]
         w = dense_effective_weights(np.asarray(g.node("syn").params["weight"]))   # as Lava's Dense applies them
         a = np.einsum("tbi,ni->tbn", x, w)
         np.testing.assert_array_equal(got, _documented_ladder(ladder.node("n"), a))
