@@ -269,8 +269,8 @@ MUTANTS: tuple[Mutant, ...] = (
        ("tests/targets/lava/test_selfcheck.py",), "the schedule self-check lets a late population pass"),
     # -- Lava emitter, integer reference, comparison -------------------------------------------------------
     _m("lava-population-starts-late", "emitter", LOWER,
-       'phi = max(o["phi"] + l + o["emit"] - 1 for o, l in zip(origins, lat))',
-       'phi = max(o["phi"] + l + o["emit"] for o, l in zip(origins, lat))',
+       'phi, emit = max(o["phi"] + l + o["emit"] - 1 for o, l in zip(origins, lat)), 1',
+       'phi, emit = max(o["phi"] + l + o["emit"] for o, l in zip(origins, lat)), 1',
        ("tests/targets/lava/test_selfcheck.py", "tests/targets/lava/test_lava_target.py"),
        "every population starts one Lava step late (Lava and the reference shift together)"),
     _m("lava-conv-not-flipped", "emitter", LAYOUT,

@@ -217,9 +217,15 @@ def _assemble_streams(pop: Population, p: dict | None, weights: list, scale: np.
                          and v is not None})
     pop.info["streams"] = streams_info
     acc = terms[0]
+    shape = asm.types[acc].shape if pop.pool is not None else pop.out_shape
     for i, t in enumerate(terms[1:], start=1):
         name = f"{pop.name}.input" if i == len(terms) - 1 else f"{pop.name}.input{i}"
-        acc = asm.emit(Node(name, "add", (acc, t), TensorType(pop.out_shape), {}, {}, scope=pop.name))
+        acc = asm.emit(Node(name, "add", (acc, t), TensorType(shape), {}, {}, scope=pop.name))
+    if pop.pool is not None:   # max_tree.py: the max of the integer sums, the population's input
+        pop.info["max_pool"] = ("on chip: Lava's Delta, SigmaDelta (ReLU) and Sigma processes compute the max of the "
+                                "integer sums exactly (max_tree.py)")
+        acc = asm.emit(Node(pop.pool.name, "maxpool2d", (acc,), TensorType(pop.out_shape), dict(pop.pool.attrs), {},
+                            scope=pop.name))
     return acc
 
 

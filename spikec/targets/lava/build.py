@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from spikec.ir.errors import BadInput
+from spikec.targets.lava import max_tree
 from spikec.targets.lava.layout import fold, fold_data, fold_dense, folded_shape, lava_shape
 from spikec.targets.lava.lower import PARAMS, POPULATION_TYPES, STATE_VARS
 
@@ -102,8 +103,16 @@ def _build_process(p: dict, arrays: dict, batch: int, t: int, workdir: Path, fil
     name, typ = p["name"], p["type"]
     if typ in ("Conv", "Dense", "DelayDense"):
         return _build_synapse(p, arrays, batch)
+    if typ == "Sparse" and "tree" in p:   # max_tree.py: a max tree's graded +-1 synapse, or its identity out
+        from lava.proc.sparse.process import Sparse
+        from lava.utils.weightutils import SignMode
+        sign = SignMode.MIXED if p["sign_mode"] == "mixed" else SignMode.EXCITATORY
+        return Sparse(weights=max_tree.folded_matrix(arrays, p, batch), weight_exp=p["weight_exp"],
+                      num_message_bits=p["num_message_bits"], sign_mode=sign, name=name)
     if typ == "Sparse":   # a diagonal self-synapse (current_reset.py): the identity of the folded population
         return _build_diagonal(p, arrays, batch)
+    if typ in max_tree.TYPES:
+        return _build_sigma_delta(p, batch)
     if typ == "BiasLIF":   # current_bias.py: one always-firing LIF per sample, the source of the bias Denses
         from lava.proc.lif.process import LIF
         return LIF(shape=folded_shape(p["lava_shape"], batch), du=p["du"], dv=p["dv"], vth=p["vth"],
@@ -150,6 +159,18 @@ def _build_synapse(p: dict, arrays: dict, batch: int):
         return Dense(weights=w, weight_exp=p["weight_exp"], num_message_bits=p["num_message_bits"], name=name)
     return DelayDense(weights=w, delays=int(p["axon_delay"]), weight_exp=p["weight_exp"],
                       num_message_bits=p["num_message_bits"], name=name)
+
+
+def _build_sigma_delta(p: dict, batch: int):
+    """A max tree's Delta, ReLU SigmaDelta level or Sigma (max_tree.py): every delta sent (vth 0), no scaling."""
+    from lava.proc.sdn.process import ActivationMode, Delta, Sigma, SigmaDelta
+    shape = folded_shape(p["lava_shape"], batch)
+    if p["type"] == max_tree.DELTA_TYPE:
+        return Delta(shape=shape, vth=0, cum_error=False, spike_exp=0, state_exp=0)   # (Delta, Sigma: no name)
+    if p["type"] == max_tree.SIGMA_TYPE:
+        return Sigma(shape=shape)
+    return SigmaDelta(shape=shape, vth=0, bias=0, act_mode=ActivationMode.RELU, cum_error=False, spike_exp=0,
+                      state_exp=0, name=p["name"])
 
 
 def _build_diagonal(p: dict, arrays: dict, batch: int):

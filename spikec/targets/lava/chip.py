@@ -6,8 +6,10 @@ of Lava's standard processes are in Intel's closed ``lava-loihi``, given to the 
 process is ``chip_ready: true`` when it is a *standard Lava process class that Intel's Loihi 2 stack
 implements*: ``LIF`` (lava.proc.lif; the OR and AND layers, the standard read-outs, standard_readout.py, and the
 always-firing source of current biases, current_bias.py, are LIFs too), ``Dense`` / ``DelayDense``
-(lava.proc.dense), ``Conv`` (lava.proc.conv) --
-the classes lava-dl's netx builds its networks from and Intel's tutorials run with ``Loihi2HwCfg``. Every
+(lava.proc.dense), ``Conv`` (lava.proc.conv), ``Sparse`` (lava.proc.sparse), and the sigma-delta neurons
+``Delta`` / ``SigmaDelta`` / ``Sigma`` (lava.proc.sdn: netx's SDNN neurons, PilotNet SDNN runs on Loihi 2; a max
+tree, max_tree.py) -- the classes lava-dl's netx builds its networks from and Intel's tutorials run with
+``Loihi2HwCfg``. Every
 spikec process (``procs/process.py``: SpikecLIF, SpikecIntFire, SpikecSiLIF, SpikecCSiLIF, Readout, Relay,
 HostRegion; ``procs/and_gate.py``: SpikecAND, the AND neurons of binary products under a sub-step schedule, and the
 verification harness's Recorder / StateProbe / VarWriter) is ``chip_ready: false``: it has
@@ -31,6 +33,9 @@ STANDARD = {
     "DelayDense": "lava.proc.dense.process.DelayDense",
     "Conv": "lava.proc.conv.process.Conv",
     "Sparse": "lava.proc.sparse.process.Sparse",
+    "Delta": "lava.proc.sdn.process.Delta",
+    "SigmaDelta": "lava.proc.sdn.process.SigmaDelta",
+    "Sigma": "lava.proc.sdn.process.Sigma",
 }
 NO_MODEL = "no Loihi 2 microcode model in the open packages (spikec's Python CPU model only)"
 CUSTOM = {
@@ -68,13 +73,15 @@ REMEDY = {
 }
 # a host partition's remedy by the ops it runs (the first that has one; else REMEDY["Host"])
 HOST_REMEDY = {
-    "maxpool2d": "pool after the neuron instead of before it (a max pool over binary spikes is an OR layer on chip: "
-                 "a depthwise all-ones Conv into a LIF with vth = 0), e.g. snnTorch's tutorial conv net as "
-                 "lif(conv(x)) then max_pool2d, retrained, or the measured variant lava_reset='zero' that does so "
-                 "(chip_variant.pools_after_neurons); or run the op on Loihi 2's embedded CPUs (not modelled here)",
+    "maxpool2d": "a max pool of synaptic sums whose one reader is a neuron goes on chip as a max tree "
+                 "(max_tree.py) when no neuron is unrolled into sub-steps (no sub-step schedule); else pool "
+                 "after the neuron instead of before it (a max pool over binary spikes is an OR layer on chip: a "
+                 "depthwise all-ones Conv into a LIF with vth = 0), retrained, or the measured variant "
+                 "lava_reset='zero' that does so (chip_variant.pools_after_neurons); or run the op on Loihi 2's "
+                 "embedded CPUs (not modelled here)",
 }
-RULE = ("chip_ready: a standard Lava process class (LIF, Dense, DelayDense, Conv, Sparse; AND and OR layers, read-outs, "
-        "count ladders and the current-bias source are LIFs) whose Loihi 2 model is in "
+RULE = ("chip_ready: a standard Lava process class (LIF, Dense, DelayDense, Conv, Sparse, Delta, SigmaDelta, Sigma; AND "
+        "and OR layers, read-outs, count ladders and the current-bias source are LIFs) whose Loihi 2 model is in "
         "Intel's closed lava-loihi; lava-nc 0.10 itself ships CPU models only. Custom spikec processes are "
         "CPU-only. Not a claim about the chip's arithmetic (untested here)")
 

@@ -21,6 +21,7 @@ import numpy as np
 from spikec.ir.graph import Graph, TensorType
 from spikec.ops import OPS
 from spikec.ops.neurons import INTFIRE
+from spikec.targets.lava.mapping import tree_pool
 from spikec.targets.lava.ops_table import entry
 
 OPTION = "lava_reset"
@@ -44,10 +45,11 @@ def memoryless_resets(graph: Graph) -> tuple[Graph, list]:
 MAXPOOL = "maxpool2d"
 
 
-def pools_after_neurons(graph: Graph) -> tuple[Graph, list[str]]:
+def pools_after_neurons(graph: Graph, stays=tree_pool) -> tuple[Graph, list[str]]:
     """``(graph, the neurons moved)``: each neuron fed by a max pool of real values (snnTorch's tutorial conv net,
-    ``lif(max_pool2d(conv(x)))``: a max of synaptic sums, no composition of Lava's processes has it) becomes the
-    neuron at the pool's input resolution followed by the max pool of its spikes (an OR layer on chip). The pooled
+    ``lif(max_pool2d(conv(x)))``) that ``stays`` does not keep (by default the pools max_tree.py computes exactly on
+    chip stay: only one under a sub-step schedule moves) becomes the neuron at the pool's input resolution followed
+    by the max pool of its spikes (an OR layer on chip). The pooled
     spikes keep the neuron's name (so the variant is measured against it), the neuron is ``<name>.unpooled``. Not
     moved: a pool read by anything else (a neuron whose state is read has a twin reading the pool), a neuron with
     other than binary spikes (a max of counts is no OR layer) or with a parameter not per channel (a recurrence's
@@ -57,7 +59,8 @@ def pools_after_neurons(graph: Graph) -> tuple[Graph, list[str]]:
         pool = by_name.get(n.inputs[0]) if n.inputs and OPS[n.op].neuron else None
         if pool is None or pool.op != MAXPOOL or pool.type.is_spike or pool.name in graph.outputs \
                 or [c.name for c in graph.consumers(pool.name)] != [n.name] or n.type.kind != "binary" \
-                or any(np.ndim(v) > 1 or np.size(v) not in (1, n.type.shape[0]) for v in n.params.values()):
+                or any(np.ndim(v) > 1 or np.size(v) not in (1, n.type.shape[0]) for v in n.params.values()) \
+                or stays(graph, pool):   # by default one the chip computes exactly (max_tree.py): nothing to move
             continue
         moved[pool.name] = n
     for n in graph.nodes:

@@ -30,7 +30,7 @@ import numpy as np
 
 from spikec.ir.errors import BadInput, IRError, UnsupportedOp
 from spikec.ir.graph import Graph, Node, TensorType, thaw
-from spikec.targets.lava import current_bias, ops as lops, standard_integrator, standard_readout
+from spikec.targets.lava import current_bias, max_tree, ops as lops, standard_integrator, standard_readout
 from spikec.targets.lava.fixed_point import PAYLOAD_BITS
 from spikec.targets.lava.layout import conv_weight_to_lava, flatten_perm, lava_shape, per_neuron
 
@@ -56,6 +56,7 @@ class _Lowered:
     recorded: list = field(default_factory=list)
     origin: dict = field(default_factory=dict)   # int node -> {proc, port, phi, emit, k (physical delay), ...}
     regions_done: set = field(default_factory=set)
+    reshaped: set = field(default_factory=set)   # flat outputs sent into a (W, H, C) population (max_tree.py)
 
 
 def lower(q: Graph) -> tuple[dict, dict]:
@@ -221,25 +222,11 @@ def _syn_origin(lo: _Lowered, syn: str) -> dict:
 
 # -- populations -------------------------------------------------------------------------------
 def _lower_population(lo: _Lowered, n: Node) -> None:
-    P = lo.period
-    terms = _terms(lo, n.inputs[0])
-    origins = [_syn_origin(lo, t) if kind == "syn" else lo.origin[t] for kind, t in terms]
-    lat = [1 if kind == "syn" else 0 for kind, _ in terms]
     spec = POPULATIONS[n.op]
-    if spec.stateless:
-        (o,) = origins
-        phi, emit = o["phi"] + 1, o["emit"]
-    else:
-        phi = max(o["phi"] + l + o["emit"] - 1 for o, l in zip(origins, lat))
-        emit = spec.emit(n)
-    names = []
-    for (kind, t), o, l in zip(terms, origins, lat):
-        delay = o["k"] * P + (0 if spec.stateless else phi - (o["phi"] + l + o["emit"] - 1))
-        if kind == "syn":
-            names.append(_lower_synapse(lo, t, o, delay, n.name))
-        else:
-            names.append(_direct(lo, t, o, delay, n.name))
-    shape = n.type.shape
+    terms = _terms(lo, n.inputs[0])
+    phi, emit, names = _lower_inputs(lo, terms, n.name, spec.stateless)
+    emit = emit if spec.stateless else spec.emit(n)
+    P, shape = lo.period, n.type.shape
     base = {"name": n.name, "ir_node": n.name, "ir_shape": list(shape), "lava_shape": lava_shape(shape),
             "inputs": [src for src, _ in names], "input": names[0][0], "start": phi, "latency": phi, "period": P,
             "emit": emit, "substeps": n.type.substeps}
@@ -255,7 +242,8 @@ def _lower_population(lo: _Lowered, n: Node) -> None:
     lo.procs.append(record)
     for src, port in names:
         lo.conns.append({"src": src, "port": port, "dst": n.name, "dst_port": "a_in",
-                         **({"reshape": True} if src in record.get("reshape_inputs", ()) else {})})
+                         **({"reshape": True} if src in record.get("reshape_inputs", ()) or src in lo.reshaped
+                            else {})})
     record.pop("reshape_inputs", None)
     lo.origin[n.name] = _origin(n.name, "s_out", phi, emit, shape)
     if n.attrs.get("recurrent"):
@@ -269,6 +257,46 @@ def _lower_population(lo: _Lowered, n: Node) -> None:
                         "start": phi, "substeps": n.type.substeps, "ir_shape": list(shape),
                         "what": "output" if spec.readout else "payload" if n.type.kind == "integer" else "spikes",
                         **({"via": "monitor"} if monitored else {})})
+
+
+def _lower_inputs(lo: _Lowered, terms: list, target: str, stateless: bool) -> tuple[int, int, list]:
+    """The synapses and direct streams (``terms``) into ``target``'s input port, each arriving at ``target``'s
+    first update (earlier ones delayed): ``(phi, the emission width of a stateless one's input, [(process, port)])``."""
+    P = lo.period
+    origins = [_syn_origin(lo, t) if kind == "syn" else lo.origin[t] for kind, t in terms]
+    lat = [1 if kind == "syn" else 0 for kind, _ in terms]
+    if stateless:
+        (o,) = origins
+        phi, emit = o["phi"] + 1, o["emit"]
+    else:
+        phi, emit = max(o["phi"] + l + o["emit"] - 1 for o, l in zip(origins, lat)), 1
+    names = []
+    for (kind, t), o, l in zip(terms, origins, lat):
+        delay = o["k"] * P + (0 if stateless else phi - (o["phi"] + l + o["emit"] - 1))
+        if kind == "syn":
+            names.append(_lower_synapse(lo, t, o, delay, target))
+        else:
+            names.append(_direct(lo, t, o, delay, target))
+    return phi, emit, names
+
+
+def _lower_maxpool(lo: _Lowered, n: Node) -> None:
+    """A max pool of integer sums before a neuron (max_tree.py): its synapses into a Delta, the tree after it; the
+    neuron reads the tree's Sigma directly."""
+    if lo.period != 1:
+        raise UnsupportedOp("a max pool of synaptic sums runs on chip only outside a sub-step schedule",
+                            where=f"node {n.name!r}", remedy="pool the neuron's spikes instead (after the neuron)")
+    in_shape = lo.q.node(n.inputs[0]).type.shape
+    delta = f"{n.name}.delta"
+    phi, _, names = _lower_inputs(lo, _terms(lo, n.inputs[0]), delta, False)
+    tree = max_tree.tree_of(n, in_shape)
+    procs, conns = max_tree.records(n.name, tree, in_shape, n.type.shape, phi, lo.period, n.inputs[0])
+    procs[0]["inputs"] = [src for src, _ in names]
+    max_tree.save(lo.arrays, n.name, tree)
+    lo.procs.extend(procs)
+    lo.conns.extend([{"src": src, "port": port, "dst": delta, "dst_port": "a_in"} for src, port in names] + conns)
+    lo.origin[n.name] = _origin(procs[-1]["name"], "a_out", procs[-1]["latency"], 1, n.type.shape)
+    lo.reshaped.add(procs[-1]["name"])   # its flat a_out into the (W, H, C) neuron
 
 
 def _lif_process(n: Node, base: dict, arrays: dict) -> dict:
@@ -568,5 +596,5 @@ def _host_spec_nodes(proc: str, hosts: list, ports: dict, arrays: dict) -> list:
 # the integer graph's ops, each with its lowering: adding an op is adding its entry here
 LOWERINGS: dict[str, Callable] = {
     "input": _lower_input, "flatten": _lower_flatten, "delay": _lower_delay, "substep_sum": _lower_count,
-    "add": _lower_term, "lava_quant": _lower_quant, **{op: _lower_term for op in SYNAPSES},
+    "add": _lower_term, "lava_quant": _lower_quant, "maxpool2d": _lower_maxpool, **{op: _lower_term for op in SYNAPSES},
     **{op: _lower_population_node for op in POPULATIONS}, **{op: _lower_host for op in lops.HOST_OPS}}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spikec.ir.graph import Graph, Node
+from spikec.targets.lava import max_tree
 from spikec.targets.lava.pooling import Operator, check_or_shape, operator_of, or_operator
 from spikec.targets.lava.neurons import NEURONS as NEURON_LOWERINGS
 from spikec.targets.lava.ops_table import KIND_LIF, entry
@@ -72,6 +73,7 @@ class Population:
     bias_unit: int = 1         # biases rounded to multiples of this (64 = whole weight LSBs, as netx needs)
     scale: np.ndarray = None   # s_c: integer weight units per float unit, per output channel
     membrane: str | None = None  # the float membrane twin a host reads, if any
+    pool: Node | None = None   # a max pool of the streams' sum before the neuron (max_tree.py)
     reads: dict = field(default_factory=dict)   # float state-read twin that is a graph output -> integer output
     info: dict = field(default_factory=dict)
 
@@ -117,7 +119,13 @@ def _is_host(n: Node, g: Graph | None = None) -> bool:
 
 
 def _real_pool(g: Graph, n: Node) -> bool:
-    return n.op == "maxpool2d" and g.node(n.inputs[0]).type.kind == "real"
+    """A max pool of real values on the host: one the chip's max tree (max_tree.py) does not compute."""
+    return n.op == "maxpool2d" and g.node(n.inputs[0]).type.kind == "real" and not tree_pool(g, n)
+
+
+def tree_pool(g: Graph, n: Node) -> bool:
+    """A max pool of real values the chip computes as a max tree (max_tree.on_chip)."""
+    return max_tree.on_chip(g, n, _is_neuron, _is_twin)
 
 
 def _key(g: Graph, n: Node) -> str:
@@ -149,7 +157,8 @@ def map_graph(graph: Graph) -> Mapping:
     for n in graph.nodes:
         if _is_neuron(n):
             streams, bias, nodes, notes = m.parse_sum(n.inputs[0])
-            m.add(Population(n.name, _neuron_kind(n), n, streams, bias, n.type.shape, nodes, notes))
+            pool = graph.node(n.inputs[0]) if tree_pool(graph, graph.node(n.inputs[0])) else None
+            m.add(Population(n.name, _neuron_kind(n), n, streams, bias, n.type.shape, nodes, notes, pool=pool))
         elif _is_host(n, graph):
             m.host(n)
         elif n.name in outputs and n.op in READOUTS \
@@ -216,6 +225,16 @@ class _Mapper:
 
     def _sum_pooled(self, n: Node):
         return self._sum_synapse(n) if self.g.node(n.inputs[0]).op == "conv2d" else None
+
+    def _sum_max(self, n: Node):
+        """A max pool of a synaptic sum, on chip as a max tree: its bias (one per channel) added after the max."""
+        if not tree_pool(self.g, n):
+            return None
+        s, b, ns, t = self.parse_sum(n.inputs[0])
+        if any(x.op is None for x in s):
+            raise refuse(n, "a max pool of a host value sent into a population is not mapped; pool the spikes "
+                            "after the neuron, or run the pool's input on the chip")
+        return s, b, ns + [n], t
 
     def _sum_synapse(self, n: Node):
         g = self.g
@@ -377,6 +396,7 @@ class _Mapper:
 # how a synaptic expression is read, by op (or role): a population's input sum, and the sources a synapse reads
 SUMS = {"add": _Mapper._sum_add, "substep_sum": _Mapper._sum_substeps, "conv2d": _Mapper._sum_synapse,
         "linear": _Mapper._sum_synapse, "avgpool2d": _Mapper._sum_pooled, "delay": _Mapper._sum_direct,
+        "maxpool2d": _Mapper._sum_max,
         HOST_OP: _Mapper._sum_direct}
 SOURCES = {"delay": _Mapper._source_delay, "add": _Mapper._source_add, "substep_sum": _Mapper._source_count,
            "maxpool2d": lambda m, n: [(m.or_pool(n), 0)], "input": _Mapper._source_itself,

@@ -3,7 +3,8 @@ import math
 
 import numpy as np
 
-from spikec.targets.lava import chip_limits
+from spikec.targets.lava import chip_limits, max_tree
+from spikec.targets.lava.lower import POPULATION_TYPES
 
 # Per-core figures: the public chip-level maxima divided evenly over the 128 neurocores, from the one table
 # of Loihi 2 limits (chip_limits.py, each number with its source; docs/targets.md "Loihi 2 facts"). Upper
@@ -12,6 +13,8 @@ CORES_PER_CHIP = chip_limits.CORES_PER_CHIP
 NEURONS_PER_CORE = chip_limits.NEURONS_PER_CORE      # 8192
 SYNAPSES_PER_CORE = chip_limits.SYNAPSES_PER_CORE    # 937,500
 WEIGHT_BITS = 8
+# processes holding neurons (on neurocores): the populations, the bias source, a max tree's sigma-delta neurons
+NEURON_PROCESSES = POPULATION_TYPES + ("BiasLIF",) + max_tree.TYPES
 
 
 def agreement(graph, reference, q, trace) -> dict:
@@ -104,6 +107,8 @@ def _payload(p: dict) -> str:
         return "none sent: its current u (24-bit) read by the host each step (Lava's Monitor)"
     if p.get("integrator"):
         return "none sent: its state v (24-bit) read by the host each step (Lava's Monitor)"
+    if p["type"] in max_tree.TYPES:
+        return "graded 24-bit (a max tree's deltas, or the Sigma's max)"
     if p["type"] == "SpikecIntFire":
         d = p["max_spikes"]
         return (f"binary spikes over {d} Lava sub-steps (unrolled integer neuron)" if p["unrolled"] else
@@ -114,7 +119,7 @@ def _payload(p: dict) -> str:
 def _bits(p: dict) -> int | None:
     if p["type"] == "SpikecIntFire" and not p["unrolled"]:
         return max(1, int(p["max_spikes"]).bit_length())
-    return 24 if p["type"] == "Readout" else None
+    return 24 if p["type"] in ("Readout",) + max_tree.TYPES else None
 
 
 def partitions(net: dict) -> dict:
@@ -143,9 +148,7 @@ def partitions(net: dict) -> dict:
                                      "integer current into a population's input port"})
     chip = [p["name"] for p in net["processes"] if p["type"] != "Host"]
     return {"chip": {"processes": len(chip), "populations": [p["name"] for p in net["processes"]
-                                                             if p["type"] in ("LIF", "AND", "SpikecLIF", "SpikecIntFire",
-                                                                              "SpikecSiLIF", "SpikecCSiLIF", "OR",
-                                                                              "Readout", "LIFReadout")]},
+                                                             if p["type"] in NEURON_PROCESSES]},
             "host": hosts, "crossing": crossing,
             "values_per_step": sum(c["values_per_step"] for c in crossing),
             "bit_exactness": "the chip partition is compared bit for bit with host values recorded: every value a "
@@ -165,6 +168,11 @@ def resources(net: dict, arrays: dict) -> dict:
             syns.append({"name": name, "type": "Conv", "synapses": n, "kernel_weights": int(w.size),
                          "weight_memory_bits": n * WEIGHT_BITS, "shared_kernel_bits": int(w.size) * WEIGHT_BITS,
                          "num_message_bits": p["num_message_bits"], "axonal_delays": 0})
+        elif p["type"] == "Sparse" and "tree" in p:   # a max tree's +-1 synapse (max_tree.py)
+            w = max_tree.matrix(arrays, p)
+            syns.append({"name": name, "type": "Sparse", "synapses": int(w.nnz), "matrix": list(w.shape),
+                         "weight_memory_bits": int(w.nnz) * WEIGHT_BITS, "weight_exp": p["weight_exp"],
+                         "sign_mode": p["sign_mode"], "num_message_bits": p["num_message_bits"], "axonal_delays": 0})
         elif p["type"] == "Sparse":   # a diagonal self-synapse (current_reset.py): one synapse per neuron
             n = int(np.prod(p["ir_shape"]))
             syns.append({"name": name, "type": "Sparse", "synapses": n, "matrix": [n, n], "diagonal": True,
@@ -188,8 +196,7 @@ def resources(net: dict, arrays: dict) -> dict:
             continue
         fan_in[name] = syns[-1]["synapses"]
     for p in net["processes"]:
-        if p["type"] not in ("LIF", "AND", "SpikecLIF", "SpikecIntFire", "SpikecSiLIF", "SpikecCSiLIF", "OR", "Readout",
-                             "SpikecAND", "LIFReadout", "BiasLIF"):
+        if p["type"] not in NEURON_PROCESSES:
             continue
         neurons = int(np.prod(p["lava_shape"]))
         s = sum(fan_in.get(i, 0) for i in p.get("inputs", [p.get("input")]))

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from spikec.ir.errors import IRError
-from spikec.targets.lava import ops as lops
+from spikec.targets.lava import max_tree, ops as lops
 from spikec.targets.lava.assemble import stream_weights
 from spikec.targets.lava.fixed_point import channel_axis
 from spikec.targets.lava.layout import conv_weight_from_lava, flatten_perm
@@ -298,6 +298,10 @@ def _origin(qgraph, name: str, starts: dict, hosts: dict) -> tuple[int, int] | N
         return 0, 1
     if n.op == "lava_quant":
         return (hosts[n.name], 1) if n.name in hosts else None
+    if n.op == "maxpool2d":   # a max tree (max_tree.py): its Delta as a population, its output L + 2 steps later
+        delta = _implied(qgraph, n, starts, hosts)
+        levels = len(max_tree.tree_of(n, qgraph.node(n.inputs[0]).type.shape).levels)
+        return None if delta is None else (delta + levels + 2, 1)
     if n.op in POPULATION_OPS:
         owner = n if lops.primary(n) else next(
             m for m in qgraph.nodes if m.op == n.op and m.inputs == n.inputs and lops.primary(m))
@@ -327,7 +331,7 @@ def _terms(qgraph, name: str) -> list:
         return _terms(qgraph, n.inputs[0])
     if n.op in ("lava_conv", "lava_dense"):
         return [(1, n.inputs[0])]
-    return [(0, name)]
+    return [(0, name)]   # a direct value (a host's, a max tree's Sigma)
 
 
 def _implied(qgraph, node, starts, hosts) -> int | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spikec.ir.errors import BadInput
+from spikec.targets.lava import max_tree
 from spikec.targets.lava.chip_limits import LOIHI2, Limits
 from spikec.targets.lava.cores import network as _network
 from spikec.targets.lava.cores.network import Population, fan_in, populations
@@ -135,6 +136,7 @@ def for_deployment(net: dict, arrays: dict, values: dict, limits: Limits = LOIHI
     run ``values``; a deployment that cannot be placed gets ``{"planned": False, "why", "remedy"}`` and no
     document (the placement is a plan beside the bit-exact verdict, never part of it)."""
     try:
+        values = {**values, **max_tree.activity(net, arrays, values)}   # what a max tree's processes send
         plan = plan_placement((net, arrays), values, limits)
     except BadInput as e:
         return {"planned": False, "why": str(e), "remedy": e.remedy}, None

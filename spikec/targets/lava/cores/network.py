@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spikec.ir.errors import BadInput
+from spikec.targets.lava import max_tree
 from spikec.targets.lava.layout import conv_weight_from_lava, flatten_perm
 from spikec.targets.lava.lower import POPULATION_TYPES
 from spikec.targets.lava.selfcheck import SYNAPSES
@@ -23,7 +24,7 @@ class Stream:
     name: str
     source: str | None
     source_shape: tuple
-    kind: str                      # "conv" or "dense"
+    kind: str                      # "conv", "dense" or "sparse" (a scipy matrix: a max tree's, max_tree.py)
     weight: np.ndarray
     stride: tuple = (1, 1)         # (y, x)
     padding: tuple = (0, 0)
@@ -64,6 +65,8 @@ def fan_in(pop: Population) -> np.ndarray:
     for s in pop.streams:
         if s.kind == "conv":
             out += (s.weight != 0).reshape(s.weight.shape[0], -1).sum(1)[:, None]
+        elif s.kind == "sparse":
+            out += np.asarray((s.weight != 0).sum(1)).reshape(c, p)
         else:
             out += (s.weight != 0).sum(1).reshape(c, p)
     return out
@@ -84,6 +87,8 @@ def _source(name: str, relays: dict, pops: set) -> str | None:
 
 
 def _stream(p: dict, arrays: dict, source: str | None) -> Stream:
+    if "tree" in p:   # a max tree's Sparse (max_tree.py): a scipy matrix in IR flat order
+        return Stream(p["name"], source, tuple(p["input_ir_shape"]), "sparse", max_tree.matrix(arrays, p))
     if p["type"] == "Conv":
         w = conv_weight_from_lava(np.asarray(arrays[f"{p['name']}/weight"]))
         rev = lambda k: tuple(int(v) for v in reversed(p[k]))   # Lava's (x, y) order -> (y, x)
@@ -100,14 +105,15 @@ def _stream(p: dict, arrays: dict, source: str | None) -> Stream:
 
 def populations(net: dict, arrays: dict) -> list[Population]:
     """The populations of ``network.json`` (in its order) with their synaptic streams."""
-    names = {p["name"] for p in net["processes"] if p["type"] in POPULATION_TYPES}
+    kinds = POPULATION_TYPES + max_tree.TYPES
+    names = {p["name"] for p in net["processes"] if p["type"] in kinds}
     relays = _relay_sources(net)
     into = {}
     for p in net["processes"]:
-        if p["type"] in SYNAPSES and p.get("target") in names:
+        if (p["type"] in SYNAPSES or "tree" in p) and p.get("target") in names:
             into.setdefault(p["target"], []).append(_stream(p, arrays, _source(p["input"], relays, names)))
     pops = [Population(p["name"], p["type"], tuple(p["ir_shape"]), tuple(into.get(p["name"], ())))
-            for p in net["processes"] if p["type"] in POPULATION_TYPES]
+            for p in net["processes"] if p["type"] in kinds]
     size = {p.name: p.neurons for p in pops}
     for pop in pops:
         for s in pop.streams:

@@ -45,6 +45,8 @@ def reach(pop: Population, s: Stream, channels, positions) -> np.ndarray:
         return _conv_reach(s, pop.shape, channels, positions)
     _, p = pop.grid
     rows = (np.arange(*channels)[:, None] * p + np.arange(*positions)[None, :]).reshape(-1)
+    if s.kind == "sparse":
+        return (np.asarray(abs(s.weight[rows]).sum(0)).reshape(-1) > 0).reshape(grid(s.source_shape))
     return (s.weight[rows] != 0).any(0).reshape(grid(s.source_shape))
 
 
