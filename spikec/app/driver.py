@@ -221,14 +221,27 @@ def _verification_inputs(model, opts: CompileOptions, inputs, array=None):
                        f"has shape {x.shape}; expected [T, B, ...] (at least 3 "
                        f"dimensions), or [B, ...] for a model that runs its own time loop, which this one does not "
                        f"({e.what})", remedy="save it with np.savez(path, input=x): x laid out [T, B, *input_shape]")
-    samples, added = int(conv.x.shape[1]), 0
-    if opts.probes and conv.static:  # probes of the one static input, then repeated like it
-        raw, added = with_probes(conv.x[:1], kind, ceiling)
-        conv = loop_convention(conv.model.model, raw[0], as_given=True)
-    elif opts.probes:
-        x, added = with_probes(conv.x, kind, ceiling)
-        conv = loop_convention(conv.model.model, x, as_given=False) if conv.stepping == "loop" else replace(conv, x=x)
-    return conv, {"source": source, "kind": kind, "ceiling": ceiling, "probes": added, "samples": samples}
+    samples, added, given = int(conv.x.shape[1]), 0, conv
+    account = {"source": source, "kind": kind, "ceiling": ceiling, "probes": 0, "samples": samples}
+    try:
+        if opts.probes and conv.static:  # probes of the one static input, then repeated like it
+            raw, added = with_probes(conv.x[:1], kind, ceiling)
+            conv = loop_convention(conv.model.model, raw[0], as_given=True)
+        elif opts.probes:
+            x, added = with_probes(conv.x, kind, ceiling)
+            conv = loop_convention(conv.model.model, x, as_given=False) if conv.stepping == "loop" else \
+                replace(conv, x=x)
+    except SpikecError as e:   # the forward runs on the given batch only (e.g. its view(batch_size, -1))
+        return given, without_probes(account, added, e)
+    return conv, dict(account, probes=added, unprobed=given)
+
+
+def without_probes(account: dict, added: int, e: SpikecError) -> dict:
+    """The inputs' account when the model did not run with the probe samples appended: none appended, and why."""
+    return dict(account, probes=0, unprobed=None,
+                probes_skipped=f"no probe samples appended: the model does not run on {account['samples']} + "
+                               f"{added} samples ({e.what}); a forward that fixes its batch size (a view(batch_size, "
+                               f"-1)) is checked on the given batch only")
 
 
 def _end_to_end(model, graph: Graph, passes, explicit: bool, x, reference, ahead: dict, stages):
@@ -295,7 +308,15 @@ def _compile(opts: CompileOptions, model, inputs, array) -> Compiled:
     with stages("trace"):
         graph = _trace_within_memory(model, x, given)
     with stages("frontend check"):
-        reference = run_torch(model, x, dict(graph.meta.get("module_outputs", ())))
+        try:
+            reference = run_torch(model, x, dict(graph.meta.get("module_outputs", ())))
+        except BadInput as e:   # the forward fails on the probes' larger batch: check the given inputs only
+            if not given.get("unprobed"):
+                raise
+            conv, given = given["unprobed"], without_probes(given, given["probes"], e)
+            model, x = conv.model, conv.x
+            reference = run_torch(model, x, dict(graph.meta.get("module_outputs", ())))
+    given.pop("unprobed", None)
     ahead: dict = {}  # the passes' rewrites, each made once
     direct = _end_to_end(model, graph, passes, explicit, x, reference, ahead, stages)
     if direct is not None:

@@ -54,7 +54,8 @@ def summary_text(report: dict) -> str:
         probes = report["input"].get("probes") or 0
         lines.append(f"  margins    {ties['count']:,} neuron values within {ties['tolerance']:g} of their threshold "
                      f"({ties['exact_ties']:,} exact ties)" + (f"; {probes} probe samples appended to the inputs"
-                                                              if probes else ""))
+                                                              if probes else "")
+                     + (f"; {report['input']['probes_skipped']}" if report["input"].get("probes_skipped") else ""))
     lines += targets_lines(report)
     lines.append(f"  equivalent {str(report['equivalent']).lower()}{_why_not(report)}")
     return "\n".join(lines)
