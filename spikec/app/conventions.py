@@ -48,15 +48,23 @@ def loop_convention(model, raw: np.ndarray, as_given: bool, random: bool = False
         first = e
     example = tensor if as_given else tensor[0]
     if not as_given and not random and not bool((tensor == tensor[:1]).all()):
-        raise first or UnsupportedOp("the loop model reads no x[step], and its [T, B, ...] inputs change over T",
-                                     where="model forward (--stepping loop)",
-                                     remedy="give the static input as the model takes it, [B, ...]")
+        try:   # inputs that change over their first dim are no repeated step: the file is [B, ...] as the model takes it
+            return _static(model, tensor, None)
+        except SpikecError:
+            raise first or UnsupportedOp("the loop model reads no x[step], and its [T, B, ...] inputs change over T",
+                                         where="model forward (--stepping loop)",
+                                         remedy="give the static input as the model takes it, [B, ...]") from None
+    return _static(model, example, None if as_given else first)
+
+
+def _static(model, example, first) -> Convention:
+    """A model taking one static ``[B, ...]`` input: its own loop, or its forward repeating ``x`` over T itself."""
     try:
         looped, x = bind(model, example, is_leaf)
     except SpikecError as e:
         repeated = bind_repeated(model, example, fx_trace) if example.ndim >= 2 else None  # forward repeats x itself
         if repeated is None:
-            raise (first if first is not None and not as_given else e)
+            raise (first if first is not None else e)
         looped, x = repeated
     return Convention("loop", looped, x.double().numpy(), static=True)
 

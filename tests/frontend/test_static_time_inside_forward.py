@@ -74,6 +74,18 @@ def test_time_made_from_the_input_compiles_and_equals_spikingjelly(how):
     np.testing.assert_allclose(c.run(x), want, rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.slow
+def test_the_tutorials_static_batch_compiles_as_given_with_no_options():
+    """The tutorial's own call, ``net(img)`` on a ``[B, C, H, W]`` batch: the file alone, no --input-shape, no
+    --stepping. Inputs that change over their first dim are no repeated step, so they are the static batch."""
+    x = np.random.default_rng(1).random((3, 1, 8, 8)) * 2
+    c = spikec.compile(CSNN("expand").eval(), x, targets=())
+    r = c.report
+    assert c.equivalent and r["frontend"]["static_input"] is True
+    assert (r["input"]["steps"], r["input"]["samples"], r["input"]["shape"]) == (4, 3, [1, 8, 8])
+    np.testing.assert_allclose(c.run(x), _sj(CSNN("expand").eval(), x), rtol=1e-12, atol=1e-15)
+
+
 def test_the_model_own_T_is_the_steps_of_random_inputs_whatever_the_option():
     c = spikec.compile(CSNN(T=6).eval(), input_shape=(1, 8, 8), steps=3, targets=())
     assert c.equivalent and c.report["input"]["steps"] == 6 and c.report["frontend"]["static_input"] is True
