@@ -11,6 +11,8 @@ converters found through the MRO.
 * ``layer.Conv1d``: ``conv2d`` on the step viewed as ``(C, 1, L)`` with the kernel ``(1, k)``, between two
   ``reshape`` nodes; ATen computes a 1-d convolution as exactly this 2-d one.
 * ``layer.Dropout`` / ``Dropout2d``: identity (the trace runs in eval mode, where no mask is applied).
+* Every other stateless wrapper (``layer.MaxPool1d``, ``AvgPool1d``, ``AdaptiveAvgPool1d``, ``Conv3d``, ``Upsample``,
+  ...): its torch base module's own forward on its attributes, captured to core ATen (``as_torch``), per step.
 * Subclasses of these classes (``layer.WSConv2d`` and ``WSLinear`` standardize their weights) are refused.
 * ``SeqToANNContainer``: its children per step, T and B merged (``TimeDistributed``). ``MultiStepContainer``: its
   ``step_mode='s'`` children called once per time step (``functional.multi_step_forward``); converted as a step
@@ -18,8 +20,11 @@ converters found through the MRO.
   equals the per-step loop because every child is causal. ``StepModeContainer`` is one of the two (or, in
   ``'s'``, a plain Sequential). The T-last containers are refused (spikec's tensors are ``[T, B, ...]``).
 """
+import copy
+
 from torch import nn
 
+from spikec.frontend.aten import capture_module
 from spikec.frontend.registry import on_framework, refuse, register_converter
 from spikec.frontend.torch_modules import (adaptive_avgpool2d, avgpool2d, batchnorm, conv2d, flatten, identity,
                                            linear, maxpool2d, sequential, time_distributed)
@@ -118,15 +123,34 @@ def _exact(cls, fn, also=()):
     return converter
 
 
+def as_torch(ctx, m, name, x):
+    """A wrapper with no converter of its own (``layer.MaxPool1d``, ``AvgPool1d``, ``Conv3d``, ``Upsample``, ...): its
+    torch base module's forward on the same attributes, captured to core ATen."""
+    base = next(c for c in type(m).__mro__[1:] if c.__module__.startswith("torch.nn."))
+    twin = copy.copy(m)
+    twin.__class__ = base
+    return capture_module(ctx, twin, name, x)
+
+
+def _wrappers(layer) -> list:
+    """Every stateless wrapper class of ``layer`` (a torch module and a StepModule) that is no subclass of another."""
+    from spikingjelly.activation_based import base
+    return [c for c in vars(layer).values() if isinstance(c, type) and issubclass(c, base.StepModule)
+            and issubclass(c, nn.Module) and c.__module__.endswith("stateless_wrapper")
+            and any(b.__module__.startswith("torch.nn.") for b in c.__bases__)]
+
+
 def register(layer):
-    for cls, fn in [(layer.Conv2d, _stateless(conv2d)), (layer.Conv1d, _stateless(conv1d)),
+    explicit = [(layer.Conv2d, _stateless(conv2d)), (layer.Conv1d, _stateless(conv1d)),
                     (layer.BatchNorm1d, _stateless(batchnorm)), (layer.BatchNorm2d, _stateless(batchnorm)),
                     (layer.MaxPool2d, _stateless(maxpool2d)), (layer.AvgPool2d, _stateless(avgpool2d)),
                     (layer.AdaptiveAvgPool2d, _stateless(adaptive_avgpool2d)),
                     (layer.Flatten, _stateless(flatten, spatial=False)), (layer.Linear, sj_linear),
                     (layer.Dropout, identity), (layer.SeqToANNContainer, seq_to_ann_container),
                     (layer.MultiStepContainer, multi_step_container), (layer.StepModeContainer, step_mode_container),
-                    (layer.TLastSeqToANNContainer, t_last), (layer.TLastMultiStepContainer, t_last)]:
+                    (layer.TLastSeqToANNContainer, t_last), (layer.TLastMultiStepContainer, t_last)]
+    mine = {cls for cls, _ in explicit}
+    for cls, fn in explicit + [(c, _stateless(as_torch)) for c in _wrappers(layer) if c not in mine]:
         register_converter(cls, _exact(cls, fn, (layer.Dropout2d,) if cls is layer.Dropout else ()))
 
 

@@ -1,7 +1,8 @@
 """Fold inference BatchNorm away (passes.md, "BN folding").
 
 Rules, tried in this order for every ``batchnorm`` (``s = gamma / sqrt(var + eps)``, ``c = beta - mu s``):
-1. Conv/Linear -> BN: ``W' = W * s`` (output channels), ``b' = (b - mu) * s + beta``.
+1. Conv/Linear -> BN: ``W' = W * s`` (output channels), ``b' = (b - mu) * s + beta``; a Conv1d too, which the
+   frontend writes as a conv2d on ``(C, 1, L)`` viewed back as ``(C, L)`` (the view then carries the BN's name).
 2. BN -> Heaviside (a LIF with ``beta = 0``): a threshold on ``x``, sign-aware: ``gamma < 0`` flips the
    comparison, expressed exactly as ``>=`` on ``-x`` (input gain -1); ``gamma == 0`` is the constant
    ``[c >= theta]``. BN -> stateful LIF or integer-firing neuron (an SDNA gate): ``alpha' = alpha s``,
@@ -66,6 +67,30 @@ def _into_producer(graph, bn):
     w, b = fold_bn_weights(src.params["weight"], src.params.get("bias"),
                            *(bn.params[k] for k in ("gamma", "beta", "mean", "var")), bn.attrs["eps"])
     return {bn.name: [src.with_(name=bn.name, params={"weight": w, "bias": b}, type=bn.type)]}, {src.name}
+
+
+def _conv1d_view(graph, node):
+    """``(conv2d, reshape)`` when ``node`` is a Conv1d as the frontend writes it, a conv2d on ``(C, 1, L)`` viewed
+    back as ``(C, L)`` (frontend ``conv1d``): the view keeps the channel axis, so a BN after it is per conv channel."""
+    if node.op != "reshape" or sole_consumer(graph, node.name) is None:
+        return None
+    src = graph.node(node.inputs[0])
+    c, one, length = src.type.shape if len(src.type.shape) == 3 else (None, None, None)
+    if src.op != "conv2d" or one != 1 or tuple(node.type.shape) != (c, length) or sole_consumer(graph, src.name) is None:
+        return None
+    return src, node
+
+
+def _into_conv1d(graph, bn):
+    """Rule 1 through a Conv1d's view: the BN folds into its conv2d, the view then carries the BN's name."""
+    found = _conv1d_view(graph, graph.node(bn.inputs[0]))
+    if found is None:
+        return None
+    conv, view = found
+    w, b = fold_bn_weights(conv.params["weight"], conv.params.get("bias"),
+                           *(bn.params[k] for k in ("gamma", "beta", "mean", "var")), bn.attrs["eps"])
+    folded = conv.with_(name=f"{bn.name}.conv2d", params={"weight": w, "bias": b})
+    return {bn.name: [folded, view.with_(name=bn.name, inputs=(folded.name,), type=bn.type)]}, {conv.name, view.name}
 
 
 def _shared_producer(graph, bn):
@@ -138,8 +163,8 @@ def fold_batchnorm(graph: Graph) -> PassResult:
             if node.op == "bntt":
                 found = _bntt(graph, node, notes)
             elif node.op == "batchnorm":
-                found = _into_producer(graph, node) or _into_neuron(graph, node) or _into_consumer(graph, node) \
-                    or _shared_producer(graph, node)
+                found = _into_producer(graph, node) or _into_conv1d(graph, node) or _into_neuron(graph, node) \
+                    or _into_consumer(graph, node) or _shared_producer(graph, node)
             else:
                 continue
             if isinstance(found, Skip):
@@ -155,6 +180,6 @@ def fold_batchnorm(graph: Graph) -> PassResult:
 
 
 FOLD_BATCHNORM = Pass("fold_batchnorm", fold_batchnorm,
-                      requires="a batchnorm after a sole-use conv/linear, before a LIF, or before an unpadded "
+                      requires="a batchnorm after a sole-use conv/linear (or a Conv1d's view of one), before a LIF, or before an unpadded "
                                "conv/linear; a BNTT after a sole-use conv/linear with a time-constant scale",
                       ensures="those BNs are gone; the node computing each removed value carries its name")

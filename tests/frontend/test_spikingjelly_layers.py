@@ -153,6 +153,37 @@ def test_conv1d_configurations(sj, kw):
         assert np.array_equal(got, conv.double()(torch.from_numpy(x)).numpy())
 
 
+@pytest.mark.parametrize("mode", ["m", "s"])
+def test_the_other_stateless_wrappers_run_their_torch_forward(sj, mode):
+    """layer.MaxPool1d, AvgPool1d and AdaptiveAvgPool1d in a 1-D audio net (wrappers with no converter of their
+    own): each its torch base module's forward, captured to ATen per step, bit for bit with SpikingJelly's own; in
+    's' inside a SeqToANNContainer as the tutorials write it."""
+    functional, layer, neuron = sj
+    torch.manual_seed(7)
+    pools = [layer.MaxPool1d(2), layer.AvgPool1d(3, stride=2, padding=1), layer.AdaptiveAvgPool1d(3)]
+    body = [layer.Conv1d(2, 4, 3, padding=1), layer.BatchNorm1d(4), pools[0], layer.Conv1d(4, 4, 3), pools[1],
+            pools[2]]
+    if mode == "m":
+        net = nn.Sequential(*body, neuron.IFNode(v_threshold=0.3), layer.Flatten(), layer.Linear(12, 3),
+                            neuron.LIFNode(v_threshold=0.2))
+        functional.set_step_mode(net, "m")
+    else:
+        net = nn.Sequential(layer.SeqToANNContainer(*body), neuron.IFNode(v_threshold=0.3, step_mode="m"),
+                            layer.SeqToANNContainer(layer.Flatten(), layer.Linear(12, 3)),
+                            neuron.LIFNode(v_threshold=0.2, step_mode="m"))
+    graph = trace(trained(net, 7, 8.0), input_shape=(2, 16), input_kind="real")
+    x = np.random.default_rng(8).normal(0.5, 2.0, size=(6, 3, 2, 16))
+    got = run(graph, x)
+    net.double()
+    functional.reset_net(net)
+    with torch.no_grad():
+        want = net(torch.from_numpy(x)).numpy()
+    assert np.array_equal(got.outputs(graph)[0], want)
+    assert {"maxpool2d", "avgpool2d"} <= {n.op for n in graph.nodes}
+    for n in (n for n in graph.nodes if n.op in ("lif", "lif_sj")):
+        assert_busy(got.values[n.name])
+
+
 # -- refusals: one each --------------------------------------------------------------------
 def refused(module, stepping, match, shape=SHAPE):
     with pytest.raises(UnsupportedOp, match=f"(?s){match}"):

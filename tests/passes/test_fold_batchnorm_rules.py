@@ -397,3 +397,56 @@ def test_bntt_varying_scale_stays_and_is_noted():
     assert result.skipped == ()
     (note,) = result.notes
     assert "bntt" in note and "scale varies" in note and str(STEPS) in note
+
+
+# -- Conv1d -> BN (the frontend writes a Conv1d as a conv2d on (C, 1, L) viewed back as (C, L)) -----------------
+class Conv1dBN(nn.Module):
+    """Conv1d -> BatchNorm1d -> LIF per step (an audio front end), or with the BN after a plain reshape."""
+
+    def __init__(self, reshape_only=False):
+        super().__init__()
+        self.reshape_only = reshape_only
+        self.conv = snn.TimeDistributed(nn.Conv1d(2, 4, 3, padding=1, stride=2))
+        self.bn = snn.TimeDistributed(nn.BatchNorm1d(4 if not reshape_only else 2))
+        self.lif = snn.LIF(beta=0.7, threshold=0.8)
+
+    def forward(self, x):
+        if self.reshape_only:   # (2, 8) -> (2, 1, 8) -> (2, 8): a view pair, no conv to fold into
+            t, b = x.shape[0], x.shape[1]
+            return self.bn(x.reshape(t, b, 2, 1, 8).reshape(t, b, 2, 8))   # the BN's value is the output
+        return self.lif(self.bn(self.conv(x)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bn_after_a_conv1d_folds_into_its_conv2d_and_the_view_takes_the_bn_name(seed):
+    rng = np.random.default_rng(seed)
+    model = Conv1dBN()
+    set_bn(model.bn[0], *random_bn_stats(rng, 4))
+    model.eval()
+    graph = trace(model, (2, 8))
+    before = ops(graph)
+    assert before == ["input", "reshape", "conv2d", "reshape", "batchnorm", "lif"], before
+    result = fold_batchnorm(graph)
+    after = verify(result.graph)
+    assert ops(after) == ["input", "reshape", "conv2d", "reshape", "lif"]
+    bn = graph.node(next(n.name for n in graph.nodes if n.op == "batchnorm"))
+    view = after.node(bn.name)
+    assert view.op == "reshape" and view.type == bn.type and after.node(view.inputs[0]).name == f"{bn.name}.conv2d"
+    conv = next(n for n in graph.nodes if n.op == "conv2d")
+    s = bn.params["gamma"] / np.sqrt(bn.params["var"] + bn.attrs["eps"])
+    np.testing.assert_allclose(after.node(view.inputs[0]).params["weight"],
+                               conv.params["weight"] * s[:, None, None, None], rtol=0, atol=0)
+    x = rng.normal(size=(6, 3, 2, 8))
+    c_ = compare_graphs(graph, after, x)
+    assert c_.equivalent, c_.describe()
+    assert compare_with_torch(model, after, x).equivalent
+
+
+def test_bn_after_a_view_of_no_conv_is_left_alone():
+    rng = np.random.default_rng(3)
+    model = Conv1dBN(reshape_only=True)
+    set_bn(model.bn[0], *random_bn_stats(rng, 2))
+    model.eval()
+    graph = trace(model, (2, 8))
+    result = fold_batchnorm(graph)
+    assert "batchnorm" in ops(result.graph) and result.changed == ()
