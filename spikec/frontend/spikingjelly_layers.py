@@ -10,6 +10,7 @@ converters found through the MRO.
 * ``layer.Linear`` has no forward of its own: ``nn.Linear`` on the last dim in either mode.
 * ``layer.Conv1d``: ``conv2d`` on the step viewed as ``(C, 1, L)`` with the kernel ``(1, k)``, between two
   ``reshape`` nodes; ATen computes a 1-d convolution as exactly this 2-d one.
+* ``layer.VotingLayer``: the means of its groups as a ``linear`` (weights ``1 / voting_size``).
 * ``layer.Dropout`` / ``Dropout2d``: identity (the trace runs in eval mode, where no mask is applied).
 * Every other stateless wrapper (``layer.MaxPool1d``, ``AvgPool1d``, ``AdaptiveAvgPool1d``, ``Conv3d``, ``Upsample``,
   ...): its torch base module's own forward on its attributes, captured to core ATen (``as_torch``), per step.
@@ -22,6 +23,7 @@ converters found through the MRO.
 """
 import copy
 
+import torch
 from torch import nn
 
 from spikec.frontend.aten import capture_module
@@ -78,6 +80,26 @@ def conv1d(ctx, m, name, x):
     y = conv2d(ctx, as2d, f"{name}.conv2d", y)
     out_c, _, out_l = ctx.type(y).shape
     return ctx.emit(name, "reshape", [y], {"shape": (out_c, out_l)}, scope=name)
+
+
+def voting(ctx, m, name, x):
+    """``layer.VotingLayer``: the mean of each group of ``voting_size`` consecutive values of a step's vector (its
+    ``avg_pool1d`` with kernel = stride = voting_size, a trailing partial group dropped), as the linear of those
+    means (weights 1 / voting_size), so that every target reads it as a read-out of the spikes it averages."""
+    if m.step_mode == "m":
+        _sequence_only(ctx, m, name, "step_mode='m'")
+    elif not ctx.per_step:
+        refuse(name, m, "step_mode='s' applied to the [T, B, ...] sequence: it would average over the batch",
+               f"call {SET_M}")
+    shape = ctx.type(x).shape
+    if len(shape) != 1:
+        refuse(name, m, f"votes over a vector, but each step here is shaped {shape}", "flatten each step first "
+               "(layer.Flatten), as the tutorials do before their last Linear")
+    v = int(m.voting_size)
+    w = torch.zeros(shape[0] // v, shape[0], dtype=torch.float64)
+    for i in range(shape[0] // v):
+        w[i, i * v:(i + 1) * v] = 1.0 / v
+    return ctx.emit(name, "linear", [x], {}, {"weight": w, "bias": None}, scope=name)
 
 
 def sj_linear(ctx, m, name, x):
@@ -148,7 +170,8 @@ def register(layer):
                     (layer.Flatten, _stateless(flatten, spatial=False)), (layer.Linear, sj_linear),
                     (layer.Dropout, identity), (layer.SeqToANNContainer, seq_to_ann_container),
                     (layer.MultiStepContainer, multi_step_container), (layer.StepModeContainer, step_mode_container),
-                    (layer.TLastSeqToANNContainer, t_last), (layer.TLastMultiStepContainer, t_last)]
+                    (layer.TLastSeqToANNContainer, t_last), (layer.TLastMultiStepContainer, t_last),
+                    (layer.VotingLayer, voting)]
     mine = {cls for cls, _ in explicit}
     for cls, fn in explicit + [(c, _stateless(as_torch)) for c in _wrappers(layer) if c not in mine]:
         register_converter(cls, _exact(cls, fn, (layer.Dropout2d,) if cls is layer.Dropout else ()))

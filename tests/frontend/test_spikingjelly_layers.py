@@ -184,6 +184,34 @@ def test_the_other_stateless_wrappers_run_their_torch_forward(sj, mode):
         assert_busy(got.values[n.name])
 
 
+@pytest.mark.parametrize("mode", ["m", "s"])
+def test_voting_layer_is_the_linear_of_its_group_means(sj, mode):
+    """DVSGestureNet's head (``layer.Linear(.., 100), PLIF, layer.VotingLayer(10)``): the linear of the means of each
+    ten spikes, within float64 rounding of SpikingJelly's own avg_pool1d (the divisions differ in the last bit); a
+    trailing partial group is dropped as avg_pool1d drops it."""
+    functional, layer, neuron = sj
+    torch.manual_seed(9)
+    head = [layer.Flatten(), layer.Linear(2 * 8 * 8, 23), neuron.ParametricLIFNode(detach_reset=True)]
+    if mode == "m":
+        net = nn.Sequential(*head, layer.VotingLayer(5))
+        functional.set_step_mode(net, "m")
+    else:
+        head[2].step_mode = "m"
+        net = nn.Sequential(layer.SeqToANNContainer(head[0], head[1]), head[2],
+                            layer.SeqToANNContainer(layer.VotingLayer(5)))
+    graph = trace(trained(net, 9, 4.0), input_shape=SHAPE, input_kind="real")
+    vote = graph.node(graph.outputs[0])
+    assert vote.op == "linear" and vote.params["weight"].shape == (4, 23)
+    x = x_in(9)
+    got = run(graph, x)
+    net.double()
+    functional.reset_net(net)
+    with torch.no_grad():
+        want = net(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(got.outputs(graph)[0], want, rtol=1e-15, atol=1e-15)
+    assert_busy(got.values[next(n.name for n in graph.nodes if n.op in ("lif", "lif_sj"))])
+
+
 # -- refusals: one each --------------------------------------------------------------------
 def refused(module, stepping, match, shape=SHAPE):
     with pytest.raises(UnsupportedOp, match=f"(?s){match}"):
