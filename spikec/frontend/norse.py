@@ -1,8 +1,8 @@
 """Norse feed-forward neurons onto the ``lif_norse`` and ``li_norse`` ops defined here; registered only when
 ``norse.torch`` imports.
 
-Converted: ``LIFCell``, ``LIFBoxCell``, ``LICell``, ``LIBoxCell`` (stepping ``"step"``: one call per time step on
-``[B, ...]``), ``LIF`` and ``LI`` (stepping ``"multistep"``: one call on ``[T, B, ...]``), and ``SequentialState``
+Converted: ``LIFCell``, ``LIFBoxCell``, ``LICell``, ``LILinearCell`` (a linear into LICell's op), ``LIBoxCell``
+(stepping ``"step"``: one call per time step on ``[B, ...]``), ``LIF`` and ``LI`` (stepping ``"multistep"``: one call on ``[T, B, ...]``), and ``SequentialState``
 (either stepping, its children stepping as it does; a bare one is the model through ``stepping.StateDropped`` in
 multistep). ``LIFRecurrentCell`` / ``LIFRecurrent``: ``spikec.frontend.norse_recurrent``; AdEx and LSNN (and
 their recurrent forms): ``spikec.frontend.norse_adaptive``. Norse 1.1 has no
@@ -132,6 +132,22 @@ def li(ctx, m, name, x):
     v, i = _li_nodes(ctx, m, name, x, current=True)
     if multistep and not _record_states(m):
         return v, LIState(v=None, i=None)
+    return v, LIState(v=v, i=i)
+
+
+def li_linear(ctx, m, name, x):
+    """``LILinearCell`` (step; Norse's ConvNet read-out) -> ``(v, LIState(v, i))``: its ``li_step`` is LICell's
+    ``li_feed_forward_step`` on ``F.linear(x, input_weights)`` (no bias) from the same initial state (``v = v_leak``,
+    ``i = 0``), so it is a ``linear`` into ``li_norse``."""
+    from norse.torch.functional.leaky_integrator import LIState
+    from norse.torch.module.leaky_integrator import LILinearCell
+    _exact_type(m, name, LILinearCell)
+    require_stepping(ctx, m, name, "step")
+    if len(ctx.type(x).shape) != 1:
+        refuse(name, m, f"F.linear reads a vector per step; here it is shaped {ctx.type(x).shape}",
+               "flatten each step first")
+    y = ctx.emit(f"{name}.linear", "linear", [x], {}, {"weight": m.input_weights, "bias": None}, scope=name)
+    v, i = _li_nodes(ctx, m, name, y, current=True)
     return v, LIState(v=v, i=i)
 
 
@@ -269,6 +285,7 @@ def _register():
     for _cls, _fn in [(SNNCell, other_neuron), (SNN, other_neuron), (SNNRecurrentCell, recurrent),
                       (SNNRecurrent, recurrent), (_norse.LIFCell, lif), (_norse.LIF, lif),
                       (_norse.LIFBoxCell, lif_box), (_norse.LICell, li), (_norse.LI, li),
+                      (_norse.LILinearCell, li_linear),
                       (_norse.LIBoxCell, li_box), (_norse.SequentialState, sequential_state), (_norse.Lift, lift),
                       (_norse.LIFRecurrentCell, norse_recurrent.lif_recurrent),
                       (_norse.LIFRecurrent, norse_recurrent.lif_recurrent),

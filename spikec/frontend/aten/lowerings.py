@@ -348,6 +348,15 @@ def _unary(op):
     return lower
 
 
+def _relu(lw, x):
+    """``relu(x)``; of spikes (binary or integer counts, never negative: Norse's ConvNet tutorial feeds
+    ``relu(z)`` of its LIF spikes to its read-out) the spikes themselves, so that no op stands between the neuron and
+    the synapse it feeds."""
+    if isinstance(x, Value) and lw.ctx.type(x.name).kind in ("binary", "integer"):
+        return x
+    return _emit_like(lw, "relu", [x])
+
+
 def _softmax(lw, x, dim, half_to_float=False):
     return _emit_like(lw, "softmax", [x], {"dim": lw.dim(x, dim)})
 
@@ -505,8 +514,8 @@ BASE = {
     aten.div.Tensor_mode: _div,
     aten.neg.default: _neg,
     aten._to_copy.default: _to_copy,
-    aten.relu.default: _unary("relu"),
-    aten.relu_.default: _unary("relu"),  # nn.ReLU(inplace=True): the value it returns (as the converter it replaced)
+    aten.relu.default: _relu,
+    aten.relu_.default: _relu,  # nn.ReLU(inplace=True): the value it returns (as the converter it replaced)
     aten._softmax.default: _softmax,
     aten.bmm.default: _bmm,
     aten.mm.default: _bmm,
