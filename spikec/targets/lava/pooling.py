@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from spikec.ir.errors import UnsupportedOp
 from spikec.ir.graph import Graph, Node
 from spikec.ops.common import window
 from spikec.ops.pooling import pool_attrs
@@ -90,11 +91,16 @@ def _check_pool(pool: Node, in_shape, non_overlapping: bool) -> None:
         why = "ceil_mode pooling is not folded"
     elif tuple(a.get("dilation", (1, 1))) != (1, 1):
         why = "dilated pooling is not folded"
-    elif non_overlapping and (tuple(a["kernel"]) != tuple(a["stride"]) or in_shape[1] % a["kernel"][0]
-                              or in_shape[2] % a["kernel"][1]):
-        why = "only a non-overlapping pool (kernel == stride) that tiles its input folds into the next synapse"
+    elif non_overlapping and tuple(a["kernel"]) != tuple(a["stride"]):
+        why = "only a non-overlapping pool (kernel == stride) folds into the next synapse"
     if why:
         raise refuse(pool, why)
+
+
+def _dropped(pool: Node, in_shape) -> tuple[int, int]:
+    """The rows and columns a non-overlapping pool leaves out at the bottom and right (its map does not tile)."""
+    kh, kw = _pool_attrs(pool)["kernel"]
+    return in_shape[1] % kh, in_shape[2] % kw
 
 
 def operator_of(graph: Graph, node: Node) -> Operator:
@@ -128,10 +134,21 @@ def _conv_operator(syn: Node, chain: list, post_pool: Node | None, src: Node, w,
     if chain:
         pool = chain[0]
         _check_pool(pool, in_shape, True)
+        dropped = _dropped(pool, in_shape)
+        if any(dropped) and any(a["padding"]):   # the composite's padding would read the left-out rows
+            e = refuse(pool, f"it leaves out the last {dropped[0]} row(s) and {dropped[1]} column(s) of its "
+                             f"{in_shape[1]}x{in_shape[2]} map, which the zero padding of conv {syn.name!r} would "
+                             "read once folded")
+            raise UnsupportedOp(e.what, where=e.where, remedy="a map the pool tiles (a size divisible by its kernel), "
+                                "or the conv without padding")
         w, stride, pad, dil = fold_pool_then_conv(w, a["stride"], a["padding"], a["dilation"],
                                                   _pool_attrs(pool)["kernel"])
         w = w * _pool_gain(pool)
         a.update(stride=stride, padding=pad, dilation=dil)
+        # unpadded, the composite's windows end within the tiled part (its output is the conv's): checked
+        if (window(in_shape[1], w.shape[2], stride[0], pad[0], 1),
+                window(in_shape[2], w.shape[3], stride[1], pad[1], 1)) != tuple(syn.type.shape[1:]):
+            raise refuse(pool, f"folding it into conv {syn.name!r} does not give that conv's output map")
         notes.append(f"{_pool_name(pool)} {pool.name!r} folded into the following conv {syn.name!r}: kernel "
                      f"{tuple(w.shape[2:])}, stride {stride}, padding {pad} (exact in real arithmetic)")
     out_shape = syn.type.shape
@@ -170,7 +187,9 @@ def _dense_operator(syn: Node, chain: list, src: Node, w, b, nodes: list) -> Ope
         kh, kw = _pool_attrs(pool)["kernel"]
         c, hp, wp = pool.type.shape
         w4 = w.reshape(w.shape[0], c, hp, wp) * (_pool_gain(pool) / (kh * kw))
-        w = np.repeat(np.repeat(w4, kh, axis=2), kw, axis=3).reshape(w.shape[0], -1)
+        w4 = np.repeat(np.repeat(w4, kh, axis=2), kw, axis=3)
+        rows, cols = _dropped(pool, in_shape)   # what the pool leaves out gets no weight
+        w = np.pad(w4, ((0, 0), (0, 0), (0, rows), (0, cols))).reshape(w.shape[0], -1)
         notes.append(f"{_pool_name(pool)} {pool.name!r} folded into linear {syn.name!r} (weights spread over each "
                      f"{kh}x{kw} window; exact in real arithmetic)")
     return Operator("dense", w, b, src.name, in_shape, syn.type.shape, {}, len(in_shape) > 1, nodes, notes)

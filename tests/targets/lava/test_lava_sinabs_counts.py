@@ -247,3 +247,35 @@ def test_a_single_spike_with_a_floor_is_intfire_of_one():
     assert "SingleSpike" in records[0]["as"] and "min_v_mem floor as v_min" in records[0]["as"]
     x = _x()
     np.testing.assert_array_equal(run(graph, x).values["model.net.1"], run(lowered, x).values["model.net.1"])
+
+
+def _odd_net(padding=0, head="linear"):
+    """Sinabs's N-MNIST shape on an odd map: a SumPool2d(2) on 7 x 7 leaves out the last row and column (floor), then
+    a Linear (after Flatten) or a conv."""
+    torch.manual_seed(4)
+    tail = [nn.Flatten(), nn.Linear(4 * 3 * 3, 5, bias=False)] if head == "linear" else \
+        [nn.Conv2d(4, 3, 2, padding=padding, bias=False)]
+    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1, bias=False), sl.IAFSqueeze(batch_size=2), sl.SumPool2d(2),
+                         *tail, sl.IAFSqueeze(batch_size=2))
+
+
+@needs_lava
+@pytest.mark.parametrize("head", ["linear", "conv"])
+def test_a_sum_pool_that_does_not_tile_folds_bit_exact(head):
+    """The rows and columns a floor-mode pool leaves out get no weight in the folded Dense; an unpadded conv's folded
+    windows never reach them. Bit-exact on Lava, and the dropped row does fire (it is no trivial case)."""
+    x = (np.random.default_rng(5).random((4, 2, 2, 7, 7)) < 0.5).astype(np.float64)
+    c = spikec.compile(_odd_net(head=head), x, stepping="multistep", targets=("lava",))
+    t = c.targets["lava"]
+    assert c.equivalent and t["bit_exact"] is True, t.get("first_mismatches")
+    first = next(n for n in c.graph.nodes if n.op in ("lif", "lif_sinabs", "intfire"))
+    from spikec.core.interpreter import run
+    spikes = run(c.graph, x).values[first.name]
+    assert spikes[..., 6, :].sum() > 0 and spikes[..., :, 6].sum() > 0   # the left-out row and column fire
+
+
+def test_a_sum_pool_that_does_not_tile_before_a_padded_conv_is_refused_by_name():
+    x = (np.random.default_rng(5).random((4, 2, 2, 7, 7)) < 0.5).astype(np.float64)
+    c = spikec.compile(_odd_net(padding=1, head="conv"), x, stepping="multistep", targets=("lava",))
+    text = str(c.targets["lava"])
+    assert "leaves out the last 1 row(s) and 1 column(s) of its 7x7 map" in text and "conv without padding" in text
