@@ -68,9 +68,12 @@ def _why_not(report: dict) -> str:
     if report.get("equivalent") is not False:
         return ""
     targets = [(n, r) for n, r in (report.get("targets") or {}).items() if isinstance(r, dict)]
-    said = [f"target {', '.join(n for n, r in targets if r.get(kind))} {word}"
-            for kind, word in (("refused", "refused"), ("failed", "failed (a compiler bug)"))
-            if any(r.get(kind) for _, r in targets)]
+    named = (report.get("options") or {}).get("target") != "all"   # under 'all' a refusal is reported, not failed
+    said = [f"target {n} deployed the approximate chip-ready variant ({r['approximate_variant']['option']}), never "
+            "equivalent" for n, r in targets if isinstance(r.get("approximate_variant"), dict)]
+    said += [f"target {', '.join(n for n, r in targets if r.get(kind))} {word}"
+             for kind, word in (("refused", "refused"), ("failed", "failed (a compiler bug)"))
+             if any(r.get(kind) for _, r in targets) and (named or kind == "failed")]
     if not said:
         final = report.get("final")
         said = ["the deployed graph differs from the source" if isinstance(final, dict)

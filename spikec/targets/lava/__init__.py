@@ -300,6 +300,8 @@ def _variant(graph, inputs, reference, options) -> tuple:
                        remedy=f"{chip_variant.OPTION}='subtract' (spikec's SpikecLIF, CPU only), 'zero' (the "
                               "approximate zero-reset variant) or leave it unset (Lava's LIF, the membrane in u)")
     variant, changed = chip_variant.zero_reset(graph)
+    if not changed:   # no subtract reset, floor or pool to change: the deployment is the exact one
+        return graph, reference, None
     measured = chip_variant.measure(graph, variant, changed, inputs, reference)
     return variant, measured.pop("trace"), measured
 
@@ -429,8 +431,11 @@ def verify_lava(outdir, graph, inputs, reference) -> dict:
     written = _written_option(outdir)
     variant = written if written == "zero" else None
     if variant is not None:   # the network written is the variant's: re-checked against it, labelled approximate
-        graph, _ = chip_variant.zero_reset(graph)
-        reference = run(graph, inputs)
+        zeroed, changed = chip_variant.zero_reset(graph)
+        if changed:
+            graph, reference = zeroed, run(zeroed, inputs)
+        else:   # a variant that changed nothing is the exact deployment (compile wrote that)
+            variant = None
     graph, readouts = over_time.split(graph)
     result = _verify_written(outdir, graph, inputs, reference, q, net, arrays, readouts,
                              {chip_variant.OPTION: written} if written else {})

@@ -98,8 +98,9 @@ def zero_reset(graph: Graph) -> tuple[Graph, list[str]]:
             if "v_reset" in OPS[n.op].param_names:
                 params["v_reset"] = np.zeros_like(np.asarray(params.get("v_reset", 0.0), dtype=np.float64))
             n = n.with_(attrs=dict(n.attrs, reset="zero", **entry(n.op).zero_reset_attrs), params=params)
-            if n.name.removesuffix(".unpooled") not in pooled:   # a moved neuron is measured by its pooled spikes
-                changed.append(n.name)
+            spikes = n.attrs.get("output", "spikes") == "spikes" and n.attrs.get("read", "spikes") == "spikes"
+            if n.name.removesuffix(".unpooled") not in pooled and spikes:   # a moved neuron is measured by its
+                changed.append(n.name)   # pooled spikes; a state read-out (snnTorch's mem) changes with its neuron
         nodes.append(n)
     return Graph(tuple(nodes), graph.outputs, graph.meta), changed
 
@@ -127,7 +128,8 @@ def measure(graph: Graph, variant: Graph, changed: list[str], inputs, reference)
     pools = [c for c in changed if variant.node(c).op == MAXPOOL]
     given_nodes = {n.name: n for n in graph.nodes}
     resets = [n.name for n in variant.nodes if n.attrs.get("reset") == "zero" and given_nodes.get(
-        n.name.removesuffix(".unpooled"), n).attrs.get("reset") == "subtract"]
+        n.name.removesuffix(".unpooled"), n).attrs.get("reset") == "subtract"
+        and n.attrs.get("output", "spikes") == "spikes" and n.attrs.get("read", "spikes") == "spikes"]
     return {"option": f"{OPTION}='zero'", "approximate": True, "neurons_changed": changed, "floors_dropped": floors,
             "pools_moved": pools, "resets_zeroed": resets,
             "per_neuron": per_neuron, "outputs": outputs, "inputs": "the verification inputs",

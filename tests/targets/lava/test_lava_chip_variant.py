@@ -194,3 +194,24 @@ def test_a_count_fed_by_a_max_pool_stays_and_its_floor_is_measured_by_name():
     variant, changed = chip_variant.zero_reset(g)
     v = chip_variant.measure(g, variant, changed, x, run(g, x))
     assert v["floors_dropped"] == [n.name for n in g.nodes if n.op == "lif_sinabs"] and v["pools_moved"] == []
+
+
+def test_a_state_read_out_is_no_changed_neuron_and_a_variant_that_changes_nothing_is_exact():
+    """snnTorch's tutorial returns ``mem`` beside the spikes: the variant zeroes its neuron's reset, and the
+    read-out follows; it is counted neither as a reset zeroed nor as a neuron measured by spikes. A network with no
+    subtract reset, floor or pool to change deploys exactly under lava_reset='zero' (equivalent, no variant)."""
+    import spikec
+    g, x = _graph("leaky_mem_out")
+    variant, changed = chip_variant.zero_reset(g)
+    twins = [n.name for n in g.nodes if n.attrs.get("output") == "membrane" or n.attrs.get("read") not in
+             (None, "spikes")]
+    assert twins and not set(twins) & set(changed)
+    v = chip_variant.measure(g, variant, changed, x, run(g, x))
+    assert not set(twins) & set(v["resets_zeroed"]) and set(v["per_neuron"]) == set(changed)
+    pytest.importorskip("snntorch")
+    import torch
+    import snntorch as snn
+    zero = torch.nn.Sequential(torch.nn.Linear(12, 5), snn.Leaky(beta=0.5, reset_mechanism="zero", init_hidden=True,
+                                                                  output=False))
+    c = spikec.compile(zero, x.astype(np.float32), stepping="step", targets=("lava",), lava_reset="zero")
+    assert c.equivalent and "approximate_variant" not in c.targets["lava"]
