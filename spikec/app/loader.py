@@ -113,6 +113,22 @@ def check_no_shadowing(folder: Path) -> None:
                                         "(and --weights), or without --run-source")
 
 
+def _factory_remedy(factory) -> str:
+    """The remedy for a factory that raised: its required parameters when it has any (spikec calls it with none),
+    else its own error to fix."""
+    import inspect
+    try:
+        required = [p.name for p in inspect.signature(factory).parameters.values()
+                    if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):
+        required = []
+    if required:
+        return (f"spikec calls the factory with no arguments, and it requires {', '.join(required)}: give them "
+                "defaults, or add a factory that passes them (def make(): return Net(...))")
+    return ("fix the error the factory raises when called as factory() (spikec --debug compile ... shows its "
+            "traceback)")
+
+
 def build_model(spec: str, *, nir_dt: float = 1e-4, nir_scheme: str = "snntorch",
                 allow_unstable: bool = False) -> nn.Module:
     """The source model: a factory's module, or a ``.nir`` file run at ``nir_dt`` in ``nir_scheme``."""
@@ -132,7 +148,7 @@ def build_model(spec: str, *, nir_dt: float = 1e-4, nir_scheme: str = "snntorch"
                              remedy="the factory must return the model, not exit") from e
     except Exception as e:
         raise ModelLoadError(f"the factory raised {type(e).__name__}: {e}", where=spec,
-                             remedy="the factory must build the model with no arguments") from e
+                             remedy=_factory_remedy(factory)) from e
     if not isinstance(model, nn.Module):
         raise ModelLoadError(f"the factory returned {type(model).__name__}, not an nn.Module", where=spec,
                              remedy=SPEC_HINT)

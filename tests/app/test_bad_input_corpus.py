@@ -83,6 +83,10 @@ MODELS = textwrap.dedent('''
         return good()
 
 
+    def raises_inside():
+        return nn.Linear(12, "four")
+
+
     def nan_params():
         model = good()
         with torch.no_grad():
@@ -288,7 +292,9 @@ MODEL_CASES = {
     "returns None": (lambda ws: model(ws, "returns_none"), [], ["returns_none", "NoneType", "nn.Module"]),
     "returns a tensor": (lambda ws: model(ws, "returns_tensor"), [], ["returns_tensor", "Tensor", "nn.Module"]),
     "returns a class": (lambda ws: model(ws, "returns_class"), [], ["returns_class", "nn.Module"]),
-    "factory takes arguments": (lambda ws: model(ws, "takes_args"), [], ["takes_args", "TypeError", "arguments"]),
+    "factory takes arguments": (lambda ws: model(ws, "takes_args"), [], ["takes_args", "TypeError", "requires width, depth"]),
+    "factory raises inside": (lambda ws: model(ws, "raises_inside"), [], ["raises_inside", "TypeError",
+                                                                          "fix the error the factory raises"]),
     "factory is not callable": (lambda ws: model(ws, "NOT_CALLABLE"), [], ["NOT_CALLABLE", "not found"]),
     "no forward": (lambda ws: model(ws, "no_forward"), [], ["NoForward", "forward"]),
     "forward returns a float": (lambda ws: model(ws, "returns_float"), [], ["Returns", "forward returns a float"]),
