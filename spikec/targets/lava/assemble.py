@@ -19,6 +19,7 @@ from spikec.targets.lava.fixed_point import (PAYLOAD_BITS, channel_axis, dense_w
 from spikec.targets.lava.fixed_point import weight_range
 from spikec.targets.lava.framework_neurons import SJ_NOTE
 from spikec.targets.lava.limits import check_scale, to_int
+from spikec.targets.lava import unit_views
 from spikec.targets.lava.mapping import HostNode, Population, Stream
 from spikec.targets.lava.neurons import check_neuron, membrane_gain, neuron_node, neuron_params
 from spikec.targets.lava.ops_table import KIND_LIF
@@ -44,6 +45,12 @@ class _Assembly:
     def source(self, name: str) -> tuple[str, TensorType, float]:
         """``(integer node, its type, gain)`` for a stream's float source (the gain: payload units per float unit)."""
         n = self.g.node(name)
+        if unit_views.input_view(self.g, n):   # an input viewed as (C, 1, L): the view of its integer node
+            src, st, gain = self.source(n.inputs[0])
+            if name not in self.types:
+                self.emit(Node(name, "reshape", (src,), TensorType(n.type.shape, st.kind, st.ceiling, st.substeps),
+                               {"shape": tuple(n.type.shape)}, {}, scope=n.scope))
+            return name, self.types[name], gain
         if n.op == "input" and name in self.host_gains:   # a real input, sent as graded spikes round(g x)
             return name, self.types[name], float(self.host_gains[name])
         if name in self.host_gains:

@@ -35,7 +35,8 @@ def build(net: dict, arrays: dict, x: dict, steps: int, workdir: Path):
     procs, files, aux = {}, {}, []
     for i in net["inputs"]:
         data = np.zeros(folded_shape(i["lava_shape"], batch) + (steps,), dtype=np.int64)
-        data[..., :t * period:period] = fold_data(np.asarray(x[i["name"]], dtype=np.int64))
+        xi = np.asarray(x[i["name"]], dtype=np.int64)   # in the shape the input is sent in (unit_views.py)
+        data[..., :t * period:period] = fold_data(xi.reshape(xi.shape[:2] + tuple(i["ir_shape"])))
         procs[i["name"]] = RingBuffer(data=data)
     for p in net["processes"]:
         procs[p["name"]] = _build_process(p, arrays, batch, t, workdir, files, aux)

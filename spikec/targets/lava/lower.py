@@ -30,7 +30,7 @@ import numpy as np
 
 from spikec.ir.errors import BadInput, IRError, UnsupportedOp
 from spikec.ir.graph import Graph, Node, TensorType, thaw
-from spikec.targets.lava import current_bias, max_tree, ops as lops, standard_integrator, standard_readout
+from spikec.targets.lava import current_bias, max_tree, ops as lops, standard_integrator, standard_readout, unit_views
 from spikec.targets.lava.fixed_point import PAYLOAD_BITS
 from spikec.targets.lava.layout import conv_weight_to_lava, flatten_perm, lava_shape, per_neuron
 
@@ -596,5 +596,5 @@ def _host_spec_nodes(proc: str, hosts: list, ports: dict, arrays: dict) -> list:
 # the integer graph's ops, each with its lowering: adding an op is adding its entry here
 LOWERINGS: dict[str, Callable] = {
     "input": _lower_input, "flatten": _lower_flatten, "delay": _lower_delay, "substep_sum": _lower_count,
-    "add": _lower_term, "lava_quant": _lower_quant, "maxpool2d": _lower_maxpool, **{op: _lower_term for op in SYNAPSES},
+    "add": _lower_term, "lava_quant": _lower_quant, "maxpool2d": _lower_maxpool, "reshape": unit_views.lower_view, **{op: _lower_term for op in SYNAPSES},
     **{op: _lower_population_node for op in POPULATIONS}, **{op: _lower_host for op in lops.HOST_OPS}}

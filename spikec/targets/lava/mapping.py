@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spikec.ir.graph import Graph, Node
-from spikec.targets.lava import max_tree
+from spikec.targets.lava import max_tree, unit_views
 from spikec.targets.lava.pooling import Operator, check_or_shape, operator_of, or_operator
 from spikec.targets.lava.neurons import NEURONS as NEURON_LOWERINGS
 from spikec.targets.lava.ops_table import KIND_LIF, entry
@@ -115,6 +115,8 @@ def _is_twin(n: Node) -> bool:
 
 def _is_host(n: Node, g: Graph | None = None) -> bool:
     """A host partition node: a dense float op, or (given the graph) a max pool of real values."""
+    if g is not None and unit_views.input_view(g, n):   # an input viewed as (C, 1, L): the input itself
+        return False
     return role(n.op) == HOST_OP or (g is not None and _real_pool(g, n))
 
 
@@ -280,6 +282,13 @@ class _Mapper:
     def _source_itself(self, n: Node):
         return [(n.name, 0)]
 
+    def _source_view(self, n: Node):
+        """A graph input viewed as (C, 1, L) (a Conv1d's first input, unit_views.input_view): sent so."""
+        if not unit_views.input_view(self.g, n):
+            return None
+        self.used.add(n.name)
+        return [(n.name, 0)]
+
     def _source_neuron(self, n: Node):
         return [(n.name, 0)] if _is_neuron(n) else None   # a membrane twin is no spike source
 
@@ -400,6 +409,7 @@ SUMS = {"add": _Mapper._sum_add, "substep_sum": _Mapper._sum_substeps, "conv2d":
         HOST_OP: _Mapper._sum_direct}
 SOURCES = {"delay": _Mapper._source_delay, "add": _Mapper._source_add, "substep_sum": _Mapper._source_count,
            "maxpool2d": lambda m, n: [(m.or_pool(n), 0)], "input": _Mapper._source_itself,
+           "reshape": _Mapper._source_view,
            NEURON: _Mapper._source_neuron, HOST_OP: _Mapper._source_itself}
 # what a host partition reads from a chip value, by op (or role): spikes, a count, a membrane, a read-out sum
 HOST_READS = {HOST_OP: _Mapper._read_host, "input": _Mapper._read_spikes, NEURON: _Mapper._read_neuron,

@@ -61,7 +61,8 @@ class Network:
             raise BadInput(f"input {name!r} has {x.shape[1]} samples; this network was built for {self.batch}",
                            remedy=f"network(OUTDIR, batch={x.shape[1]})")
         data = np.zeros(self.input_shapes[name] + (self.lava_steps(x.shape[0]),), dtype=np.int64)
-        data[..., :x.shape[0] * self.period:self.period] = fold_data(x)
+        sent = next(i["ir_shape"] for i in self.spec["inputs"] if i["name"] == name)   # a view's (unit_views.py)
+        data[..., :x.shape[0] * self.period:self.period] = fold_data(x.reshape(x.shape[:2] + tuple(sent)))
         return data
 
     def decode(self, name: str, data: np.ndarray, steps: int) -> np.ndarray:

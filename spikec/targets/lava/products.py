@@ -34,7 +34,7 @@ from spikec.ir.graph import Graph, Node, TensorType
 from spikec.ops import OPS, KernelContext
 from spikec.ops.registry import infer_type
 from spikec.ops.pooling import window_sum_as_conv
-from spikec.targets.lava import canonical, chip_variant, placement, sinabs_counts, tokens
+from spikec.targets.lava import canonical, chip_variant, placement, sinabs_counts, tokens, unit_views
 from spikec.targets.lava.and_neurons import BOTH, fixed_scale  # noqa: F401  (defines and_gate)
 from spikec.targets.lava.ops_table import entry
 
@@ -75,7 +75,9 @@ class _Rewriter:
 
 def prepare(graph: Graph) -> Prepared:
     """``graph`` with its products placed (AND populations, all-equal windows, host ops); see the module doc."""
+    graph, views = unit_views.rewrite(graph)   # a Conv1d's (C, L) <-> (C, 1, L) views out of the chip's way
     graph, canon = canonical.rewrite(graph)   # a reshape to a vector is a flatten; a scale folds into its synapse
+    canon = views + canon
     graph, counts = sinabs_counts.lower(graph)   # Sinabs's MaxSpike(n) neurons as intfire
     counts = canon + counts
     graph, memoryless = chip_variant.memoryless_resets(graph)   # beta = 0: the subtract reset is the zero reset

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spikec.ir.graph import Graph
+from spikec.targets.lava import unit_views
 from spikec.targets.lava.fixed_point import PAYLOAD_BITS
 from spikec.targets.lava.ops import quantize_values
 from spikec.targets.lava.calibrate import HEADROOM_BITS, calibrate, host_gains, start_thresholds
@@ -44,6 +45,8 @@ def quantize(graph: Graph, calib_inputs, *, headroom_bits: int = HEADROOM_BITS, 
     int_inputs(graph, x)   # refuse what the integer run of calibration would cast to garbage
     gains = host_gains(graph, mapping.hosts, x)
     gains.update(input_gains(graph, x))
+    gains.update({n.name: gains[n.inputs[0]] for n in graph.nodes   # an input viewed as (C, 1, L): its gain
+                  if unit_views.input_view(graph, n) and n.inputs[0] in gains})
     notes = [n for l in layers for n in l.notes]
     start_thresholds(graph, layers, gains, vth_override, bias_unit)
     q, calibration = calibrate(graph, layers, mapping.hosts, gains, x, headroom_bits=headroom_bits,

@@ -58,6 +58,8 @@ def _layers(graph, qgraph) -> tuple[list, dict]:
     gains = {n.inputs[0]: float(n.params["gain"]) for n in qgraph.nodes
              if n.op == "lava_quant" and n.attrs.get("bits", 0)}
     gains.update(qgraph.meta.get("input_gains", {}))   # real inputs sent as graded spikes
+    gains.update({n.name: gains[n.inputs[0]] for n in qgraph.nodes   # an input viewed as (C, 1, L) (unit_views.py)
+                  if n.op == "reshape" and n.inputs[0] in gains})
     weights = {}
     for layer in layers:
         p = neuron_params(layer.neuron, layer.out_shape[0]) if layer.neuron is not None else None
@@ -284,9 +286,11 @@ def check_readouts(layers, weights: dict, qgraph, trace, reference) -> dict:
 
 # -- schedule ---------------------------------------------------------------------------------
 def _producer(qgraph, name: str) -> str:
-    """The node whose process sends ``name``: through flatten, delay and an unrolled neuron's count."""
+    """The node whose process sends ``name``: through flatten, delay, an input's view (unit_views.py) and an
+    unrolled neuron's count."""
     n = qgraph.node(name)
-    while n.op in ("flatten", "delay") or (n.op == "substep_sum" and qgraph.node(n.inputs[0]).op == "lava_intfire"):
+    while n.op in ("flatten", "delay", "reshape") or (n.op == "substep_sum"
+                                                        and qgraph.node(n.inputs[0]).op == "lava_intfire"):
         n = qgraph.node(n.inputs[0])
     return n.name
 
