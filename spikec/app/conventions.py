@@ -48,12 +48,14 @@ def loop_convention(model, raw: np.ndarray, as_given: bool, random: bool = False
         first = e
     example = tensor if as_given else tensor[0]
     if not as_given and not random and not bool((tensor == tensor[:1]).all()):
-        try:   # inputs that change over their first dim are no repeated step: the file is [B, ...] as the model takes it
-            return _static(model, tensor, None)
-        except SpikecError:
-            raise first or UnsupportedOp("the loop model reads no x[step], and its [T, B, ...] inputs change over T",
-                                         where="model forward (--stepping loop)",
-                                         remedy="give the static input as the model takes it, [B, ...]") from None
+        if first is not None:   # it cannot take them as [T, B, ...], and they change over their first dim (no
+            try:                # repeated step): the file is the static [B, ...] batch as the model takes it
+                return _static(model, tensor, None)
+            except SpikecError:
+                raise first from None
+        raise UnsupportedOp("the loop model reads no x[step], and its [T, B, ...] inputs change over T",
+                            where="model forward (--stepping loop)",
+                            remedy="give the static input as the model takes it, [B, ...]")
     return _static(model, example, None if as_given else first)
 
 

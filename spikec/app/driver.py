@@ -223,14 +223,17 @@ def _verification_inputs(model, opts: CompileOptions, inputs, array=None):
                        f"({e.what})", remedy="save it with np.savez(path, input=x): x laid out [T, B, *input_shape]")
     samples, added, given = int(conv.x.shape[1]), 0, conv
     account = {"source": source, "kind": kind, "ceiling": ceiling, "probes": 0, "samples": samples}
+    if opts.probes and conv.static:  # probes of the one static input, then repeated like it
+        raw, added = with_probes(conv.x[:1], kind, ceiling)
+        probed = lambda: loop_convention(conv.model.model, raw[0], as_given=True)
+    elif opts.probes:
+        x, added = with_probes(conv.x, kind, ceiling)
+        probed = lambda: loop_convention(conv.model.model, x, as_given=False) if conv.stepping == "loop" else \
+            replace(conv, x=x)
+    else:
+        return conv, dict(account, unprobed=None)
     try:
-        if opts.probes and conv.static:  # probes of the one static input, then repeated like it
-            raw, added = with_probes(conv.x[:1], kind, ceiling)
-            conv = loop_convention(conv.model.model, raw[0], as_given=True)
-        elif opts.probes:
-            x, added = with_probes(conv.x, kind, ceiling)
-            conv = loop_convention(conv.model.model, x, as_given=False) if conv.stepping == "loop" else \
-                replace(conv, x=x)
+        conv = probed()
     except SpikecError as e:   # the forward runs on the given batch only (e.g. its view(batch_size, -1))
         return given, without_probes(account, added, e)
     return conv, dict(account, probes=added, unprobed=given)

@@ -83,3 +83,20 @@ def test_only_a_float32_expected_value_gets_float32s_rule():
     worse = Comparison()
     worse.add("y", (got * (1 + 1e-5)).astype(np.float32), got, spike=False)
     assert not worse.equivalent   # float32's rule is no blanket: a real difference still fails
+
+
+def test_the_float32_rule_is_only_where_allowed():
+    """verify takes the float32 rule only for the outputs report.json names (never an io.npz's dtype alone)."""
+    got = np.random.default_rng(2).normal(size=(3, 2))
+    off = (got * (1 + 1e-8)).astype(np.float32)
+    named, unnamed = Comparison(float32_allowed=frozenset({"y"})), Comparison(float32_allowed=frozenset())
+    named.add("y", off, got, spike=False)
+    unnamed.add("y", off, got, spike=False)
+    assert named.equivalent and not unnamed.equivalent
+
+
+@pytest.mark.slow
+def test_verify_reads_the_float32_record_back(tmp_path):
+    c = spikec.compile(ConvNet(), _x(), targets=(), probes=False)
+    r = spikec.verify(c.save(tmp_path / "out"))
+    assert r["io_outputs"]["equivalent"] is True and r["io_outputs"]["float32_outputs"]

@@ -121,3 +121,22 @@ def test_the_remedy_of_repeating_outside_still_compiles_and_equals_spikingjelly(
     c = spikec.compile(outside, np.repeat(x[None], 4, 0), stepping="multistep", targets=())
     assert c.equivalent
     np.testing.assert_allclose(c.run(np.repeat(x[None], 4, 0)), _sj(CSNN().eval(), x), rtol=1e-12, atol=1e-15)
+
+
+def test_inputs_changing_over_time_given_to_a_model_reading_no_step_are_refused():
+    """A loop model that reads no x[step] (it applies its layer to the whole input every step) given [T, B, ...]
+    inputs that change over T: refused as before, not silently read as a static batch of T samples."""
+    class NoStep(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            rec = []
+            for _ in range(5):
+                rec.append(torch.relu(self.fc(x)))
+            return torch.stack(rec)
+
+    x = np.random.default_rng(0).random((6, 2, 4))
+    with pytest.raises(UnsupportedOp, match="reads no x\\[step\\]"):
+        spikec.compile(NoStep(), x, stepping="loop", targets=())

@@ -126,8 +126,18 @@ def _real_pool(g: Graph, n: Node) -> bool:
 
 
 def tree_pool(g: Graph, n: Node) -> bool:
-    """A max pool of real values the chip computes as a max tree (max_tree.on_chip)."""
-    return max_tree.on_chip(g, n, _is_neuron, _is_twin)
+    """A max pool of real values the chip computes as a max tree (max_tree.on_chip) of a synaptic sum."""
+    return max_tree.on_chip(g, n, _is_neuron, _is_twin) and _synaptic(g, g.node(n.inputs[0]))
+
+
+def _synaptic(g: Graph, n: Node) -> bool:
+    """``n`` is a sum of synapses (conv2d / linear, added, averaged after a conv): what a max tree's Delta receives;
+    not a host value (a host partition's output would feed the tree directly, which the tree does not take)."""
+    if n.op in ("conv2d", "linear"):
+        return True
+    if n.op == "add":
+        return all(_synaptic(g, g.node(i)) for i in n.inputs)
+    return n.op in ("avgpool2d", "substep_sum") and _synaptic(g, g.node(n.inputs[0]))
 
 
 def _key(g: Graph, n: Node) -> str:

@@ -17,6 +17,10 @@ sums it shifts are even). Latency: the Delta updates with the synapse's sum, lev
 the Sigma ``L + 1`` later, the neuron one step after the Sigma (through an identity ``Sparse``: on chip a neuron
 reaches another through synapses only).
 
+Message widths: the sums are a neuron's synaptic input, within the range its 24-bit ``u = a << 6`` holds (calibration
+keeps them there on the verification inputs), so the tree's differences and deltas stay within ``2^19``: 24-bit graded
+messages hold them; the tree's own values are not checked against that beyond it.
+
 The integer reference is ``maxpool2d`` of the integer sums (the pool's own op), which the chain computes for every
 input: it is an identity, checked bit for bit against Lava like every other process. The pool's window may hold
 any kernel, stride, padding, dilation and ceil_mode (padded positions are left out, as torch leaves them out).

@@ -61,8 +61,11 @@ class Network:
             raise BadInput(f"input {name!r} has {x.shape[1]} samples; this network was built for {self.batch}",
                            remedy=f"network(OUTDIR, batch={x.shape[1]})")
         data = np.zeros(self.input_shapes[name] + (self.lava_steps(x.shape[0]),), dtype=np.int64)
-        sent = next(i["ir_shape"] for i in self.spec["inputs"] if i["name"] == name)   # a view's (unit_views.py)
-        data[..., :x.shape[0] * self.period:self.period] = fold_data(x.reshape(x.shape[:2] + tuple(sent)))
+        sent = tuple(next(i["ir_shape"] for i in self.spec["inputs"] if i["name"] == name))   # a view's (unit_views)
+        if tuple(d for d in x.shape[2:] if d != 1) != tuple(d for d in sent if d != 1):
+            raise BadInput(f"input {name!r} has per-step shape {x.shape[2:]}; this network takes {sent}",
+                           remedy="give the input as the compiled model takes it, [T, B, *input_shape]")
+        data[..., :x.shape[0] * self.period:self.period] = fold_data(x.reshape(x.shape[:2] + sent))
         return data
 
     def decode(self, name: str, data: np.ndarray, steps: int) -> np.ndarray:

@@ -40,12 +40,14 @@ def _per_channel(n: Node, channels: int) -> bool:
 
 
 def input_view(g: Graph, n: Node) -> bool:
-    """A graph input ``(C, L)`` viewed as ``(C, 1, L)`` by ``n``, its only reader."""
+    """A graph input ``(C, L)`` viewed as ``(C, 1, L)`` by ``n``, its only reader, itself read by synapses only."""
     if n.op != "reshape" or g.node(n.inputs[0]).op != "input":
         return False
     src = g.node(n.inputs[0]).type.shape
+    readers = g.consumers(n.name)   # synapses only (a Conv1d's conv2d): a host op reads the input as it is
     return len(src) == 2 and tuple(n.type.shape) == (src[0], 1, src[1]) \
-        and [c.name for c in g.consumers(n.inputs[0])] == [n.name] and n.inputs[0] not in g.outputs
+        and [c.name for c in g.consumers(n.inputs[0])] == [n.name] and n.inputs[0] not in g.outputs \
+        and bool(readers) and all(r.op in ("conv2d", "linear") for r in readers) and n.name not in g.outputs
 
 
 def rewrite(graph: Graph) -> tuple[Graph, list]:
@@ -104,7 +106,8 @@ def _merge_one(graph: Graph):
         if not n.inputs or n.op not in ("reshape", "flatten"):
             continue
         v = graph.node(n.inputs[0])
-        if v.op != "reshape" or (n.op == "flatten" and not _drops_unit(graph, v)):
+        if v.op != "reshape" or (n.op == "flatten" and (not _drops_unit(graph, v)
+                                                        or len(n.type.shape) != 1)):   # a whole flatten only
             continue
         src = graph.node(v.inputs[0])
         if n.op == "flatten" or tuple(src.type.shape) != tuple(n.type.shape):

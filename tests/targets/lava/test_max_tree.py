@@ -132,3 +132,17 @@ def test_a_pool_read_by_two_or_under_sub_steps_stays_on_the_host():
     assert not tree_pool(sub, pool)
     of_spikes = Graph((base[0], pool.with_(inputs=("x",)), lif), ("n",))
     assert not tree_pool(of_spikes, of_spikes.node("p"))
+
+
+def test_a_max_pool_of_a_host_value_stays_on_the_host():
+    """A max pool whose input is itself a host value (a max pool of a max pool of a conv) is no synaptic sum: both
+    pools stay host partitions, as before max trees."""
+    import spikec.nn as snn
+    from spikec.frontend import trace
+    from spikec.targets.lava.mapping import map_graph, tree_pool
+    m = nn.Sequential(snn.TimeDistributed(nn.Conv2d(1, 2, 3)), snn.TimeDistributed(nn.MaxPool2d(2)),
+                      snn.TimeDistributed(nn.MaxPool2d(2)), snn.LIF(beta=0.5, threshold=0.5))
+    g = trace(m, (1, 10, 10))
+    pools = [n for n in g.nodes if n.op == "maxpool2d"]
+    assert len(pools) == 2 and not any(tree_pool(g, p) for p in pools)
+    assert {p.name for p in pools} <= set(map_graph(g).hosts)

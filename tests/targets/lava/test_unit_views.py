@@ -93,3 +93,20 @@ def test_a_conv1d_network_runs_on_standard_lava_processes_bit_exact(tmp_path):
     assert net["inputs"][0]["ir_shape"] == [2, 1, 16]   # sent as the (W, H, C) grid the first Conv reads
     r = spikec.verify(out)
     assert r["target_lava"]["equivalent"] is True, r["target_lava"]
+
+
+def test_an_input_view_read_by_a_host_op_stays_a_host_value():
+    """An input viewed as (C, 1, L) and read by anything but a synapse is no input view: it maps as it did, on the
+    host."""
+    from spikec.ir.graph import Graph, Node, TensorType
+    from spikec.targets.lava.mapping import map_graph
+    x = Node("x", "input", (), TensorType((2, 8), "binary"))
+    v = Node("v", "reshape", ("x",), TensorType((2, 1, 8), "binary"), {"shape": (2, 1, 8)})
+    s = Node("s", "scale", ("v",), TensorType((2, 1, 8)), {"a": 2.0, "b": 0.0})
+    conv = Node("c", "conv2d", ("s",), TensorType((3, 1, 8)), dict(stride=(1, 1), padding=(0, 1), dilation=(1, 1),
+                                                                    groups=1), {"weight": np.ones((3, 2, 1, 3))})
+    lif = Node("n", "lif", ("c",), TensorType((3, 1, 8), "binary"), {}, {"beta": np.float64(0.5),
+                                                                          "threshold": np.float64(1.0)})
+    g = Graph((x, v, s, conv, lif), ("n",))
+    assert not unit_views.input_view(g, v)
+    assert {"v", "s"} <= set(map_graph(g).hosts)
