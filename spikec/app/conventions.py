@@ -124,7 +124,10 @@ def _none_fits(model, errors: dict) -> SpikecError:
     def about_stepping(e):  # the model is written for another convention
         return any(k in e.what for k in ("traced as", "(--stepping", "applied to a [T, B, ...] tensor",
                                          "not a record stacked", "reads no x[step]"))
-    first = next((s for s, e in errors.items() if not about_stepping(e)), next(iter(errors)))
+    if "preallocated with torch.zeros" in getattr(errors.get("loop"), "what", ""):
+        first = "loop"   # a loop model's own record, decoded in forward: more to the point than fx's failure to trace it
+    else:
+        first = next((s for s, e in errors.items() if not about_stepping(e)), next(iter(errors)))
     e = errors[first]
     others = "; ".join(f"{s}: {o.what}" for s, o in errors.items() if s != first)
     return type(e)(e.what, where=e.where, remedy=f"{e.remedy or 'fix what is named'} (--stepping auto tried every "

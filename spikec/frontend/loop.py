@@ -211,6 +211,15 @@ def _over_time(it):
     return source, it
 
 
+def _decodes_a_record(it) -> bool:
+    """An output that is a tensor constant of a graph where a constant is written step by step (``__setitem__``):
+    the concrete trace folded the decoding of a preallocated record (its reads were of a plain tensor)."""
+    if not (isinstance(it, torch.fx.Node) and it.op == "get_attr"):
+        return False
+    return any(n.op == "call_method" and n.target == "__setitem__" and n.args and getattr(n.args[0], "op", None)
+               == "get_attr" and n.args[0].target != it.target for n in it.graph.nodes)
+
+
 def _stacked_outputs(result) -> list[list]:
     """The per-step nodes each output stacks: ``torch.stack(record)`` or ``torch.stack(record, dim=0)``, optionally
     read out over time (``.sum(0)`` / ``.mean(0)``; ``_Fold.reductions``)."""
@@ -219,6 +228,12 @@ def _stacked_outputs(result) -> list[list]:
     for it in items:
         it, _ = _over_time(it)
         if not (isinstance(it, torch.fx.Node) and it.op == "call_function" and it.target is torch.stack):
+            if _decodes_a_record(it):
+                _refuse("forward computes its output from a record preallocated with torch.zeros(T, B, ...) and "
+                        "filled in the loop (Norse's ConvNet tutorial, then its decoder): such a record is captured "
+                        "only when forward returns it as it is", "return the record itself and decode outside the "
+                        "model (compile the network, e.g. Norse's ConvNet without its max/log_softmax decoder), or "
+                        "append each step's output to a list and decode torch.stack(record)")
             _refuse(f"forward returns {getattr(it, 'name', type(it).__name__)!r}, not a record stacked over the "
                     "loop's steps", "append each step's output to a list and return torch.stack(record) (one per "
                     "output); a forward that returns one step is --stepping step")

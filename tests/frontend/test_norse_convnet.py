@@ -100,3 +100,22 @@ def test_verify_reads_the_float32_record_back(tmp_path):
     c = spikec.compile(ConvNet(), _x(), targets=(), probes=False)
     r = spikec.verify(c.save(tmp_path / "out"))
     assert r["io_outputs"]["equivalent"] is True and r["io_outputs"]["float32_outputs"]
+
+
+class Decoded(torch.nn.Module):
+    """The tutorial's whole model: the network, then its decoder (max over time, log_softmax) inside forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.snn = ConvNet()
+
+    def forward(self, x):
+        x, _ = torch.max(self.snn(x), 0)
+        return torch.nn.functional.log_softmax(x, dim=1)
+
+
+def test_the_tutorials_decoder_on_its_record_is_refused_with_the_remedy():
+    from spikec.ir.errors import SpikecError
+    with pytest.raises(SpikecError) as e:
+        spikec.compile(Decoded(), _x(), targets=(), probes=False)
+    assert "preallocated with torch.zeros" in e.value.what and "decode outside the model" in e.value.remedy
