@@ -113,9 +113,29 @@ def choose(model, stepping: str, x: np.ndarray, kind: str, ceiling, as_given=Fal
     if {"multistep", "step"} <= set(fits) and not _stateful(fits["multistep"].model, shape, kind, ceiling):
         return fits["multistep"]  # no state: one step at a time and all steps at once are the same computation
     if not fits:
+        if _draws_random(model, x):
+            raise BadInput("forward draws random numbers (torch's generator moves when it runs), so no deployment "
+                           "can be checked against it (a rate encoder inside forward, e.g. snntorch.spikegen.rate, or a "
+                           "dropout in training mode)", where=f"model {type(model).__qualname__}",
+                           remedy="encode outside the model and give the spikes as --inputs ([T, B, ...]: "
+                                  "spikegen.rate(data, num_steps)), and call model.eval()")
         raise _none_fits(model, errors)
     raise BadInput(f"the model fits several conventions: {', '.join(fits)}", where=f"model {type(model).__qualname__}",
                    remedy=f"say which with --stepping {'|'.join(fits)}")
+
+
+def _draws_random(model, x: np.ndarray) -> bool:
+    """Whether ``model`` on ``x`` (as given) draws from torch's random generator (its state moves: a rate encoder or a
+    training-mode dropout inside forward). False when it does not run on ``x`` at all."""
+    import copy
+    try:
+        with torch.no_grad(), torch.random.fork_rng():
+            torch.manual_seed(0)
+            before = torch.get_rng_state()
+            copy.deepcopy(model)(torch.as_tensor(x, dtype=_dtype(model)))
+            return not torch.equal(before, torch.get_rng_state())
+    except Exception:
+        return False
 
 
 def _none_fits(model, errors: dict) -> SpikecError:

@@ -79,3 +79,26 @@ def test_auto_captures_the_loop_on_one_sample_first_when_another_convention_fits
     seen.clear()
     conv = choose(Loop(), "auto", X, "binary", None)
     assert conv.stepping == "loop" and conv.x.shape == X.shape and seen == [X.shape]
+
+
+def test_a_forward_drawing_random_numbers_is_refused_as_such():
+    """snnTorch's tutorials encode with spikegen.rate (Bernoulli draws); inside forward it makes the model a random
+    function, which no convention fits: the refusal says so, not fx's trace failure."""
+    import numpy as np
+    import pytest
+    import torch
+    from torch import nn
+    import spikec
+    from spikec.ir.errors import BadInput
+
+    class Encoded(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):   # [B, 4] static input, rate-coded over 5 steps inside
+            spikes = torch.bernoulli(x.unsqueeze(0).repeat(5, 1, 1))
+            return torch.stack([self.fc(spikes[t]) for t in range(len(spikes))])
+
+    with pytest.raises(BadInput, match="draws random numbers"):
+        spikec.compile(Encoded(), np.random.default_rng(0).random((3, 4)).astype(np.float32), targets=())
