@@ -326,6 +326,8 @@ def _avgpool2d(ex: _Exporter, node: Node):
 
 @lowering("maxpool2d")
 def _maxpool2d(ex: _Exporter, node: Node):
+    if structure.is_conv1d(ex, node):   # MaxPool1d on a (C, L) step viewed as (C, 1, L)
+        return structure.maxpool1d(ex, node)
     x = ex.graph.node(node.inputs[0]).type
     a = node.attrs
     if x.kind != "binary":

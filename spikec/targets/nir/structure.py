@@ -23,8 +23,8 @@ def _state(ex) -> dict:
 
 def _conv1d_kernel(ex, name: str) -> bool:
     n = ex.graph.node(name)
-    if n.op == "avgpool2d":   # a 1-D average pool (AvgPool1d on (C, L)): kernel (1, k), no padding over the 1
-        a = n.attrs
+    if n.op in ("avgpool2d", "maxpool2d"):   # a 1-D pool (AvgPool1d, MaxPool1d on (C, L)): kernel (1, k), no
+        a = n.attrs                          # padding over the 1
         return tuple(a["kernel"])[0] == 1 and tuple(a["stride"])[0] == 1 and tuple(a["padding"])[0] == 0
     if n.op != "conv2d":
         return False
@@ -103,6 +103,36 @@ def pool1d(ex, node) -> None:
     ex.sources[node.name] = [name]
     _state(ex)["outputs"].add(node.name)
     ex.notes.append(f"{node.name}: a 1-D average pool (kernel {k}) on a (C, L) step as NIR Conv1d (weight 1/{k})")
+
+
+def maxpool1d(ex, node) -> None:
+    """A 1-D max pool over binary spikes on a viewed ``(C, L)`` step (``MaxPool1d``: a ``(1, k)`` maxpool2d) as an
+    OR, as the 2-d max pool over spikes: a depthwise all-ones NIR ``Conv1d`` (written dense) into a LIF firing on a
+    window sum > 0.5 (a padded place adds nothing, as a max over spikes leaves it out)."""
+    a = node.attrs
+    x = ex.graph.node(node.inputs[0]).type
+    if x.kind != "binary":
+        _refuse(node, f"a 1-D max pool over {x.kind} values: only a max over binary spikes (an OR) has an exact "
+                "NIR form")
+    if a.get("ceil_mode"):
+        _refuse(node, "a 1-D max pool with ceil_mode=True has no Conv1d form")
+    second = lambda v: int(np.broadcast_to(np.asarray(v), (2,))[1])
+    k, stride, pad = second(a["kernel"]), second(a["stride"]), second(a["padding"])
+    dilation = second(a.get("dilation", (1, 1)))
+    c, length = int(x.shape[0]), int(x.shape[2])
+    w = np.zeros((c, c, k))
+    w[np.arange(c), np.arange(c), :] = 1.0
+    window = ex.add(f"{node.name}.window", nir.Conv1d(input_shape=length, weight=w, stride=stride, padding=pad,
+                                                      dilation=dilation, groups=1, bias=np.zeros(c)), node.inputs)
+    shape = (c, int(node.type.shape[2]))
+    lif = nir.LIF(tau=np.full(shape, ex.dt), r=np.ones(shape), v_leak=np.zeros(shape),
+                  v_threshold=np.full(shape, 0.5), v_reset=np.zeros(shape))
+    name = ex.add(node.name, lif)
+    ex.edges.append((window, name))
+    ex.sources[node.name] = [name]   # no carrier: the IR value is (C, 1, L'), the NIR node's (C, L')
+    _state(ex)["outputs"].add(node.name)
+    ex.notes.append(f"{node.name}: a 1-D max pool over binary spikes (kernel {k}) as an all-ones Conv1d window sum "
+                    "firing on > 0.5")
 
 
 def channel_conv1d(a: np.ndarray, b: np.ndarray, shape) -> nir.Conv1d:

@@ -65,3 +65,31 @@ def test_a_pool_of_another_kernel_is_refused():
     c = spikec.compile(Pool4(), _x(), targets=("nir",))
     t = c.targets["nir"]
     assert t["refused"] and "a 1-D average pool of kernel 3" in t["reason"] and "power-of-two" in t["reason"], t
+
+
+class Conv1dMaxPool(Conv1dPool):
+    """The same network with ``nn.MaxPool1d`` (over the LIF's spikes) in place of the average pool."""
+
+    def __init__(self, k=2, stride=None, padding=0):
+        super().__init__(k=2)
+        self.pool = nn.MaxPool1d(k, stride=stride, padding=padding)
+        if (k, stride, padding) != (2, None, 0):
+            torch.manual_seed(1)
+            self.fc = nn.Linear(4 * ((8 + 2 * padding - k) // (stride or k) + 1), 5)
+
+
+@pytest.mark.parametrize("pool", [dict(), dict(k=3, stride=2, padding=1)])
+def test_maxpool1d_over_spikes_is_an_or_exact_in_nir(pool, tmp_path):
+    """MaxPool1d over binary spikes is an OR: an all-ones depthwise Conv1d into a LIF firing on > 0.5, exact in
+    spikec's NIR interpreter on the written file (which runs the user's graph spike for spike). SpikingJelly, the
+    consumer that reads Conv1d, cannot build that LIF (tau = dt) and says so by name."""
+    x = _x()
+    c = spikec.compile(Conv1dMaxPool(**pool), x, targets=("nir",))
+    t = c.targets["nir"]
+    assert c.equivalent and t["exact"], t
+    exported = export_graph(c.graph)
+    assert any("1-D max pool over binary spikes" in n for n in exported.notes)
+    window = [k for k, n in exported.graph.nodes.items() if k.endswith("window")]
+    assert len(window) == 1 and type(exported.graph.nodes[window[0]]).__name__ == "Conv1d"   # the pool's OR window
+    v = t["consumers"]["spikingjelly"]
+    assert not v["ran"] and "tau <= dt" in v["reason"], v
