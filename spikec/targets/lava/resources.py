@@ -147,8 +147,8 @@ def partitions(net: dict) -> dict:
                              "what": f"graded {bits}-bit payload into a synapse" if bits else
                                      "integer current into a population's input port"})
     chip = [p["name"] for p in net["processes"] if p["type"] != "Host"]
-    return {"chip": {"processes": len(chip), "populations": [p["name"] for p in net["processes"]
-                                                             if p["type"] in NEURON_PROCESSES]},
+    return {"chip": {"processes": len(chip), "populations": [p["name"] for p in net["processes"]   # not the bias
+                                                             if p["type"] in POPULATION_TYPES + max_tree.TYPES]},
             "host": hosts, "crossing": crossing,
             "values_per_step": sum(c["values_per_step"] for c in crossing),
             "bit_exactness": "the chip partition is compared bit for bit with host values recorded: every value a "
