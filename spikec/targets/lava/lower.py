@@ -262,8 +262,7 @@ def _lower_population(lo: _Lowered, n: Node) -> None:
 def _lower_inputs(lo: _Lowered, terms: list, target: str, stateless: bool) -> tuple[int, int, list]:
     """The synapses and direct streams (``terms``) into ``target``'s input port, each arriving at ``target``'s
     first update (earlier ones delayed): ``(phi, the emission width of a stateless one's input, [(process, port)])``."""
-    P = lo.period
-    origins = [_syn_origin(lo, t) if kind == "syn" else lo.origin[t] for kind, t in terms]
+    P, origins = lo.period, [_syn_origin(lo, t) if kind == "syn" else lo.origin[t] for kind, t in terms]
     lat = [1 if kind == "syn" else 0 for kind, _ in terms]
     if stateless:
         (o,) = origins
@@ -282,7 +281,7 @@ def _lower_inputs(lo: _Lowered, terms: list, target: str, stateless: bool) -> tu
 
 def _lower_maxpool(lo: _Lowered, n: Node) -> None:
     """A max pool of integer sums before a neuron (max_tree.py): its synapses into a Delta, the tree after it; the
-    neuron reads the tree's Sigma directly."""
+    neuron reads the tree's Sigma through an identity Sparse."""
     if lo.period != 1:
         raise UnsupportedOp("a max pool of synaptic sums runs on chip only outside a sub-step schedule",
                             where=f"node {n.name!r}", remedy="pool the neuron's spikes instead (after the neuron)")
@@ -596,5 +595,6 @@ def _host_spec_nodes(proc: str, hosts: list, ports: dict, arrays: dict) -> list:
 # the integer graph's ops, each with its lowering: adding an op is adding its entry here
 LOWERINGS: dict[str, Callable] = {
     "input": _lower_input, "flatten": _lower_flatten, "delay": _lower_delay, "substep_sum": _lower_count,
-    "add": _lower_term, "lava_quant": _lower_quant, "maxpool2d": _lower_maxpool, "reshape": unit_views.lower_view, **{op: _lower_term for op in SYNAPSES},
-    **{op: _lower_population_node for op in POPULATIONS}, **{op: _lower_host for op in lops.HOST_OPS}}
+    "add": _lower_term, "lava_quant": _lower_quant, "maxpool2d": _lower_maxpool, "reshape": unit_views.lower_view,
+    **{op: _lower_term for op in SYNAPSES}, **{op: _lower_population_node for op in POPULATIONS},
+    **{op: _lower_host for op in lops.HOST_OPS}}

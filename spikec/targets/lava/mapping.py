@@ -242,10 +242,7 @@ class _Mapper:
         """A max pool of a synaptic sum, on chip as a max tree: its bias (one per channel) added after the max."""
         if not tree_pool(self.g, n):
             return None
-        s, b, ns, t = self.parse_sum(n.inputs[0])
-        if any(x.op is None for x in s):
-            raise refuse(n, "a max pool of a host value sent into a population is not mapped; pool the spikes "
-                            "after the neuron, or run the pool's input on the chip")
+        s, b, ns, t = self.parse_sum(n.inputs[0])   # synapses only (tree_pool: no host value under the pool)
         return s, b, ns + [n], t
 
     def _sum_synapse(self, n: Node):
