@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from spikec.ir.errors import UnsupportedOp
 from spikec.ir.graph import Graph, Node
 from spikec.targets.lava import max_tree, unit_views
 from spikec.targets.lava.pooling import Operator, check_or_shape, operator_of, or_operator
@@ -337,6 +338,12 @@ class _Mapper:
             k += int(src.attrs["steps"])
             self.used.add(src.name)
             src = g.node(src.inputs[0])
+        if src.op == "add" and not _synaptic(g, src):   # a sum of spike tensors (a SEW block's ADD): no read-out
+            e = refuse(src, f"host node {n.name!r} reads this sum of spike tensors, and a host reads spikes, a "
+                            "membrane, a synaptic sum or another host value, not a sum of spikes (e.g. SpikingJelly's "
+                            "SEW 'IAND' after an 'ADD' block: 1 - x of a count)")
+            raise UnsupportedOp(e.what, where=e.where, remedy="one connect_f for every SEW block ('ADD' maps on chip), "
+                                "or read the spikes themselves; or deploy this model with --target onnx")
         read = HOST_READS.get(_key(g, src))
         kind = read(self, src) if read is not None else None
         if kind is None:

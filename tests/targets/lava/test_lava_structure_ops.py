@@ -145,3 +145,23 @@ def test_norse_lif_recurrent_is_a_dense_a_population_and_its_loop():
     loop = r["quantization"]["layers"]["rec"]["recurrence"]
     assert loop["synapse"] == "rec.recurrent", loop
     assert r["products"]["synapses_split"] == ["rec"]
+
+
+class SewIand(nn.Module):
+    """Two SEW blocks as SpikingJelly writes them, 'ADD' then 'IAND': the second multiplies by 1 - (a count)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.lif1 = snc.TimeDistributed(nn.Conv2d(2, 2, 3, padding=1)), snc.LIF(beta=0.5, threshold=0.5)
+        self.conv2, self.lif2 = snc.TimeDistributed(nn.Conv2d(2, 2, 3, padding=1)), snc.LIF(beta=0.5, threshold=0.5)
+        self.fc, self.out = snc.TimeDistributed(nn.Flatten(), nn.Linear(2 * 6 * 6, 3)), snc.LIF(beta=0.5)
+
+    def forward(self, x):
+        added = self.lif1(self.conv1(x)) + x                     # SEW 'ADD': a count 0..2
+        return self.out(self.fc(self.lif2(self.conv2(added)) * (1.0 - added)))   # SEW 'IAND' of the count
+
+
+def test_a_sum_of_spikes_read_by_a_host_op_is_refused_naming_the_sum_and_its_reader():
+    c = spikec.compile(scaled(SewIand, 2.0), spikes(3, (5, 2, 2, 6, 6)), targets=("lava",))
+    t = c.targets["lava"]
+    assert t["refused"] and "reads this sum of spike tensors" in t["reason"] and "connect_f" in t["reason"], t
