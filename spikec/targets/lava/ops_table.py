@@ -59,6 +59,11 @@ _ALPHA = ("snnTorch's Alpha neuron sums two currents with different decays into 
           "synapse carrying spikes a step later, so the sum has no compartment to form in (a u -> v cascade "
           "matches it only without resets, one step late)")
 
+_ADAPTIVE = ("Norse's {} neuron keeps an adaptation state ({}) with its own decay beside v and i, and its spikes change "
+             "it; Lava's LIF holds two states (u, v) and one reset, and a second population would see its spikes a "
+             "step late through a synapse, so the adaptation has no compartment to form in; it runs spike-exact in "
+             "ONNX and in spikec's interpreter")
+
 TABLE: dict[str, LavaOp] = {
     # spikec's own neurons (spikec.ops.neurons)
     "lif": LavaOp("spikec_lif", zero_reset_variant=True, memoryless_zero_reset=True),
@@ -83,6 +88,8 @@ TABLE: dict[str, LavaOp] = {
     "sdna_pairwise": LavaOp(host=HostOp(_PAIRWISE_WHY, lambda out, ins, attrs: 2 * int(attrs["kernel"]) ** 2
                                         * int(np.prod(out)), stateful=True)),
     "alpha_snntorch": LavaOp(refused=_ALPHA),
+    "lsnn_norse": LavaOp(refused=_ADAPTIVE.format("LSNN", "the threshold adaptation b")),
+    "lif_adex_norse": LavaOp(refused=_ADAPTIVE.format("AdEx", "the adaptation current a, and an exponential term")),
     # spikec.nn.loihi's own integer ops (the exact-source deployment)
     "loihi_lif": LavaOp(exact_source="lava_lif (Lava's LIF or SpikecLIF)", exact_source_neuron=True),
     "loihi_shift": LavaOp(exact_source="Dense's weight_exp < 0"),
