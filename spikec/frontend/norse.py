@@ -2,7 +2,8 @@
 ``norse.torch`` imports.
 
 Converted: ``LIFCell``, ``LIFBoxCell``, ``LICell``, ``LILinearCell`` (a linear into LICell's op), ``LIBoxCell``
-(stepping ``"step"``: one call per time step on ``[B, ...]``), ``LIF`` and ``LI`` (stepping ``"multistep"``: one call on ``[T, B, ...]``), and ``SequentialState``
+(stepping ``"step"``: one call per time step on ``[B, ...]``), ``LIF`` and ``LI`` (stepping ``"multistep"``: one
+call on ``[T, B, ...]``), and ``SequentialState``
 (either stepping, its children stepping as it does; a bare one is the model through ``stepping.StateDropped`` in
 multistep). ``LIFRecurrentCell`` / ``LIFRecurrent``: ``spikec.frontend.norse_recurrent``; AdEx and LSNN (and
 their recurrent forms): ``spikec.frontend.norse_adaptive``. Norse 1.1 has no

@@ -83,14 +83,10 @@ def conv1d(ctx, m, name, x):
 
 
 def voting(ctx, m, name, x):
-    """``layer.VotingLayer``: the mean of each group of ``voting_size`` consecutive values of a step's vector (its
-    ``avg_pool1d`` with kernel = stride = voting_size, a trailing partial group dropped), as the linear of those
-    means (weights 1 / voting_size), so that every target reads it as a read-out of the spikes it averages."""
-    if m.step_mode == "m":
-        _sequence_only(ctx, m, name, "step_mode='m'")
-    elif not ctx.per_step:
-        refuse(name, m, "step_mode='s' applied to the [T, B, ...] sequence: it would average over the batch",
-               f"call {SET_M}")
+    """``layer.VotingLayer`` (a step's, wrapped by ``_stateless``): the mean of each group of ``voting_size``
+    consecutive values of the step's vector (its ``avg_pool1d`` with kernel = stride = voting_size, a trailing partial
+    group dropped), as the linear of those means (weights 1 / voting_size), so that every target reads it as a
+    read-out of the spikes it averages."""
     shape = ctx.type(x).shape
     if len(shape) != 1:
         refuse(name, m, f"votes over a vector, but each step here is shaped {shape}", "flatten each step first "
@@ -171,7 +167,7 @@ def register(layer):
                     (layer.Dropout, identity), (layer.SeqToANNContainer, seq_to_ann_container),
                     (layer.MultiStepContainer, multi_step_container), (layer.StepModeContainer, step_mode_container),
                     (layer.TLastSeqToANNContainer, t_last), (layer.TLastMultiStepContainer, t_last),
-                    (layer.VotingLayer, voting)]
+                    (layer.VotingLayer, _stateless(voting))]
     mine = {cls for cls, _ in explicit}
     for cls, fn in explicit + [(c, _stateless(as_torch)) for c in _wrappers(layer) if c not in mine]:
         register_converter(cls, _exact(cls, fn, (layer.Dropout2d,) if cls is layer.Dropout else ()))

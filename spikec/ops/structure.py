@@ -20,6 +20,17 @@ from spikec.ops.common import float_only, spike_or_real
 from spikec.ops.registry import define, need
 
 
+def unit_view(src, shape) -> str | None:
+    """How a reshape from per-step shape ``src`` to ``shape`` views a Conv1d's step: ``"adds"`` (C, L) -> (C, 1, L),
+    ``"drops"`` (C, 1, L) -> (C, L), else None (the frontend runs a Conv1d and a 1-D pool between the two)."""
+    src, shape = tuple(src), tuple(shape)
+    if len(src) == 2 and shape == (src[0], 1, src[1]):
+        return "adds"
+    if len(src) == 3 and src[1] == 1 and shape == (src[0], src[2]):
+        return "drops"
+    return None
+
+
 def infer_flatten(node, ins):
     (t,) = ins
     start, end = node.attrs["start"], node.attrs["end"]

@@ -20,6 +20,7 @@ from spikec.ir.graph import Graph, Node
 from spikec.core.passes import Pass, PassResult, Skip
 from spikec.core.rewrite import sole_consumer, splice
 from spikec.ops.common import bn_scale_shift
+from spikec.ops.structure import unit_view
 from spikec.ops.neurons import INTFIRE, LIF
 
 
@@ -75,8 +76,8 @@ def _conv1d_view(graph, node):
     if node.op != "reshape" or sole_consumer(graph, node.name) is None:
         return None
     src = graph.node(node.inputs[0])
-    c, one, length = src.type.shape if len(src.type.shape) == 3 else (None, None, None)
-    if src.op != "conv2d" or one != 1 or tuple(node.type.shape) != (c, length) or sole_consumer(graph, src.name) is None:
+    if src.op != "conv2d" or unit_view(src.type.shape, node.type.shape) != "drops" \
+            or sole_consumer(graph, src.name) is None:
         return None
     return src, node
 
@@ -180,6 +181,7 @@ def fold_batchnorm(graph: Graph) -> PassResult:
 
 
 FOLD_BATCHNORM = Pass("fold_batchnorm", fold_batchnorm,
-                      requires="a batchnorm after a sole-use conv/linear (or a Conv1d's view of one), before a LIF, or before an unpadded "
-                               "conv/linear; a BNTT after a sole-use conv/linear with a time-constant scale",
+                      requires="a batchnorm after a sole-use conv/linear (or a Conv1d's view of one), before a LIF, "
+                               "or before an unpadded conv/linear; a BNTT after a sole-use conv/linear with a "
+                               "time-constant scale",
                       ensures="those BNs are gone; the node computing each removed value carries its name")

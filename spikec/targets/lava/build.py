@@ -106,10 +106,8 @@ def _build_process(p: dict, arrays: dict, batch: int, t: int, workdir: Path, fil
         return _build_synapse(p, arrays, batch)
     if typ == "Sparse" and "tree" in p:   # max_tree.py: a max tree's graded +-1 synapse, or its identity out
         from lava.proc.sparse.process import Sparse
-        from lava.utils.weightutils import SignMode
-        sign = SignMode.MIXED if p["sign_mode"] == "mixed" else SignMode.EXCITATORY
         return Sparse(weights=max_tree.folded_matrix(arrays, p, batch), weight_exp=p["weight_exp"],
-                      num_message_bits=p["num_message_bits"], sign_mode=sign, name=name)
+                      num_message_bits=p["num_message_bits"], sign_mode=_sign_mode(p), name=name)
     if typ == "Sparse":   # a diagonal self-synapse (current_reset.py): the identity of the folded population
         return _build_diagonal(p, arrays, batch)
     if typ in max_tree.TYPES:
@@ -176,7 +174,6 @@ def _build_sigma_delta(p: dict, batch: int):
 
 def _build_diagonal(p: dict, arrays: dict, batch: int):
     from lava.proc.sparse.process import Sparse
-    from lava.utils.weightutils import SignMode
     from scipy.sparse import identity, kron
     size = int(np.prod(folded_shape(p["lava_shape"], batch)))
     block = identity(size, dtype=np.int32, format="csr")
@@ -185,8 +182,13 @@ def _build_diagonal(p: dict, arrays: dict, batch: int):
         block = kron(kron(identity(size // (d * inner), dtype=np.int32), np.ones((d, d), dtype=np.int32)),
                      identity(inner, dtype=np.int32), format="csr")
     w = int(arrays[f"{p['name']}/weight"]) * block
-    return Sparse(weights=w, weight_exp=p["weight_exp"], num_message_bits=0, name=p["name"],
-                  sign_mode=SignMode.INHIBITORY if p["sign_mode"] == "inhibitory" else SignMode.EXCITATORY)
+    return Sparse(weights=w, weight_exp=p["weight_exp"], num_message_bits=0, name=p["name"], sign_mode=_sign_mode(p))
+
+
+def _sign_mode(p: dict):
+    """Lava's SignMode of a Sparse record's ``sign_mode`` (excitatory, inhibitory or mixed)."""
+    from lava.utils.weightutils import SignMode
+    return {"mixed": SignMode.MIXED, "inhibitory": SignMode.INHIBITORY}.get(p["sign_mode"], SignMode.EXCITATORY)
 
 
 def _build_population(p: dict, arrays: dict, batch: int, aux: list):

@@ -34,7 +34,6 @@ from spikec.ir.graph import Graph, Node
 from spikec.ops.pooling import pool_attrs
 from spikec.targets.lava.layout import lava_shape
 
-KIND = "max_tree"
 LEVEL_TYPE, DELTA_TYPE, SIGMA_TYPE = "SigmaDelta", "Delta", "Sigma"
 TYPES = (DELTA_TYPE, LEVEL_TYPE, SIGMA_TYPE)
 
@@ -111,17 +110,31 @@ def _triplets(rows, cols, vals) -> tuple:
     return (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64), np.asarray(vals, dtype=np.int64))
 
 
+def run(tree: Tree, x: np.ndarray) -> list:
+    """What each level and the Sigma hold for the inputs ``x`` (``[N, inputs]``, IR flat, integers): the math the
+    processes do, ``[level 1, ..., level L, the max]``, each ``[N, units]``."""
+    from scipy.sparse import csr_matrix
+    a, held = np.asarray(x, dtype=np.int64), []
+    for (r, c, v), n in zip(tree.levels + (tree.final,), tree.units[1:] + (None,)):
+        n = int(r.max()) + 1 if n is None else n   # the Sigma: one row per output
+        a = (csr_matrix((v, (r, c)), shape=(n, a.shape[1])) @ a.T).T
+        a = np.maximum(a, 0) if len(held) < len(tree.levels) else a
+        held.append(np.asarray(a, dtype=np.int64))
+    return held
+
+
 def evaluate(tree: Tree, x: np.ndarray) -> np.ndarray:
-    """The tree's outputs for one sample's inputs ``x`` (IR flat), in integers: the math the processes do."""
-    a = np.asarray(x, dtype=np.int64)
-    for (r, c, v), n in zip(tree.levels, tree.units[1:]):
-        a = np.maximum(np.bincount(r, weights=v * a[c], minlength=n).astype(np.int64), 0)
-    r, c, v = tree.final
-    return np.bincount(r, weights=v * a[c], minlength=int(r.max()) + 1 if r.size else 0).astype(np.int64)
+    """The tree's outputs for one sample's inputs ``x`` (IR flat), in integers."""
+    return run(tree, np.asarray(x)[None])[-1][0]
 
 
 def tree_of(pool: Node, in_shape) -> Tree:
     return tournament(windows(pool_attrs(pool), in_shape, pool.type.shape), int(np.prod(in_shape)))
+
+
+def depth(pool: Node, in_shape) -> int:
+    """The tree's levels for ``pool``, from its windows alone (``ceil(log2 n)`` for the widest of ``n`` values)."""
+    return (max(len(w) for w in windows(pool_attrs(pool), in_shape, pool.type.shape)) - 1).bit_length()
 
 
 # -- the mapping: which pools go on chip --------------------------------------------------------
@@ -151,10 +164,7 @@ def records(name: str, tree: Tree, in_ir_shape, out_ir_shape, phi: int, period: 
     for l, (dst, units) in enumerate(mats):
         syn = f"{dst}.synapse"
         ir = [int(units)] if units is not None else list(out_ir_shape)
-        procs.append({"name": syn, "type": "Sparse", "tree": name, "matrix": l, "num_message_bits": 24,
-                      "weight_exp": -1, "ir_shape": ir, "lava_shape": lava_shape(ir), "rows_ir_shape": ir,
-                      "cols_ir_shape": prev_shape, "input": prev, "input_ir_shape": prev_shape, "target": dst,
-                      "latency": phi + l + 1, "delay": 0, "sign_mode": "mixed"})
+        procs.append(_sparse(syn, name, l, ir, prev, prev_shape, phi + l + 1, dst))
         procs.append({"name": dst, "type": LEVEL_TYPE if units is not None else SIGMA_TYPE, "ir_shape": ir,
                       "lava_shape": lava_shape(ir), "start": phi + l + 1, "latency": phi + l + 1, "period": period,
                       "emit": 1, "input": syn, "inputs": [syn]})
@@ -163,13 +173,19 @@ def records(name: str, tree: Tree, in_ir_shape, out_ir_shape, phi: int, period: 
                       **({"reshape": True} if units is None else {})})
         prev, prev_shape = dst, ir
     out = f"{name}.out"   # neuron to neuron through a synapse, as on chip: the identity, 24-bit graded
-    procs.append({"name": out, "type": "Sparse", "tree": name, "matrix": "identity", "num_message_bits": 24,
-                  "weight_exp": 0, "ir_shape": list(out_ir_shape), "lava_shape": lava_shape(out_ir_shape),
-                  "rows_ir_shape": list(out_ir_shape), "cols_ir_shape": list(out_ir_shape), "input": prev,
-                  "input_ir_shape": list(out_ir_shape), "latency": phi + len(mats) + 1, "delay": 0,
-                  "sign_mode": "excitatory"})
+    procs.append(_sparse(out, name, "identity", list(out_ir_shape), prev, list(out_ir_shape), phi + len(mats) + 1))
     conns.append({"src": prev, "port": "s_out", "dst": out, "dst_port": "s_in", "flatten": True})
     return procs, conns
+
+
+def _sparse(syn: str, tree: str, matrix, ir: list, src: str, src_ir: list, latency: int, target=None) -> dict:
+    """The record of a tree's graded ``Sparse``: matrix ``l`` (+-1, written +-2 with weight_exp -1: mixed signs) or
+    the identity into the neuron (weight 1, excitatory)."""
+    identity = matrix == "identity"
+    return {"name": syn, "type": "Sparse", "tree": tree, "matrix": matrix, "num_message_bits": 24,
+            "weight_exp": 0 if identity else -1, "ir_shape": ir, "lava_shape": lava_shape(ir), "rows_ir_shape": ir,
+            "cols_ir_shape": src_ir, "input": src, "input_ir_shape": src_ir, "latency": latency, "delay": 0,
+            "sign_mode": "excitatory" if identity else "mixed", **({"target": target} if target else {})}
 
 
 def save(arrays: dict, name: str, tree: Tree) -> None:
@@ -186,7 +202,7 @@ def folded_matrix(arrays: dict, p: dict, batch: int):
     if p["matrix"] == "identity":
         return identity(batch * int(np.prod(p["rows_ir_shape"])), dtype=np.int32, format="csr")
     name, l = p["tree"], int(p["matrix"])
-    r, c, v = (arrays[f"{name}/m{l}/{k}"] for k in ("rows", "cols", "values"))
+    r, c, v = _triplet(arrays, name, l)
     n_rows, n_cols = int(np.prod(p["rows_ir_shape"])), int(np.prod(p["cols_ir_shape"]))
     rows = np.concatenate([_folded(r, b, p["rows_ir_shape"], batch) for b in range(batch)])
     cols = np.concatenate([_folded(c, b, p["cols_ir_shape"], batch) for b in range(batch)])
@@ -209,8 +225,19 @@ def matrix(arrays: dict, p: dict):
     from scipy.sparse import csr_matrix, identity
     if p["matrix"] == "identity":
         return identity(int(np.prod(p["rows_ir_shape"])), dtype=np.int64, format="csr")
-    r, c, v = (arrays[f"{p['tree']}/m{p['matrix']}/{k}"] for k in ("rows", "cols", "values"))
+    r, c, v = _triplet(arrays, p["tree"], p["matrix"])
     return csr_matrix((v, (r, c)), shape=(int(np.prod(p["rows_ir_shape"])), int(np.prod(p["cols_ir_shape"]))))
+
+
+def _triplet(arrays: dict, tree: str, l) -> tuple:
+    return tuple(arrays[f"{tree}/m{l}/{k}"] for k in ("rows", "cols", "values"))
+
+
+def load(arrays: dict, name: str) -> Tree:
+    """The tree ``save`` wrote into the network's arrays."""
+    units = tuple(int(u) for u in arrays[f"{name}/units"])
+    mats = tuple(_triplet(arrays, name, l) for l in range(len(units)))
+    return Tree(units, mats[:-1], mats[-1])
 
 
 def activity(net: dict, arrays: dict, values: dict) -> dict:
@@ -223,11 +250,8 @@ def activity(net: dict, arrays: dict, values: dict) -> dict:
         x = np.asarray(values[d["ir_input"]], dtype=np.int64)
         t, b = x.shape[:2]
         out[d["name"]] = np.diff(x, axis=0, prepend=0)
-        a, level = x.reshape(t * b, -1), 1
-        while f"{name}.level{level}" in procs:
-            a = np.maximum((matrix(arrays, procs[f"{name}.level{level}.synapse"]) @ a.T).T, 0)
-            out[f"{name}.level{level}"] = np.diff(a.reshape(t, b, -1), axis=0, prepend=0)
-            level += 1
-        m = (matrix(arrays, procs[f"{name}.sigma.synapse"]) @ a.T).T
+        *levels, m = run(load(arrays, name), x.reshape(t * b, -1))
+        for l, a in enumerate(levels, start=1):
+            out[f"{name}.level{l}"] = np.diff(a.reshape(t, b, -1), axis=0, prepend=0)
         out[f"{name}.sigma"] = m.reshape(t, b, *procs[f"{name}.sigma"]["ir_shape"])
     return out

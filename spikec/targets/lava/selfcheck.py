@@ -304,7 +304,7 @@ def _origin(qgraph, name: str, starts: dict, hosts: dict) -> tuple[int, int] | N
         return (hosts[n.name], 1) if n.name in hosts else None
     if n.op == "maxpool2d":   # a max tree (max_tree.py): its Delta as a population, its output L + 2 steps later
         delta = _implied(qgraph, n, starts, hosts)
-        levels = len(max_tree.tree_of(n, qgraph.node(n.inputs[0]).type.shape).levels)
+        levels = max_tree.depth(n, qgraph.node(n.inputs[0]).type.shape)   # from the windows, not the tree built
         return None if delta is None else (delta + levels + 2, 1)
     if n.op in POPULATION_OPS:
         owner = n if lops.primary(n) else next(

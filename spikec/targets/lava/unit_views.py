@@ -20,15 +20,13 @@ import numpy as np
 from spikec.ir.errors import IRError
 from spikec.ir.graph import Graph, Node, TensorType
 from spikec.ops import OPS
+from spikec.ops.structure import unit_view
 from spikec.targets.lava.layout import lava_shape
 
 
 def _drops_unit(g: Graph, n: Node) -> bool:
     """A reshape ``(C, 1, L) -> (C, L)``."""
-    if n.op != "reshape":
-        return False
-    src = g.node(n.inputs[0]).type.shape
-    return len(src) == 3 and src[1] == 1 and tuple(n.type.shape) == (src[0], src[2])
+    return n.op == "reshape" and unit_view(g.node(n.inputs[0]).type.shape, n.type.shape) == "drops"
 
 
 def _per_channel(n: Node, channels: int) -> bool:
@@ -43,9 +41,8 @@ def input_view(g: Graph, n: Node) -> bool:
     """A graph input ``(C, L)`` viewed as ``(C, 1, L)`` by ``n``, its only reader, itself read by synapses only."""
     if n.op != "reshape" or g.node(n.inputs[0]).op != "input":
         return False
-    src = g.node(n.inputs[0]).type.shape
     readers = g.consumers(n.name)   # synapses only (a Conv1d's conv2d): a host op reads the input as it is
-    return len(src) == 2 and tuple(n.type.shape) == (src[0], 1, src[1]) \
+    return unit_view(g.node(n.inputs[0]).type.shape, n.type.shape) == "adds" \
         and [c.name for c in g.consumers(n.inputs[0])] == [n.name] and n.inputs[0] not in g.outputs \
         and bool(readers) and all(r.op in ("conv2d", "linear") for r in readers) and n.name not in g.outputs
 

@@ -10,6 +10,7 @@ import nir
 import numpy as np
 
 from spikec.ir.errors import UnsupportedOp
+from spikec.ops.structure import unit_view
 
 
 def _refuse(node, why: str):
@@ -37,12 +38,12 @@ def reshape(ex, node) -> None:
     src = ex.graph.node(node.inputs[0])
     x, y = tuple(src.type.shape), tuple(node.type.shape)
     state = _state(ex)
-    if len(x) == 2 and y == (x[0], 1, x[1]) and ex.users.get(node.name) and \
+    if unit_view(x, y) == "adds" and ex.users.get(node.name) and \
             all(_conv1d_kernel(ex, u) for u in ex.users[node.name]):
         state["views"].add(node.name)
         ex.sources[node.name] = list(ex.sources[src.name])
         return
-    if src.name in state["outputs"] and len(x) == 3 and x[1] == 1 and y == (x[0], x[2]):
+    if src.name in state["outputs"] and unit_view(x, y) == "drops":
         return ex.single(node, ex.sources[src.name][0])
     if len(y) == 1:
         if len(x) == 1:
